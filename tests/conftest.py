@@ -1,0 +1,33 @@
+"""Test configuration shared by every test module.
+
+The device under test comes from PRECRED_TEST_DEVICE ("cpu" by default, "cuda" on a GPU machine).
+On the CPU the Triton kernels run under Triton's interpreter, which must be switched on before
+triton is first imported, hence the environment variable is set here, at collection time.
+"""
+import os
+
+DEVICE = os.environ.get("PRECRED_TEST_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on the CPU interpreter)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if DEVICE != "cuda":
+        skip = pytest.mark.skip(reason="GPU-only test; set PRECRED_TEST_DEVICE=cuda on a GPU machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        pytest.exit("PRECRED_TEST_DEVICE=cuda but torch sees no CUDA device", returncode=2)
+    return DEVICE
