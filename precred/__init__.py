@@ -1,0 +1,24 @@
+"""precred: GPU reductions in Triton with selectable, bounded and measured precision.
+
+On a machine without a CUDA device, precred runs its kernels through Triton's interpreter: it sets
+TRITON_INTERPRET=1 before its kernels are defined, unless the variable is already set. On a machine
+with a GPU, CPU tensors need TRITON_INTERPRET=1 set before import (and then run interpreted).
+"""
+import os
+
+if "TRITON_INTERPRET" not in os.environ:
+    import torch as _torch
+
+    if not _torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+from .bounds import error_bound, gamma, unit_roundoff  # noqa: E402
+from .modes import DEFAULT_MODE, MODES  # noqa: E402
+from .ops import mean, sum  # noqa: E402,A004
+from .plan import Plan, plan_reduction  # noqa: E402
+
+MODE_NAMES = tuple(MODES)
+
+__all__ = ["sum", "mean", "error_bound", "gamma", "unit_roundoff", "MODES", "MODE_NAMES", "DEFAULT_MODE",
+           "Plan", "plan_reduction"]
+__version__ = "0.1.0"

@@ -1,0 +1,59 @@
+"""Argument checks shared by the public functions: torch's semantics, clear errors naming the argument."""
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def check_float_tensor(x, name: str = "input") -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must have a floating dtype among float32, float64, bfloat16, float16; "
+                        f"got {x.dtype}")
+    if x.device.type not in ("cuda", "cpu"):
+        raise RuntimeError(f"{name} is on {x.device}; precred runs on CUDA devices and on the CPU interpreter")
+
+
+def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
+    """torch's reduction `dim`: None, an int, or a tuple/list of ints -> sorted tuple of unique dims.
+
+    None and an empty tuple/list mean every dimension (as torch.sum). A 0-d tensor accepts 0 and -1.
+    """
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, bool) or not isinstance(dim, (int, tuple, list, torch.Size)):
+        raise TypeError(f"{name} must be None, an int or a tuple of ints, got {type(dim).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return tuple(range(ndim))
+    bound = max(ndim, 1)
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"{name} must contain ints, got {type(d).__name__}")
+        if not -bound <= d < bound:
+            raise IndexError(f"{name}={d} is out of range for a tensor of {ndim} dimension(s) "
+                             f"(expected to be in range of [{-bound}, {bound - 1}])")
+        d = d % bound
+        if d in out:
+            raise RuntimeError(f"{name}: dimension {d} appears multiple times in the list of dims")
+        out.append(d)
+    if ndim == 0:
+        return ()
+    return tuple(sorted(out))
+
+
+def check_out_dtype(dtype, name: str = "dtype"):
+    if dtype is None:
+        return None
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {type(dtype).__name__}")
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be a floating dtype among float32, float64, bfloat16, float16; got {dtype}")
+    return dtype
+
+
+def reduced_shape(shape, dims: tuple, keepdim: bool) -> list:
+    if keepdim:
+        return [1 if d in dims else s for d, s in enumerate(shape)]
+    return [s for d, s in enumerate(shape) if d not in dims]

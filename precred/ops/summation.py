@@ -1,0 +1,91 @@
+"""`precred.sum` and `precred.mean`: public function -> torch.library custom op -> launcher.
+
+The custom op (`precred::sum_reduce`) lets torch.compile trace calls without graph breaks; its
+autograd formula is registered with it (the gradient of a sum is the broadcast upstream gradient,
+exact; a mean's is that divided by n, rounded once).
+"""
+import builtins
+import math
+
+import torch
+
+from ..checks import check_float_tensor, check_out_dtype, normalize_dims, reduced_shape
+from ..launch import reduce_sum
+from ..modes import DEFAULT_MODE, get_mode
+
+
+@torch.library.custom_op("precred::sum_reduce", mutates_args=())
+def _sum_reduce(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str,
+                divide: bool) -> torch.Tensor:
+    shape = reduced_shape(x.shape, dims, keepdim)
+    n = math.prod(x.shape[d] for d in dims)
+    if x.numel() == 0 or n == 0:
+        # torch: the empty sum is 0 and the empty mean is NaN (0/0); an empty output stays empty.
+        fill = math.nan if divide else 0.0
+        return torch.full(shape, fill, dtype=out_dtype, device=x.device)
+    flat = reduce_sum(x, tuple(dims), get_mode(mode), out_dtype, divide)
+    return flat.view(shape)
+
+
+@_sum_reduce.register_fake
+def _(x, dims, keepdim, out_dtype, mode, divide):
+    return x.new_empty(reduced_shape(x.shape, dims, keepdim), dtype=out_dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    x, dims, keepdim, _, _, divide = inputs
+    ctx.input_shape = x.shape
+    ctx.input_dtype = x.dtype
+    ctx.dims = dims
+    ctx.keepdim = keepdim
+    ctx.count = math.prod(x.shape[d] for d in dims) if divide else None
+
+
+def _backward(ctx, grad):
+    if not ctx.keepdim:
+        for d in ctx.dims:
+            grad = grad.unsqueeze(d)
+    grad = grad.expand(ctx.input_shape)
+    if ctx.count is not None:
+        grad = grad / ctx.count
+    return grad.to(ctx.input_dtype), None, None, None, None, None
+
+
+_sum_reduce.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
+    check_float_tensor(x, "input")
+    get_mode(mode)
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
+    out_dtype = check_out_dtype(dtype) or x.dtype
+    dims = normalize_dims(dim, x.dim())
+    return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
+
+
+def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,  # noqa: A001
+        mode: str = DEFAULT_MODE) -> torch.Tensor:
+    """Sum of `x` over `dim` with a chosen, bounded precision (torch.sum's semantics).
+
+    dim: None (all dims), an int, or a tuple of ints; keepdim as torch. dtype: the output dtype
+    (default x.dtype; float dtypes only); like torch, the sum is accumulated in at least its precision,
+    but the inputs are never rounded to a narrower dtype first. mode: "fast", "pairwise", "kahan" (default), "fp64" -- see
+    precred.MODES and precred.error_bound for what each guarantees. bf16/fp16 inputs always accumulate in
+    at least fp32. Empty reductions give 0; NaN and inf propagate as in torch.
+
+    CUDA tensors run compiled Triton kernels. CPU tensors run the same kernels through Triton's
+    interpreter (TRITON_INTERPRET=1, set automatically on import when no GPU is present): the same
+    numerics, slowly.
+    """
+    return _reduce(x, dim, keepdim, dtype, mode, divide=False)
+
+
+def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,
+         mode: str = DEFAULT_MODE) -> torch.Tensor:
+    """Mean of `x` over `dim`: the sum in `mode`, divided by the count in fp64, rounded once to the
+    output dtype. Same arguments as precred.sum; an empty reduction gives NaN, as torch.mean."""
+    return _reduce(x, dim, keepdim, dtype, mode, divide=True)
+
+
+del builtins

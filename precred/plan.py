@@ -1,0 +1,134 @@
+"""The planner: a pure function from the shape of a reduction to its launch plan.
+
+`plan_reduction` sees only sizes, which strides are unit, the element size, the mode and the device's
+SM count, so it is unit-tested on the CPU and cached. A plan is a chain of passes: the first reads the
+input, each later one merges the partial states the previous one wrote (the `split` schedule), and
+the last writes the output. The plan also states the depth of the evaluation tree it builds -- the
+largest number of roundings any element can go through -- which is what precred.bounds needs.
+
+Numerics never depend on anything but the plan, and the plan depends only on the arguments below:
+the same input on the same device always takes the same path.
+"""
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Pass:
+    schedule: str      # "inner" (reduced axis is the fast one) or "outer" (kept inner axis is)
+    outer: int         # outer extent of this pass's (outer, reduce, inner) view
+    red: int           # reduced extent
+    inner: int         # inner extent
+    lanes: int         # accumulators per output: BLOCK_N (inner) or BLOCK_R (outer), a power of two
+    block_kept: int    # outputs per program: BLOCK_M (inner) or BLOCK_I (outer)
+    chunk: int         # reduced elements per part, a multiple of `lanes`
+    parts: int         # parts per output; > 1 means this pass writes partial states
+    num_warps: int
+
+    @property
+    def tiles_per_lane(self) -> int:
+        """Longest chain of sequential updates a lane performs in this pass."""
+        return -(-min(self.chunk, self.red) // self.lanes)
+
+    @property
+    def depth(self) -> int:
+        """Roundings an element can go through in this pass: its lane's chain (the first update adds to
+        the exact identity 0), then log2(lanes) levels of the fixed tree."""
+        return (self.tiles_per_lane - 1) + (self.lanes.bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    passes: tuple
+
+    @property
+    def depth(self) -> int:
+        return sum(p.depth for p in self.passes)
+
+    @property
+    def schedule(self) -> str:
+        """The first pass's schedule, with `+split` when partial states are merged by later passes."""
+        first = self.passes[0]
+        return first.schedule + ("+split" if len(self.passes) > 1 else "")
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+# Elements of one loaded tile. 16 KiB of fp32 per iteration keeps enough loads in flight per program.
+TILE_ELEMENTS = 4096
+# Split a long reduction when fewer programs than this many per SM would otherwise run.
+PROGRAMS_PER_SM = 4
+
+
+def _warps(tile_elements: int) -> int:
+    return 8 if tile_elements >= 4096 else 4 if tile_elements >= 1024 else 2 if tile_elements >= 256 else 1
+
+
+def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
+    rows = outer * inner
+    lanes = min(_pow2_at_least(red), tile_elements)
+    block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes))
+    if one_tile_per_lane:
+        chunk = lanes
+    else:
+        chunk = -(-red // parts_wanted)
+        chunk = -(-chunk // lanes) * lanes
+    parts = -(-red // chunk)
+    return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows))
+
+
+def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
+    block_inner = min(_pow2_at_least(inner), 128)
+    lanes = max(1, min(_pow2_at_least(red), tile_elements // block_inner))
+    if one_tile_per_lane:
+        chunk = lanes
+    else:
+        chunk = -(-red // parts_wanted)
+        chunk = -(-chunk // lanes) * lanes
+    parts = -(-red // chunk)
+    return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, _warps(lanes * block_inner))
+
+
+def _programs(p: Pass) -> int:
+    per_part = p.outer * p.inner
+    return -(-per_part // p.block_kept) if p.schedule == "inner" else p.outer * -(-p.inner // p.block_kept)
+
+
+@lru_cache(maxsize=4096)
+def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, one_tile_per_lane: bool,
+                   sm_count: int, tile_elements: int = TILE_ELEMENTS) -> Plan:
+    """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
+
+    inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
+    loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
+    """
+    if red < 1 or outer * inner < 1:
+        raise ValueError("plan_reduction needs a non-empty reduction")
+    make = _outer_pass if (inner > 1 and inner_contiguous) else _inner_pass
+
+    # First pass: split the reduced axis when the kept outputs alone cannot fill the GPU.
+    single = make(outer, red, inner, 1, one_tile_per_lane, tile_elements)
+    parts_wanted = 1
+    if not one_tile_per_lane:
+        programs = _programs(single)
+        target = PROGRAMS_PER_SM * sm_count
+        if programs < target and red > 4 * single.lanes:
+            parts_wanted = min(-(-target // programs), -(-red // single.lanes))
+    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements)]
+
+    # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
+    # along parts: an inner pass again); outer passes as [parts, outer*inner] (an outer pass again).
+    while passes[-1].parts > 1:
+        prev = passes[-1]
+        if prev.schedule == "inner":
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, tile_elements)
+        else:
+            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, tile_elements)
+        passes.append(nxt)
+    return Plan(tuple(passes))

@@ -1,0 +1,77 @@
+"""`inner` schedule: the reduced axis is the (possibly strided) fast axis of each row.
+
+The input is viewed as rows r = (o, i) of a (outer, reduce, inner) layout: element j of row r lives at
+o*stride_outer + i*stride_inner + j*stride_red, with o = r // inner_size, i = r % inner_size.
+A program owns BLOCK_M rows and one part of the reduced axis (the `split` schedule runs several parts
+per row and merges the partial states in a second launch). It streams its part in [BLOCK_M, BLOCK_N]
+tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element -- and merges the
+BLOCK_N lanes once at the end with the fixed tree.
+
+Bytes moved: every input element once; one output (or one partial state) per row and part.
+"""
+import triton
+import triton.language as tl
+
+from ..strategies import state_update, state_combine
+from .finish import finish
+from .tree import tree_reduce_last_axis
+
+
+@triton.jit(do_not_specialize=["n_rows", "inner_size", "stride_outer", "stride_inner", "stride_red",
+                               "red_len", "chunk_len", "n_parts", "divisor"])
+def inner_kernel(
+    src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
+    src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
+    dst_hi_ptr,    # output [n_rows] (final pass), or hi parts of partial states [n_rows, n_parts]
+    dst_lo_ptr,    # lo parts of partial states (written only when DST_IS_STATE)
+    n_rows,        # number of rows = outputs of this pass
+    inner_size,    # rows are (o, i) pairs with i < inner_size
+    stride_outer, stride_inner, stride_red,  # element strides of the source
+    red_len,       # length of the reduced axis
+    chunk_len,     # elements per part, a multiple of BLOCK_N (== red_len rounded up when n_parts == 1)
+    n_parts,       # parts per row
+    divisor,       # the final value is divided by this (the element count, for mean)
+    STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    row_block = pid // n_parts
+    part = pid % n_parts
+
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    # int64 offsets: a tensor may hold more than 2^31 elements.
+    row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner
+
+    part_start = part.to(tl.int64) * chunk_len
+    part_end = tl.minimum(part_start + chunk_len, red_len)
+
+    hi = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    lanes = tl.arange(0, BLOCK_N)
+    for start in range(part_start, part_end, BLOCK_N):
+        cols = start + lanes
+        mask = row_mask[:, None] & (cols < part_end)[None, :]
+        offsets = row_base[:, None] + cols[None, :] * stride_red
+        # Masked lanes load the identity 0, which every strategy adds exactly.
+        x_hi = tl.load(src_hi_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+        if SRC_IS_STATE:
+            if USES_LO:
+                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+            else:
+                x_lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+            hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
+        else:
+            hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+
+    row_hi, row_lo = tree_reduce_last_axis(hi, lo, BLOCK_M, BLOCK_N, STRATEGY)
+
+    if DST_IS_STATE:
+        dst = rows.to(tl.int64) * n_parts + part
+        tl.store(dst_hi_ptr + dst, row_hi, mask=row_mask)
+        if USES_LO:
+            tl.store(dst_lo_ptr + dst, row_lo, mask=row_mask)
+    else:
+        value = finish(row_hi, row_lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
+        tl.store(dst_hi_ptr + rows, value, mask=row_mask)

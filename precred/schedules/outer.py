@@ -1,0 +1,78 @@
+"""`outer` schedule: the reduced axis is strided and the kept inner axis is contiguous.
+
+The input is viewed as (outer, reduce, inner) with stride_inner typically 1. A program owns one outer
+index o, BLOCK_I consecutive inner indices and one part of the reduced axis, and loads
+[BLOCK_R, BLOCK_I] tiles that are coalesced along the inner axis -- no transposing copy. Each of the
+BLOCK_R lanes of a column accumulates every BLOCK_R-th element; the lanes are merged once at the end
+by the fixed tree. Partial states go to a [n_parts, outer*inner] workspace, which a second launch of
+this same kernel reduces over its (strided) first axis.
+
+Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
+"""
+import triton
+import triton.language as tl
+
+from ..strategies import state_update, state_combine
+from .finish import finish
+from .tree import tree_reduce_last_axis
+
+
+@triton.jit(do_not_specialize=["outer_size", "inner_size", "stride_outer", "stride_inner", "stride_red",
+                               "red_len", "chunk_len", "n_parts", "divisor"])
+def outer_kernel(
+    src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
+    src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
+    dst_hi_ptr,    # output [outer, inner] (final pass), or hi parts of states [n_parts, outer*inner]
+    dst_lo_ptr,    # lo parts of partial states (written only when DST_IS_STATE)
+    outer_size, inner_size,
+    stride_outer, stride_inner, stride_red,  # element strides of the source
+    red_len, chunk_len, n_parts,
+    divisor,       # the final value is divided by this (the element count, for mean)
+    STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
+    part = pid % n_parts
+    tile = pid // n_parts
+    o = tile // n_inner_blocks
+    inner_block = tile % n_inner_blocks
+
+    cols = inner_block * BLOCK_I + tl.arange(0, BLOCK_I)
+    col_mask = cols < inner_size
+    col_base = o.to(tl.int64) * stride_outer + cols.to(tl.int64) * stride_inner
+
+    part_start = part.to(tl.int64) * chunk_len
+    part_end = tl.minimum(part_start + chunk_len, red_len)
+
+    hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+    lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+    lanes = tl.arange(0, BLOCK_R)
+    for start in range(part_start, part_end, BLOCK_R):
+        reds = start + lanes
+        mask = (reds < part_end)[:, None] & col_mask[None, :]
+        offsets = reds[:, None] * stride_red + col_base[None, :]
+        # Masked lanes load the identity 0, which every strategy adds exactly.
+        x_hi = tl.load(src_hi_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+        if SRC_IS_STATE:
+            if USES_LO:
+                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+            else:
+                x_lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+            hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
+        else:
+            hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+
+    # Merge the BLOCK_R lanes of each column: transpose so the lanes are the last axis.
+    col_hi, col_lo = tree_reduce_last_axis(tl.trans(hi), tl.trans(lo), BLOCK_I, BLOCK_R, STRATEGY)
+
+    out_index = o.to(tl.int64) * inner_size + cols
+    if DST_IS_STATE:
+        dst = part.to(tl.int64) * (outer_size * inner_size) + out_index
+        tl.store(dst_hi_ptr + dst, col_hi, mask=col_mask)
+        if USES_LO:
+            tl.store(dst_lo_ptr + dst, col_lo, mask=col_mask)
+    else:
+        value = finish(col_hi, col_lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
+        tl.store(dst_hi_ptr + out_index, value, mask=col_mask)

@@ -1,0 +1,52 @@
+"""Numeric strategies: an accumulator state (hi, lo) and init / update / combine / finalize.
+
+Schedules call the dispatchers below with the strategy id as a compile-time constant, so each
+compiled kernel contains exactly one strategy and the schedule code never forks per strategy.
+(Triton cannot take a jit function held in a kernel argument as `tl.reduce`'s combine_fn, DESIGN.md;
+a constexpr switch is the pattern that works everywhere, interpreter included.)
+
+Every strategy keeps the same two-component state so workspaces of partial states have one layout:
+`hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation).
+"""
+import triton
+import triton.language as tl
+
+from .plain import plain_update, plain_combine, plain_finalize
+from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
+
+# Strategy ids (compile-time constants in kernels).
+PLAIN = 0
+COMPENSATED = 1
+
+
+@triton.jit
+def state_update(hi, lo, x, STRATEGY: tl.constexpr):
+    if STRATEGY == 1:
+        hi, lo = compensated_update(hi, lo, x)
+    else:
+        hi, lo = plain_update(hi, lo, x)
+    return hi, lo
+
+
+@triton.jit
+def state_combine(hi_a, lo_a, hi_b, lo_b, STRATEGY: tl.constexpr):
+    if STRATEGY == 1:
+        hi, lo = compensated_combine(hi_a, lo_a, hi_b, lo_b)
+    else:
+        hi, lo = plain_combine(hi_a, lo_a, hi_b, lo_b)
+    return hi, lo
+
+
+@triton.jit
+def state_finalize(hi, lo, STRATEGY: tl.constexpr):
+    """The state's value in fp64 (the caller rounds once more, to the output dtype)."""
+    if STRATEGY == 1:
+        value = compensated_finalize(hi, lo)
+    else:
+        value = plain_finalize(hi, lo)
+    return value
+
+
+__all__ = [
+    "PLAIN", "COMPENSATED", "state_update", "state_combine", "state_finalize", "two_sum",
+]

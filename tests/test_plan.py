@@ -1,0 +1,110 @@
+"""The planner and the layout: pure functions, checked without launching kernels."""
+import math
+
+import pytest
+import torch
+
+from precred.layout import reduction_view
+from precred.plan import plan_reduction
+
+H100_SMS = 132
+DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
+
+
+def _check_plan_invariants(plan, outer, red, inner):
+    n_out = outer * inner
+    prev = None
+    for p in plan.passes:
+        assert p.lanes & (p.lanes - 1) == 0 and p.block_kept & (p.block_kept - 1) == 0
+        assert p.chunk % p.lanes == 0
+        assert p.parts == -(-p.red // p.chunk), "parts must cover the reduced axis exactly once"
+        assert p.outer * p.inner == n_out
+        if prev is not None:
+            assert p.red == prev.parts, "each later pass merges exactly the previous pass's partial states"
+        prev = p
+    assert plan.passes[0].red == red and plan.passes[-1].parts == 1
+
+
+@pytest.mark.parametrize("shape", DESIGN_SHAPES)
+@pytest.mark.parametrize("reduce_dim", [1, 0])
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_plan_invariants_on_design_shapes(shape, reduce_dim, pairwise):
+    rows, cols = shape
+    if reduce_dim == 1:
+        outer, red, inner, contiguous = rows, cols, 1, False
+    else:
+        outer, red, inner, contiguous = 1, rows, cols, True
+    plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, one_tile_per_lane=pairwise,
+                          sm_count=H100_SMS)
+    _check_plan_invariants(plan, outer, red, inner)
+    assert plan.passes[0].schedule == ("inner" if reduce_dim == 1 else "outer")
+    if pairwise:
+        # The whole reduction is one tree: its depth exceeds ceil(log2 n) by at most one per extra pass.
+        assert all(p.tiles_per_lane == 1 for p in plan.passes)
+        assert plan.depth <= math.ceil(math.log2(red)) + len(plan.passes) - 1
+
+
+def test_few_long_rows_are_split_to_fill_the_gpu():
+    plan = plan_reduction(16, 262144, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    assert len(plan.passes) == 2 and plan.passes[0].parts > 1
+    programs = 16 * plan.passes[0].parts
+    assert programs >= 2 * H100_SMS
+    full = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    assert full.passes[0].parts >= 4 * H100_SMS // 2
+    # Depth of the fast/kahan tree stays far below n: lanes chains plus two trees.
+    assert full.depth < 2 ** 28 // 1000
+
+
+def test_many_rows_are_not_split():
+    plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    assert len(plan.passes) == 1 and plan.passes[0].block_kept >= 1
+
+
+def test_plan_is_pure_and_cached():
+    a = plan_reduction(5, 77, 3, inner_contiguous=True, one_tile_per_lane=False, sm_count=8)
+    b = plan_reduction(5, 77, 3, inner_contiguous=True, one_tile_per_lane=False, sm_count=8)
+    assert a is b
+
+
+def test_plan_rejects_empty():
+    with pytest.raises(ValueError):
+        plan_reduction(1, 0, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=8)
+
+
+# ---- layout --------------------------------------------------------------------------------------
+
+def _element(view, o, j, i):
+    return view.source.as_strided((1,), (1,), view.source.storage_offset() +
+                                  o * view.stride_outer + j * view.stride_red + i * view.stride_inner).item()
+
+
+@pytest.mark.parametrize("shape,dims,copied", [
+    ((4, 5, 6), (1,), False),          # (outer, reduce, inner) with a contiguous inner axis
+    ((4, 5, 6), (2,), False),
+    ((4, 5, 6), (0,), False),
+    ((4, 5, 6), (0, 1), False),
+    ((4, 5, 6), (1, 2), False),
+    ((4, 5, 6), (0, 2), True),         # reduced dims that do not chain: one documented copy
+    ((4, 5, 6), (0, 1, 2), False),
+    ((3, 1, 5), (1,), False),          # size-1 reduced dim
+    ((2, 3, 4, 5), (1, 3), True),
+])
+def test_reduction_view_addresses_every_element_once(shape, dims, copied):
+    x = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
+    view = reduction_view(x, dims)
+    assert view.copied == copied
+    kept = [d for d in range(len(shape)) if d not in dims]
+    expected = x.permute(*kept, *dims).reshape(view.outer * view.inner, view.red)
+    got = torch.tensor([[_element(view, r // view.inner, j, r % view.inner) for j in range(view.red)]
+                        for r in range(view.outer * view.inner)])
+    # Per output the same multiset of elements (a sum does not care about their order).
+    assert torch.equal(got.sort(dim=1).values, expected.sort(dim=1).values)
+
+
+def test_reduction_view_of_transposed_and_expanded_inputs_needs_no_copy():
+    x = torch.randn(8, 6).t()                     # reduce dim 1 of a transpose: the outer schedule
+    view = reduction_view(x, (1,))
+    assert not view.copied and view.stride_inner == 1 and view.inner == 6
+    e = torch.randn(5, 1).expand(5, 7)            # stride-0 reduced axis
+    view = reduction_view(e, (1,))
+    assert not view.copied and view.stride_red == 0
