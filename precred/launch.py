@@ -35,13 +35,16 @@ def _cuda_sm_count(index: int) -> int:
     return _SM_COUNTS[index]
 
 
-def plan_for(x: torch.Tensor, dims: tuple, mode: Mode) -> tuple:
-    """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims."""
+def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> tuple:
+    """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims.
+
+    planner_overrides (sm_count, tile_elements) let tests force splits and long lane chains on small
+    inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
-    plan = plan_reduction(view.outer, view.red, view.inner,
-                          inner_contiguous=view.stride_inner == 1,
-                          one_tile_per_lane=mode.one_tile_per_lane,
-                          sm_count=device_sm_count(x.device))
+    options = dict(sm_count=device_sm_count(x.device))
+    options.update(planner_overrides)
+    plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
+                          one_tile_per_lane=mode.one_tile_per_lane, **options)
     return view, plan
 
 

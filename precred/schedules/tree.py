@@ -1,15 +1,19 @@
 """The fixed pairwise tree that merges the lanes of a tile-shaped accumulator.
 
 Every schedule keeps one accumulator state per lane while it streams the reduced axis, then merges
-the lanes once, here. The tree is written out (reshape + split, adjacent pairs first) instead of
-calling `tl.reduce`, because tl.reduce's internal order is Triton's to change between releases
-(DESIGN.md): this order is ours, so its depth -- log2(width) combines -- is what precred.bounds
-assumes, and it is the same on the GPU and under the interpreter.
+the lanes once, here. Level k pairs lane i with lane i + width/2 (width halving each level), so the
+tree is balanced and its depth is log2(width) combines -- what precred.bounds assumes. Each level is
+a `tl.reduce` over an axis of exactly two elements: with two operands the combine's result does not
+depend on Triton's internal reduction order (both combines are symmetric: a + b == b + a, and TwoSum's
+error term is exact in either order), so the order is ours, identical on every GPU and in the
+interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
+releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
 """
 import triton
 import triton.language as tl
 
-from ..strategies import state_combine
+from ..strategies.compensated import compensated_combine
+from ..strategies.plain import plain_combine
 
 
 @triton.jit
@@ -18,7 +22,10 @@ def tree_reduce_last_axis(hi, lo, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRAT
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
-            hi_a, hi_b = tl.split(tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2)))
-            lo_a, lo_b = tl.split(tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2)))
-            hi, lo = state_combine(hi_a, lo_a, hi_b, lo_b, STRATEGY)
+            hi_pairs = tl.reshape(hi, (ROWS, 2, (WIDTH >> level) // 2))
+            lo_pairs = tl.reshape(lo, (ROWS, 2, (WIDTH >> level) // 2))
+            if STRATEGY == 1:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
+            else:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,))

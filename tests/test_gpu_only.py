@@ -1,0 +1,38 @@
+"""GPU-only checks: sizes the interpreter cannot reach (run with PRECRED_TEST_DEVICE=cuda)."""
+import pytest
+import torch
+
+import precred
+from precred.launch import plan_for
+from precred.modes import get_mode
+
+pytestmark = pytest.mark.gpu
+
+
+def test_more_than_2_pow_31_elements_use_64_bit_offsets(device):
+    n = 2 ** 31 + 17
+    x = torch.ones(n, dtype=torch.bfloat16, device=device)
+    x[-1] = 1024.0                     # an element past 2^31 that a 32-bit offset would miss or alias
+    exact = (n - 1) + 1024
+    for mode in precred.MODES:
+        got = precred.sum(x, mode=mode, dtype=torch.float64).item()
+        if mode in ("kahan", "fp64"):
+            assert got == exact, (mode, got, exact)   # both carry more than fp32's 24 bits to the end
+        else:
+            _, plan = plan_for(x, (0,), get_mode(mode))
+            bound = precred.error_bound(mode, n, exact, exact, x.dtype, depth=plan.depth, out_dtype=torch.float64)
+            assert abs(got - exact) <= bound, (mode, got, exact, bound)
+    # A strided reduction whose offsets pass 2^31: dim 0 of a (2^16, 2^15) view (outer schedule).
+    m = x[: 2 ** 31].view(2 ** 16, 2 ** 15)
+    col = precred.sum(m, 0, mode="kahan", dtype=torch.float64)
+    assert torch.equal(col, torch.full((2 ** 15,), float(2 ** 16), dtype=torch.float64, device=device))
+    del x, m
+
+
+def test_mean_of_fp32_is_rounded_once_on_the_gpu(device):
+    # fp32 `/` is approximate on the GPU (div.full.f32); the kernels divide in fp64, correctly rounded.
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(4096, 3000, generator=g).to(device)
+    got = precred.mean(x, 1, mode="fp64")
+    want = x.double().sum(1).div(3000).float()
+    assert torch.equal(got, want)
