@@ -60,8 +60,12 @@ def _pow2_at_most(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
 
-# Elements of one loaded tile. 16 KiB of fp32 per iteration keeps enough loads in flight per program.
-TILE_ELEMENTS = 4096
+# Bytes of one loaded tile: 16 KiB per iteration keeps enough loads in flight per program.
+TILE_BYTES = 16384
+# Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
+# final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
+MIN_TILES_PER_LANE = 8
+MIN_LANES = 32
 # Split a long reduction when fewer programs than this many per SM would otherwise run.
 PROGRAMS_PER_SM = 4
 
@@ -73,6 +77,9 @@ def _warps(tile_elements: int) -> int:
 def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
     rows = outer * inner
     lanes = min(_pow2_at_least(red), tile_elements)
+    if not one_tile_per_lane:
+        while lanes > MIN_LANES and red < MIN_TILES_PER_LANE * lanes:
+            lanes //= 2
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes))
     if one_tile_per_lane:
         chunk = lanes
@@ -84,7 +91,8 @@ def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_element
 
 
 def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
-    block_inner = min(_pow2_at_least(inner), 128)
+    # 128 elements of 4 bytes: each tile row is one 512-byte coalesced run along the inner axis.
+    block_inner = min(_pow2_at_least(inner), max(1, tile_elements // 32))
     lanes = max(1, min(_pow2_at_least(red), tile_elements // block_inner))
     if one_tile_per_lane:
         chunk = lanes
@@ -102,33 +110,37 @@ def _programs(p: Pass) -> int:
 
 @lru_cache(maxsize=4096)
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, one_tile_per_lane: bool,
-                   sm_count: int, tile_elements: int = TILE_ELEMENTS) -> Plan:
+                   sm_count: int, element_size: int = 4, tile_elements: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
     loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
+    element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
     """
+    first_tile = tile_elements or TILE_BYTES // element_size
+    # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
+    state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
         raise ValueError("plan_reduction needs a non-empty reduction")
     make = _outer_pass if (inner > 1 and inner_contiguous) else _inner_pass
 
     # First pass: split the reduced axis when the kept outputs alone cannot fill the GPU.
-    single = make(outer, red, inner, 1, one_tile_per_lane, tile_elements)
+    single = make(outer, red, inner, 1, one_tile_per_lane, first_tile)
     parts_wanted = 1
     if not one_tile_per_lane:
         programs = _programs(single)
         target = PROGRAMS_PER_SM * sm_count
         if programs < target and red > 4 * single.lanes:
             parts_wanted = min(-(-target // programs), -(-red // single.lanes))
-    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements)]
+    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile)]
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
     # along parts: an inner pass again); outer passes as [parts, outer*inner] (an outer pass again).
     while passes[-1].parts > 1:
         prev = passes[-1]
         if prev.schedule == "inner":
-            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, tile_elements)
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, state_tile)
         else:
-            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, tile_elements)
+            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, state_tile)
         passes.append(nxt)
     return Plan(tuple(passes))

@@ -39,7 +39,7 @@ def check_within_bound(x, dims, mode, *, out_dtype=None, mean=False, device="cpu
     ref, exact_list = (reference_mean if mean else reference_sum)(x, dim=dims, out_dtype=out_dtype)
     n = x.numel() // ref.numel()
     worst = 0.0
-    for value, correctly_rounded, (exact, s1) in zip(got.tolist(), ref.tolist(), exact_list):
+    for value, correctly_rounded, (exact, s1) in zip(got.reshape(-1).tolist(), ref.reshape(-1).tolist(), exact_list):
         if math.isinf(correctly_rounded):
             # The exact result overflows the output format: correct rounding says inf, so must we.
             assert value == correctly_rounded, f"{mode}: exact result overflows to {correctly_rounded}, got {value}"
@@ -102,14 +102,14 @@ def test_full_reduction_split_and_mean_in_bound(device, mode):
 
 
 def test_kahan_stays_near_one_rounding_on_long_lane_chains(device):
-    # Large offset, tiny spread, chains of ~1000 sequential updates per lane: the fast bound grows with
+    # Large offset, tiny spread, chains of ~500 sequential updates per lane: the fast bound grows with
     # the chain (gamma_d * S1), the compensated one stays about one rounding of the result.
     rng = np.random.default_rng(3)
     x = torch.stack([gen.large_offset(4096, 1e4, 1.0, rng, torch.float32) for _ in range(2)])
     forced = dict(tile_elements=4, sm_count=1)
     plan, _ = check_within_bound(x, (1,), "kahan", device=device, planner=forced)
     check_within_bound(x, (1,), "fast", device=device, planner=forced)
-    assert plan.depth > 1000
+    assert plan.depth > 500
     _, exact = reference_sum(x, dim=1)
     u = precred.unit_roundoff(torch.float32)
     for s, s1 in exact:
@@ -118,7 +118,7 @@ def test_kahan_stays_near_one_rounding_on_long_lane_chains(device):
         assert kahan < 1.01 * u * abs(float(s)) < fast / 100
 
 
-_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=32, min_value=-1e30, max_value=1e30)
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=32, min_value=-2.0 ** 100, max_value=2.0 ** 100)
 
 
 @settings(max_examples=30, deadline=None)

@@ -14,9 +14,8 @@ from ..launch import reduce_sum
 from ..modes import DEFAULT_MODE, get_mode
 
 
-@torch.library.custom_op("precred::sum_reduce", mutates_args=())
-def _sum_reduce(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str,
-                divide: bool) -> torch.Tensor:
+def _sum_reduce_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str,
+                     divide: bool) -> torch.Tensor:
     shape = reduced_shape(x.shape, dims, keepdim)
     n = math.prod(x.shape[d] for d in dims)
     if x.numel() == 0 or n == 0:
@@ -25,6 +24,9 @@ def _sum_reduce(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torc
         return torch.full(shape, fill, dtype=out_dtype, device=x.device)
     flat = reduce_sum(x, tuple(dims), get_mode(mode), out_dtype, divide)
     return flat.view(shape)
+
+
+_sum_reduce = torch.library.custom_op("precred::sum_reduce", _sum_reduce_impl, mutates_args=())
 
 
 @_sum_reduce.register_fake
@@ -61,7 +63,11 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
         raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
     out_dtype = check_out_dtype(dtype) or x.dtype
     dims = normalize_dims(dim, x.dim())
-    return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
+    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
+        # Through the custom op: visible to torch.compile, differentiable.
+        return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
+    # Plain eager call: the same implementation, without the dispatcher's per-call cost.
+    return _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
 
 
 def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,  # noqa: A001

@@ -18,24 +18,36 @@ def finish(hi, lo, divisor, OUT_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, DIV
         value = value / divisor.to(tl.float64)
     if OUT_DTYPE == tl.float64:
         out = value
-    elif OUT_DTYPE == tl.bfloat16:
-        out = fp32_to_bf16_rne(value.to(tl.float32))
+    elif OUT_DTYPE == tl.int16:
+        # bf16 output, written as its bit pattern (see precred.launch: bf16 travels as int16).
+        out = fp32_to_bf16_bits(value.to(tl.float32))
     else:
         out = value.to(tl.float32).to(OUT_DTYPE)
     return out
 
 
 @triton.jit
-def fp32_to_bf16_rne(x):
-    """fp32 -> bf16, round to nearest, ties to even, written out in integer arithmetic.
+def fp32_to_bf16_bits(x):
+    """fp32 -> the int16 bit pattern of bf16, round to nearest, ties to even, in integer arithmetic.
 
-    The GPU's cvt.rn.bf16.f32 already does this, but Triton's interpreter truncates instead, and the
-    CPU run must give the same numbers: so the rounding is done here, where both compute it alike.
-    Adding 0x7FFF plus the lowest kept bit to the bit pattern and clearing the low 16 bits is RNE
-    (overflow carries into the exponent, up to inf, as IEEE rounding does); NaN is kept as is.
+    The GPU's cvt.rn.bf16.f32 does the same rounding, but Triton's interpreter truncates and flushes
+    subnormals, and the CPU run must give the same numbers: so the rounding is written out here.
+    Adding 0x7FFF plus the lowest kept bit and keeping the high 16 bits is RNE, subnormals included
+    (a carry into the exponent is the correct rounding up, to inf at the top); NaN stays a quiet NaN.
     """
     bits = x.to(tl.uint32, bitcast=True)
-    bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000
-    rounded = bits.to(tl.float32, bitcast=True)
-    # The low 16 bits are now zero, so this conversion is exact whatever its rounding mode.
-    return tl.where(x != x, x, rounded).to(tl.bfloat16)
+    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+    rounded = tl.where(x != x, (bits >> 16) | 0x40, rounded)
+    return rounded.to(tl.uint16).to(tl.int16, bitcast=True)
+
+
+@triton.jit
+def to_accumulator(raw, ACC_DTYPE: tl.constexpr):
+    """Loaded input -> accumulator dtype. bf16 arrives as its int16 bit pattern (precred.launch) and is
+    widened exactly by a shift: Triton's interpreter flushes bf16 subnormals in its own conversion."""
+    if raw.dtype == tl.int16:
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+        value = bits.to(tl.float32, bitcast=True).to(ACC_DTYPE)
+    else:
+        value = raw.to(ACC_DTYPE)
+    return value

@@ -8,17 +8,18 @@ tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element
 BLOCK_N lanes once at the end with the fixed tree.
 
 Bytes moved: every input element once; one output (or one partial state) per row and part.
+Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
+and multiples of 16 are known as such, which is what lets the loads be 16-byte vectors.
 """
 import triton
 import triton.language as tl
 
 from ..strategies import state_update, state_combine
-from .finish import finish
+from .finish import finish, to_accumulator
 from .tree import tree_reduce_last_axis
 
 
-@triton.jit(do_not_specialize=["n_rows", "inner_size", "stride_outer", "stride_inner", "stride_red",
-                               "red_len", "chunk_len", "n_parts", "divisor"])
+@triton.jit
 def inner_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
@@ -55,10 +56,10 @@ def inner_kernel(
         mask = row_mask[:, None] & (cols < part_end)[None, :]
         offsets = row_base[:, None] + cols[None, :] * stride_red
         # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = tl.load(src_hi_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+        x_hi = to_accumulator(tl.load(src_hi_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
         if SRC_IS_STATE:
             if USES_LO:
-                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0)
             else:
                 x_lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
             hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)

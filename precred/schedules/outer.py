@@ -13,12 +13,11 @@ import triton
 import triton.language as tl
 
 from ..strategies import state_update, state_combine
-from .finish import finish
+from .finish import finish, to_accumulator
 from .tree import tree_reduce_last_axis
 
 
-@triton.jit(do_not_specialize=["outer_size", "inner_size", "stride_outer", "stride_inner", "stride_red",
-                               "red_len", "chunk_len", "n_parts", "divisor"])
+@triton.jit
 def outer_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
@@ -54,10 +53,10 @@ def outer_kernel(
         mask = (reds < part_end)[:, None] & col_mask[None, :]
         offsets = reds[:, None] * stride_red + col_base[None, :]
         # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = tl.load(src_hi_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+        x_hi = to_accumulator(tl.load(src_hi_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
         if SRC_IS_STATE:
             if USES_LO:
-                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0).to(ACC_DTYPE)
+                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0)
             else:
                 x_lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
             hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
@@ -69,7 +68,7 @@ def outer_kernel(
 
     out_index = o.to(tl.int64) * inner_size + cols
     if DST_IS_STATE:
-        dst = part.to(tl.int64) * (outer_size * inner_size) + out_index
+        dst = part.to(tl.int64) * outer_size * inner_size + out_index
         tl.store(dst_hi_ptr + dst, col_hi, mask=col_mask)
         if USES_LO:
             tl.store(dst_lo_ptr + dst, col_lo, mask=col_mask)

@@ -1,9 +1,10 @@
 """The fixed pairwise tree that merges the lanes of a tile-shaped accumulator.
 
 Every schedule keeps one accumulator state per lane while it streams the reduced axis, then merges
-the lanes once, here. Level k pairs lane i with lane i + width/2 (width halving each level), so the
-tree is balanced and its depth is log2(width) combines -- what precred.bounds assumes. Each level is
-a `tl.reduce` over an axis of exactly two elements: with two operands the combine's result does not
+the lanes once, here. Each level merges adjacent lanes (2i, 2i+1), so the tree is balanced and its
+depth is log2(width) combines -- what precred.bounds assumes -- and its first levels stay inside a
+thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduce` over an axis of
+exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (both combines are symmetric: a + b == b + a, and TwoSum's
 error term is exact in either order), so the order is ours, identical on every GPU and in the
 interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
@@ -22,10 +23,10 @@ def tree_reduce_last_axis(hi, lo, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRAT
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
-            hi_pairs = tl.reshape(hi, (ROWS, 2, (WIDTH >> level) // 2))
-            lo_pairs = tl.reshape(lo, (ROWS, 2, (WIDTH >> level) // 2))
+            hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
+            lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
             if STRATEGY == 1:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,))
