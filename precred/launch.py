@@ -55,6 +55,15 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> t
 _RECIPES = {}
 
 
+def _recipe_key(x, dims, mode, out_dtype, divide):
+    return (x.shape, x.stride(), x.dtype, x.device, dims, mode.name, out_dtype, divide, x.data_ptr() % 16)
+
+
+def cached_recipe(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, divide: bool):
+    """The recipe a previous reduce_sum call on this signature left, or None."""
+    return _RECIPES.get(_recipe_key(x, dims, mode, out_dtype, divide)) if x.is_cuda else None
+
+
 def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, divide: bool,
                plan: Plan | None = None) -> torch.Tensor:
     """Flat output of O*I values (row-major over the kept dims): the sum (or mean) over dims.
@@ -64,7 +73,7 @@ def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype,
     """
     key = None
     if plan is None and x.is_cuda:
-        key = (x.shape, x.stride(), x.dtype, x.device, dims, mode.name, out_dtype, divide, x.data_ptr() % 16)
+        key = _recipe_key(x, dims, mode, out_dtype, divide)
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)

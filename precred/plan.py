@@ -66,40 +66,49 @@ TILE_BYTES = 16384
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
-# Split a long reduction when fewer programs than this many per SM would otherwise run.
+# Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
+# for this many per SM...
 PROGRAMS_PER_SM = 4
+# ...and the input is at least this large: below it a second launch costs more than it saves.
+SPLIT_MIN_BYTES = 4 << 20
 
 
 def _warps(tile_elements: int) -> int:
     return 8 if tile_elements >= 4096 else 4 if tile_elements >= 1024 else 2 if tile_elements >= 256 else 1
 
 
-def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
-    rows = outer * inner
-    lanes = min(_pow2_at_least(red), tile_elements)
+def _narrow_lanes(lanes: int, red: int, one_tile_per_lane: bool, floor: int) -> int:
+    """Halve the lanes until each runs MIN_TILES_PER_LANE tiles (not below `floor`); pairwise keeps
+    one tile per lane, its whole-tree order."""
     if not one_tile_per_lane:
-        while lanes > MIN_LANES and red < MIN_TILES_PER_LANE * lanes:
+        while lanes > floor and red < MIN_TILES_PER_LANE * lanes:
             lanes //= 2
-    block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes))
+    return lanes
+
+
+def _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane):
     if one_tile_per_lane:
         chunk = lanes
     else:
         chunk = -(-red // parts_wanted)
         chunk = -(-chunk // lanes) * lanes
-    parts = -(-red // chunk)
+    return chunk, -(-red // chunk)
+
+
+def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements, block_limit):
+    rows = outer * inner
+    lanes = _narrow_lanes(min(_pow2_at_least(red), tile_elements), red, one_tile_per_lane, MIN_LANES)
+    block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
+    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane)
     return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows))
 
 
-def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements):
-    # 128 elements of 4 bytes: each tile row is one 512-byte coalesced run along the inner axis.
-    block_inner = min(_pow2_at_least(inner), max(1, tile_elements // 32))
-    lanes = max(1, min(_pow2_at_least(red), tile_elements // block_inner))
-    if one_tile_per_lane:
-        chunk = lanes
-    else:
-        chunk = -(-red // parts_wanted)
-        chunk = -(-chunk // lanes) * lanes
-    parts = -(-red // chunk)
+def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements, block_limit):
+    # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run.
+    lanes = min(_pow2_at_least(red), max(1, tile_elements // 128))
+    lanes = _narrow_lanes(lanes, red, one_tile_per_lane, 1)
+    block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
+    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane)
     return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, _warps(lanes * block_inner))
 
 
@@ -123,24 +132,31 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if red < 1 or outer * inner < 1:
         raise ValueError("plan_reduction needs a non-empty reduction")
     make = _outer_pass if (inner > 1 and inner_contiguous) else _inner_pass
+    target = PROGRAMS_PER_SM * sm_count
 
-    # First pass: split the reduced axis when the kept outputs alone cannot fill the GPU.
-    single = make(outer, red, inner, 1, one_tile_per_lane, first_tile)
+    # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
+    # row, or 128 columns), then -- for inputs large enough to repay a second launch -- split the
+    # reduced axis across programs.
+    block_limit = 1 << 30
+    single = make(outer, red, inner, 1, one_tile_per_lane, first_tile, block_limit)
+    floor = 1 if single.schedule == "inner" else 128
+    while _programs(single) < 2 * sm_count and single.block_kept > floor:
+        block_limit = single.block_kept // 2
+        single = make(outer, red, inner, 1, one_tile_per_lane, first_tile, block_limit)
     parts_wanted = 1
-    if not one_tile_per_lane:
-        programs = _programs(single)
-        target = PROGRAMS_PER_SM * sm_count
-        if programs < target and red > 4 * single.lanes:
-            parts_wanted = min(-(-target // programs), -(-red // single.lanes))
-    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile)]
+    input_bytes = outer * red * inner * element_size
+    if (not one_tile_per_lane and _programs(single) < 2 * sm_count and red > 4 * single.lanes
+            and input_bytes >= SPLIT_MIN_BYTES):
+        parts_wanted = min(-(-target // _programs(single)), -(-red // single.lanes))
+    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile, block_limit)]
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
     # along parts: an inner pass again); outer passes as [parts, outer*inner] (an outer pass again).
     while passes[-1].parts > 1:
         prev = passes[-1]
         if prev.schedule == "inner":
-            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, state_tile)
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, state_tile, 1 << 30)
         else:
-            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, state_tile)
+            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, state_tile, 1 << 30)
         passes.append(nxt)
     return Plan(tuple(passes))

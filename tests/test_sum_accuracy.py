@@ -115,7 +115,9 @@ def test_kahan_stays_near_one_rounding_on_long_lane_chains(device):
     for s, s1 in exact:
         kahan = precred.error_bound("kahan", 4096, s1, s, torch.float32, depth=plan.depth)
         fast = precred.error_bound("fast", 4096, s1, s, torch.float32, depth=plan.depth)
-        assert kahan < 1.01 * u * abs(float(s)) < fast / 100
+        # kahan: u|s| + gamma_2d gamma_d S1 ~ u|s| (1 + 2 d^2 u) here, i.e. within 3.2% of one rounding
+        # for d ~ 514; fast: gamma_d S1 ~ d u |s|.
+        assert kahan < 1.05 * u * abs(float(s)) < fast / 100
 
 
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=32, min_value=-2.0 ** 100, max_value=2.0 ** 100)

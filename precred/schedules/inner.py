@@ -51,20 +51,26 @@ def inner_kernel(
     hi = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     lanes = tl.arange(0, BLOCK_N)
+    # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
+    # advances the pointers by a scalar step.
+    first_tile = row_base[:, None] + (part_start + lanes)[None, :] * stride_red
+    hi_ptrs = src_hi_ptr + first_tile
+    lo_ptrs = src_lo_ptr + first_tile
+    step = tl.full((), BLOCK_N, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_N):
-        cols = start + lanes
-        mask = row_mask[:, None] & (cols < part_end)[None, :]
-        offsets = row_base[:, None] + cols[None, :] * stride_red
+        mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
         # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = to_accumulator(tl.load(src_hi_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
         if SRC_IS_STATE:
             if USES_LO:
-                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0)
+                x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
             else:
                 x_lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
             hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
         else:
             hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+        hi_ptrs += step
+        lo_ptrs += step
 
     row_hi, row_lo = tree_reduce_last_axis(hi, lo, BLOCK_M, BLOCK_N, STRATEGY)
 

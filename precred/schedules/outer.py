@@ -14,7 +14,7 @@ import triton.language as tl
 
 from ..strategies import state_update, state_combine
 from .finish import finish, to_accumulator
-from .tree import tree_reduce_last_axis
+from .tree import tree_reduce_first_axis
 
 
 @triton.jit
@@ -48,23 +48,28 @@ def outer_kernel(
     hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
     lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
     lanes = tl.arange(0, BLOCK_R)
+    # int64 offsets of the part's first tile; the loop only advances the pointers by a scalar step.
+    first_tile = (part_start + lanes)[:, None] * stride_red + col_base[None, :]
+    hi_ptrs = src_hi_ptr + first_tile
+    lo_ptrs = src_lo_ptr + first_tile
+    step = tl.full((), BLOCK_R, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_R):
-        reds = start + lanes
-        mask = (reds < part_end)[:, None] & col_mask[None, :]
-        offsets = reds[:, None] * stride_red + col_base[None, :]
+        mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
         # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = to_accumulator(tl.load(src_hi_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
         if SRC_IS_STATE:
             if USES_LO:
-                x_lo = tl.load(src_lo_ptr + offsets, mask=mask, other=0.0)
+                x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
             else:
                 x_lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
             hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
         else:
             hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+        hi_ptrs += step
+        lo_ptrs += step
 
-    # Merge the BLOCK_R lanes of each column: transpose so the lanes are the last axis.
-    col_hi, col_lo = tree_reduce_last_axis(tl.trans(hi), tl.trans(lo), BLOCK_I, BLOCK_R, STRATEGY)
+    # Merge the BLOCK_R lanes of each column (axis 0 of the tile).
+    col_hi, col_lo = tree_reduce_first_axis(hi, lo, BLOCK_R, BLOCK_I, STRATEGY)
 
     out_index = o.to(tl.int64) * inner_size + cols
     if DST_IS_STATE:

@@ -30,3 +30,18 @@ def tree_reduce_last_axis(hi, lo, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRAT
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,))
+
+
+@triton.jit
+def tree_reduce_first_axis(hi, lo, WIDTH: tl.constexpr, COLS: tl.constexpr, STRATEGY: tl.constexpr):
+    """Merge a [WIDTH, COLS] state (WIDTH a power of two) into [COLS]: the same tree as
+    tree_reduce_last_axis, along axis 0, without transposing the tile first."""
+    for level in tl.static_range(0, 24):
+        if (WIDTH >> level) > 1:
+            hi_pairs = tl.reshape(hi, ((WIDTH >> level) // 2, 2, COLS))
+            lo_pairs = tl.reshape(lo, ((WIDTH >> level) // 2, 2, COLS))
+            if STRATEGY == 1:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
+            else:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
+    return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,))
