@@ -119,12 +119,14 @@ def _programs(p: Pass) -> int:
 
 @lru_cache(maxsize=4096)
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, one_tile_per_lane: bool,
-                   sm_count: int, element_size: int = 4, tile_elements: int | None = None) -> Plan:
+                   sm_count: int, element_size: int = 4, tile_elements: int | None = None,
+                   split_min_bytes: int = SPLIT_MIN_BYTES) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
     loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
+    split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
     """
     first_tile = tile_elements or TILE_BYTES // element_size
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
@@ -146,7 +148,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
     if (not one_tile_per_lane and _programs(single) < 2 * sm_count and red > 4 * single.lanes
-            and input_bytes >= SPLIT_MIN_BYTES):
+            and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-target // _programs(single)), -(-red // single.lanes))
     passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile, block_limit)]
 

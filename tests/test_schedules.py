@@ -15,9 +15,9 @@ MODES = list(precred.MODES)
 # Each setting drives the planner to a different schedule mix on small inputs.
 PLANNERS = {
     "default": {},
-    "split": dict(sm_count=64),                        # few outputs: the split schedule, 2 passes
+    "split": dict(sm_count=64, split_min_bytes=0),     # few outputs: the split schedule, 2 passes
     "chains": dict(tile_elements=8, sm_count=1),       # long lane chains, no split
-    "split+chains": dict(tile_elements=8, sm_count=64),
+    "split+chains": dict(tile_elements=8, sm_count=64, split_min_bytes=0),
 }
 
 

@@ -26,7 +26,7 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 
 # Planner settings that cover every schedule on small inputs:
 #   default -- what precred.sum does on this device; tiny tiles -- long lane chains + split merges.
-PLANNER_SETTINGS = {"default": {}, "tiny-tiles": dict(tile_elements=16, sm_count=64)}
+PLANNER_SETTINGS = {"default": {}, "tiny-tiles": dict(tile_elements=16, sm_count=64, split_min_bytes=0)}
 
 
 def check_within_bound(x, dims, mode, *, out_dtype=None, mean=False, device="cpu", planner=None):
@@ -96,9 +96,11 @@ def test_lengths_around_block_sizes(device, mode):
 def test_full_reduction_split_and_mean_in_bound(device, mode):
     rng = np.random.default_rng(5)
     x = gen.wide_range(5000, rng, torch.float32).reshape(50, 100)
-    plan, _ = check_within_bound(x, (0, 1), mode, device=device)
+    split = dict(sm_count=64, split_min_bytes=0)    # the split a large input gets, on a small one
+    plan, _ = check_within_bound(x, (0, 1), mode, device=device, planner=split)
     assert len(plan.passes) >= 2, "a full reduction on few programs must take the split schedule"
-    check_within_bound(x, (0, 1), mode, device=device, mean=True, out_dtype=torch.bfloat16)
+    check_within_bound(x, (0, 1), mode, device=device, mean=True, out_dtype=torch.bfloat16, planner=split)
+    check_within_bound(x, (0, 1), mode, device=device)
 
 
 def test_kahan_stays_near_one_rounding_on_long_lane_chains(device):

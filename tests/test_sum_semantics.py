@@ -6,6 +6,8 @@ import pytest
 import torch
 
 import precred
+from precred.launch import plan_for, reduce_sum
+from precred.modes import get_mode
 
 MODES = list(precred.MODES)
 
@@ -87,6 +89,11 @@ def test_nan_and_inf_propagate_like_torch(device, mode):
     long[0, 4321] = float("inf")
     long[1, 17] = float("nan")
     got = precred.sum(long.to(device), 1, mode=mode).cpu()
+    assert got[0].item() == float("inf") and math.isnan(got[1].item())
+    m = get_mode(mode)
+    _, plan = plan_for(long.to(device), (1,), m, tile_elements=64, sm_count=64, split_min_bytes=0)
+    assert len(plan.passes) > 1
+    got = reduce_sum(long.to(device), (1,), m, torch.float32, False, plan=plan).cpu()
     assert got[0].item() == float("inf") and math.isnan(got[1].item())
 
 
