@@ -9,7 +9,7 @@ largest number of roundings any element can go through -- which is what precred.
 Numerics never depend on anything but the plan, and the plan depends only on the arguments below:
 the same input on the same device always takes the same path.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 
@@ -120,15 +120,17 @@ def _programs(p: Pass) -> int:
 @lru_cache(maxsize=4096)
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, one_tile_per_lane: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
-                   split_min_bytes: int = SPLIT_MIN_BYTES) -> Plan:
+                   split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
     loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
     split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
+    heavy_state: the accumulator is compensated or fp64 -- more registers and work per element; such
+    kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100).
     """
-    first_tile = tile_elements or TILE_BYTES // element_size
+    first_tile = tile_elements or (TILE_BYTES // (2 if heavy_state else 1)) // element_size
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
@@ -151,6 +153,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-target // _programs(single)), -(-red // single.lanes))
     passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile, block_limit)]
+    if heavy_state:
+        passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
     # along parts: an inner pass again); outer passes as [parts, outer*inner] (an outer pass again).

@@ -16,8 +16,8 @@ MODES = list(precred.MODES)
 PLANNERS = {
     "default": {},
     "split": dict(sm_count=64, split_min_bytes=0),     # few outputs: the split schedule, 2 passes
-    "chains": dict(tile_elements=8, sm_count=1),       # long lane chains, no split
-    "split+chains": dict(tile_elements=8, sm_count=64, split_min_bytes=0),
+    "chains": dict(tile_elements=16, sm_count=1),      # long lane chains, no split
+    "split+chains": dict(tile_elements=16, sm_count=64, split_min_bytes=0),
 }
 
 
@@ -31,9 +31,9 @@ def _run(x, dims, mode, planner, out_dtype=None):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_small_integer_sums_are_exact_on_every_schedule(device, planner, dtype):
     rng = np.random.default_rng(1)
-    x = torch.stack([gen.small_integers(700, rng, dtype, -3, 3) for _ in range(3)])  # (3, 700)
+    x = torch.stack([gen.small_integers(300, rng, dtype, -3, 3) for _ in range(3)])  # (3, 300)
     cases = [(x, (1,)), (x.t().contiguous(), (0,)), (x, (0, 1)), (x.t(), (1,)),
-             (x.reshape(3, 7, 100), (1,)), (x.reshape(3, 7, 100), (0, 2))]
+             (x.reshape(3, 3, 100), (1,)), (x.reshape(3, 3, 100), (0, 2))]
     seen = set()
     for source, dims in cases:
         want, _ = reference_sum(source, dim=dims)
