@@ -41,8 +41,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> t
     planner_overrides (sm_count, tile_elements) let tests force splits and long lane chains on small
     inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
-    heavy = mode.strategy == COMPENSATED or mode.accumulator_dtype(x.dtype) == torch.float64
-    options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(), heavy_state=heavy)
+    options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
+                   heavy_state=mode.strategy == COMPENSATED)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           one_tile_per_lane=mode.one_tile_per_lane, **options)

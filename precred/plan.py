@@ -127,8 +127,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
     split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
-    heavy_state: the accumulator is compensated or fp64 -- more registers and work per element; such
-    kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100).
+    heavy_state: the accumulator is compensated -- twice the registers and 7 flops per element; those
+    kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
+    accumulator measured slower that way, so it keeps the default).
     """
     first_tile = tile_elements or (TILE_BYTES // (2 if heavy_state else 1)) // element_size
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
