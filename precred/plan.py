@@ -104,8 +104,9 @@ def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_element
 
 
 def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements, block_limit):
-    # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run.
-    lanes = min(_pow2_at_least(red), max(1, tile_elements // 128))
+    # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run;
+    # at least 2, so that a one-tile-per-lane pass always shrinks the reduced axis.
+    lanes = min(_pow2_at_least(red), max(2, tile_elements // 128))
     lanes = _narrow_lanes(lanes, red, one_tile_per_lane, 1)
     block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
     chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane)
@@ -165,5 +166,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, state_tile, 1 << 30)
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, state_tile, 1 << 30)
+        if nxt.parts > 1 and nxt.parts >= prev.parts:
+            raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
     return Plan(tuple(passes))

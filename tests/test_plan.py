@@ -108,3 +108,15 @@ def test_reduction_view_of_transposed_and_expanded_inputs_needs_no_copy():
     e = torch.randn(5, 1).expand(5, 7)            # stride-0 reduced axis
     view = reduction_view(e, (1,))
     assert not view.copied and view.stride_red == 0
+
+
+@pytest.mark.parametrize("pairwise", [False, True])
+@pytest.mark.parametrize("tile", [2, 4, 16, None])
+def test_every_plan_terminates_in_one_output_per_row(pairwise, tile):
+    # A one-tile-per-lane pass with a single lane would never shrink the reduced axis: the planner must
+    # always make progress, whatever the (test-only) tile size.
+    for outer, red, inner, contiguous in [(1, 7, 2, True), (3, 300, 1, False), (1, 5000, 300, True),
+                                          (2, 70000, 1, False), (1, 1, 5, True)]:
+        plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, one_tile_per_lane=pairwise,
+                              sm_count=64, tile_elements=tile, split_min_bytes=0)
+        _check_plan_invariants(plan, outer, red, inner)

@@ -17,7 +17,8 @@ from .finish import finish, to_accumulator
 from .tree import tree_reduce_first_axis
 
 
-@triton.jit
+# `divisor` is never specialized: as the constant 1 it would lose its .to() in finish().
+@triton.jit(do_not_specialize=["divisor"])
 def outer_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
