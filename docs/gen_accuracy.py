@@ -8,11 +8,12 @@ rows are the lengths n, columns torch.sum and each precred mode, cells "median /
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
+
+from page_cli import page_main  # docs/page_cli.py: the scripts run from docs/
 
 
 def fmt_ulp(v) -> str:
@@ -93,16 +94,7 @@ def render(paths: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("json", nargs="+", help="accuracy.json files from bench/accuracy.py")
-    ap.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
-    args = ap.parse_args(argv)
-    text = render(args.json)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return page_main(render, __doc__.split("\n")[0], "accuracy.json files from bench/accuracy.py", argv)
 
 
 if __name__ == "__main__":

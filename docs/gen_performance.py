@@ -8,10 +8,11 @@ date, copy ceiling, tests, one table per dtype x reduced dim, the goals and the 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from page_cli import page_main  # docs/page_cli.py: the scripts run from docs/
 
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -180,16 +181,7 @@ def render(paths: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("json", nargs="+", help="bench.json files from bench/gpu_suite.py")
-    ap.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
-    args = ap.parse_args(argv)
-    text = render(args.json)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return page_main(render, __doc__.split("\n")[0], "bench.json files from bench/gpu_suite.py", argv)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,7 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import state_update, state_combine
-from .finish import finish, to_accumulator
+from .steps import accumulate_tile, write_result
 from .tree import tree_reduce_last_axis
 
 
@@ -60,26 +59,12 @@ def inner_kernel(
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_N):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-        # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-        if SRC_IS_STATE:
-            if USES_LO:
-                x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
-            else:
-                x_lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
-            hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
-        else:
-            hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+        hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
         hi_ptrs += step
         lo_ptrs += step
 
     row_hi, row_lo = tree_reduce_last_axis(hi, lo, BLOCK_M, BLOCK_N, STRATEGY)
 
-    if DST_IS_STATE:
-        dst = rows.to(tl.int64) * n_parts + part
-        tl.store(dst_hi_ptr + dst, row_hi, mask=row_mask)
-        if USES_LO:
-            tl.store(dst_lo_ptr + dst, row_lo, mask=row_mask)
-    else:
-        value = finish(row_hi, row_lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
-        tl.store(dst_hi_ptr + rows, value, mask=row_mask)
+    state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
+    write_result(row_hi, row_lo, dst_hi_ptr, dst_lo_ptr, rows, state_index, row_mask, divisor,
+                 STRATEGY, DST_IS_STATE, DIVIDE, USES_LO)

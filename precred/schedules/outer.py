@@ -12,8 +12,7 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 import triton
 import triton.language as tl
 
-from ..strategies import state_update, state_combine
-from .finish import finish, to_accumulator
+from .steps import accumulate_tile, write_result
 from .tree import tree_reduce_first_axis
 
 
@@ -56,16 +55,7 @@ def outer_kernel(
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_R):
         mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
-        # Masked lanes load the identity 0, which every strategy adds exactly.
-        x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-        if SRC_IS_STATE:
-            if USES_LO:
-                x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
-            else:
-                x_lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
-            hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
-        else:
-            hi, lo = state_update(hi, lo, x_hi, STRATEGY)
+        hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
         hi_ptrs += step
         lo_ptrs += step
 
@@ -73,11 +63,6 @@ def outer_kernel(
     col_hi, col_lo = tree_reduce_first_axis(hi, lo, BLOCK_R, BLOCK_I, STRATEGY)
 
     out_index = o.to(tl.int64) * inner_size + cols
-    if DST_IS_STATE:
-        dst = part.to(tl.int64) * outer_size * inner_size + out_index
-        tl.store(dst_hi_ptr + dst, col_hi, mask=col_mask)
-        if USES_LO:
-            tl.store(dst_lo_ptr + dst, col_lo, mask=col_mask)
-    else:
-        value = finish(col_hi, col_lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
-        tl.store(dst_hi_ptr + out_index, value, mask=col_mask)
+    state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
+    write_result(col_hi, col_lo, dst_hi_ptr, dst_lo_ptr, out_index, state_index, col_mask, divisor,
+                 STRATEGY, DST_IS_STATE, DIVIDE, USES_LO)
