@@ -111,15 +111,15 @@ def test_kahan_stays_near_one_rounding_on_long_lane_chains(device):
     forced = dict(tile_elements=4, sm_count=1)
     plan, _ = check_within_bound(x, (1,), "kahan", device=device, planner=forced)
     check_within_bound(x, (1,), "fast", device=device, planner=forced)
-    assert plan.depth > 500
+    assert 500 < plan.depth < 1100
     _, exact = reference_sum(x, dim=1)
     u = precred.unit_roundoff(torch.float32)
     for s, s1 in exact:
         kahan = precred.error_bound("kahan", 4096, s1, s, torch.float32, depth=plan.depth)
         fast = precred.error_bound("fast", 4096, s1, s, torch.float32, depth=plan.depth)
-        # kahan: u|s| + gamma_2d gamma_d S1 ~ u|s| (1 + 2 d^2 u) here, i.e. within 3.2% of one rounding
-        # for d ~ 514; fast: gamma_d S1 ~ d u |s|.
-        assert kahan < 1.05 * u * abs(float(s)) < fast / 100
+        # All inputs are positive, so S1 = |s|. kahan: u|s| + gamma_2d gamma_d S1 <= u|s| (1 + 0.15) for
+        # d < 1100 (gamma_2200 gamma_1100 = 8.6e-9 = 0.144 u); fast: gamma_d S1 >= 500 u |s|.
+        assert kahan < 1.2 * u * abs(float(s)) < fast / 100
 
 
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=32, min_value=-2.0 ** 100, max_value=2.0 ** 100)
