@@ -5,6 +5,7 @@
 writes the output (the sum, or the sum divided by the element count).
 """
 import torch
+import triton
 import triton.language as tl
 
 from .layout import reduction_view
@@ -38,8 +39,8 @@ def _cuda_sm_count(index: int) -> int:
 def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> tuple:
     """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims.
 
-    planner_overrides (sm_count, tile_elements) let tests force splits and long lane chains on small
-    inputs; the public functions never pass them."""
+    planner_overrides (sm_count, tile_elements, split_min_bytes) let tests force splits and long lane
+    chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy == COMPENSATED)
@@ -90,11 +91,7 @@ def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype,
     launches = []
     for index, p in enumerate(plan.passes):
         last = index == len(plan.passes) - 1
-        if last:
-            dst_hi = dst_lo = _bits_if_bf16(out)
-        else:
-            dst_hi = torch.empty(p.parts * n_out, dtype=acc_dtype, device=x.device)
-            dst_lo = torch.empty_like(dst_hi) if uses_lo else dst_hi
+        dst_hi, dst_lo = _destination(out, last, p.parts * n_out, acc_dtype, uses_lo)
         launches.append(_launch_pass(p, src_hi, src_lo, dst_hi, dst_lo, strides, acc_dtype, mode.strategy,
                                      uses_lo, src_is_state=index > 0, dst_is_state=not last,
                                      divisor=view.red if divide else 0))
@@ -115,12 +112,12 @@ def _launch_pass(p, src_hi, src_lo, dst_hi, dst_lo, strides, acc_dtype, strategy
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner
-        grid = (triton_cdiv(rows, p.block_kept) * p.parts,)
+        grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, max(divisor, 1)]
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes)
     else:
         kernel = outer_kernel
-        grid = (p.outer * triton_cdiv(p.inner, p.block_kept) * p.parts,)
+        grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts,
                    max(divisor, 1)]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept)
@@ -148,22 +145,25 @@ class _Recipe:
         src_hi = src_lo = _bits_if_bf16(x)
         last = len(self.launches) - 1
         for index, (compiled, grid, trailing) in enumerate(self.launches):
-            if index == last:
-                dst_hi = dst_lo = _bits_if_bf16(out)
-            else:
-                dst_hi = torch.empty(self.parts[index] * self.n_out, dtype=self.acc_dtype, device=device)
-                dst_lo = torch.empty_like(dst_hi) if self.uses_lo else dst_hi
+            dst_hi, dst_lo = _destination(out, index == last, self.parts[index] * self.n_out, self.acc_dtype,
+                                          self.uses_lo)
             compiled.run(grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
                          src_hi, src_lo, dst_hi, dst_lo, *trailing)
             src_hi, src_lo = dst_hi, dst_lo
         return out
 
 
+def _destination(out: torch.Tensor, last: bool, n_states: int, acc_dtype: torch.dtype, uses_lo: bool):
+    """Where a pass writes: the output (last pass), else fresh partial-state workspaces in the
+    accumulator dtype (a lo array only for strategies that use it)."""
+    if last:
+        dst = _bits_if_bf16(out)
+        return dst, dst
+    hi = torch.empty(n_states, dtype=acc_dtype, device=out.device)
+    return hi, (torch.empty_like(hi) if uses_lo else hi)
+
+
 def _bits_if_bf16(t: torch.Tensor) -> torch.Tensor:
     """bf16 tensors travel to the kernels as int16 bit patterns (a view, no copy): the kernels widen and
     round bf16 themselves, because Triton's interpreter flushes bf16 subnormals and truncates."""
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)

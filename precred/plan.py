@@ -56,10 +56,6 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
 # Bytes of one loaded tile: 16 KiB per iteration keeps enough loads in flight per program.
 TILE_BYTES = 16384
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the

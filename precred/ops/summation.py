@@ -4,7 +4,6 @@ The custom op (`precred::sum_reduce`) lets torch.compile trace calls without gra
 autograd formula is registered with it (the gradient of a sum is the broadcast upstream gradient,
 exact; a mean's is that divided by n, rounded once).
 """
-import builtins
 import math
 
 import torch
@@ -114,5 +113,3 @@ def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype
     output dtype. Same arguments as precred.sum; an empty reduction gives NaN, as torch.mean."""
     return _reduce(x, dim, keepdim, dtype, mode, divide=True)
 
-
-del builtins
