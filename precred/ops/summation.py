@@ -63,23 +63,28 @@ _EAGER_CALLS = {}
 
 
 def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
-    try:
-        key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, type(dim), keepdim, type(keepdim),
-               dtype, mode, divide)
-        hit = _EAGER_CALLS.get(key)
-    except (AttributeError, TypeError):   # not a tensor, or an unhashable dim (a list): the full path
-        key = hit = None
-    if hit is not None and not (x.requires_grad and torch.is_grad_enabled()) and not torch.compiler.is_compiling():
-        recipe, shape = hit
-        return recipe.run(x).view(shape)
+    # Through the custom op when torch.compile traces the call (dynamo cannot trace the cache key's
+    # data_ptr) or when autograd records it; otherwise the eager path below.
+    through_op = torch.compiler.is_compiling() or (
+        isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled())
+    key = None
+    if not through_op:
+        try:
+            key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, type(dim), keepdim,
+                   type(keepdim), dtype, mode, divide)
+            hit = _EAGER_CALLS.get(key)
+        except (AttributeError, TypeError):   # not a tensor, or an unhashable dim (a list): the full path
+            key = hit = None
+        if hit is not None:
+            recipe, shape = hit
+            return recipe.run(x).view(shape)
     check_float_tensor(x, "input")
     get_mode(mode)
     if not isinstance(keepdim, bool):
         raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
     out_dtype = check_out_dtype(dtype) or x.dtype
     dims = normalize_dims(dim, x.dim())
-    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
-        # Through the custom op: visible to torch.compile, differentiable.
+    if through_op:
         return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
