@@ -44,7 +44,9 @@ def main():
     cases = 0
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
             [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096)), (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256)),
-             (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128))],
+             (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False)),
+             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
+             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
             [0, 1], [(False, False), (False, True), (True, False)]):
         started = time.time()

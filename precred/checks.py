@@ -1,5 +1,11 @@
 """Argument checks shared by the public functions: torch's semantics, clear errors naming the argument."""
+import os
+
 import torch
+
+# Triton decides when a kernel is defined whether it runs compiled or interpreted (TRITON_INTERPRET,
+# which precred/__init__ sets on machines without a GPU before the kernels are defined).
+KERNELS_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -12,6 +18,9 @@ def check_float_tensor(x, name: str = "input") -> None:
                         f"got {x.dtype}")
     if x.device.type not in ("cuda", "cpu"):
         raise RuntimeError(f"{name} is on {x.device}; precred runs on CUDA devices and on the CPU interpreter")
+    if x.device.type == "cpu" and not KERNELS_INTERPRETED:
+        raise RuntimeError(f"{name} is a CPU tensor, but precred's kernels were compiled for the GPU in this "
+                           "process; set TRITON_INTERPRET=1 before importing precred to run them on the CPU")
 
 
 def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:

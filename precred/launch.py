@@ -46,7 +46,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> t
                    heavy_state=mode.strategy == COMPENSATED)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
-                          one_tile_per_lane=mode.one_tile_per_lane, **options)
+                          whole_tree=mode.whole_tree, **options)
     return view, plan
 
 
@@ -120,7 +120,7 @@ def _launch_pass(p, src_hi, src_lo, dst_hi, dst_lo, strides, acc_dtype, strategy
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts,
                    max(divisor, 1)]
-        consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept)
+        consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter)
     compiled = kernel[grid](src_hi, src_lo, dst_hi, dst_lo, *scalars, num_warps=p.num_warps, **consts)
     # Everything after the four pointers, in the kernel's parameter order, as Triton's launcher takes it.
     trailing = scalars + [consts[name] for name in kernel.arg_names[4 + len(scalars):]]

@@ -14,7 +14,7 @@ class Mode:
     name: str
     strategy: int             # strategies.PLAIN or strategies.COMPENSATED
     fp64_accumulator: bool    # accumulate in fp64 whatever the input (else fp32, or fp64 for fp64 input)
-    one_tile_per_lane: bool   # every lane adds a single element per pass: the whole sum is a tree
+    whole_tree: bool          # every pass is a balanced tree over its part: the whole sum is one tree
     summary: str
 
     def accumulator_dtype(self, input_dtype: torch.dtype, out_dtype: torch.dtype | None = None) -> torch.dtype:

@@ -24,17 +24,23 @@ class Pass:
     chunk: int         # reduced elements per part, a multiple of `lanes`
     parts: int         # parts per output; > 1 means this pass writes partial states
     num_warps: int
+    tile_counter: bool = False   # outer pairwise: tiles merged by a binary counter, not chained per lane
 
     @property
     def tiles_per_lane(self) -> int:
-        """Longest chain of sequential updates a lane performs in this pass."""
+        """Tiles a program streams per part: the longest chain of sequential updates of a lane, or the
+        leaves of the binary counter (tile_counter)."""
         return -(-min(self.chunk, self.red) // self.lanes)
 
     @property
     def depth(self) -> int:
-        """Roundings an element can go through in this pass: its lane's chain (the first update adds to
-        the exact identity 0), then log2(lanes) levels of the fixed tree."""
-        return (self.tiles_per_lane - 1) + (self.lanes.bit_length() - 1)
+        """Roundings an element can go through in this pass. Chained lanes: the lane's chain (the first
+        update adds to the exact identity 0), then log2(lanes) levels of the fixed tree. Binary counter:
+        log2(lanes) levels of the tile's tree, then at most ceil(log2(tiles)) counter merges."""
+        tree = self.lanes.bit_length() - 1
+        if self.tile_counter:
+            return tree + (self.tiles_per_lane - 1).bit_length()
+        return (self.tiles_per_lane - 1) + tree
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,10 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def _pow2_at_most(n: int) -> int:
+    return 1 << max(0, n.bit_length() - 1)
+
+
 # Bytes of one loaded tile: 16 KiB per iteration keeps enough loads in flight per program.
 TILE_BYTES = 16384
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
@@ -67,46 +77,78 @@ MIN_LANES = 32
 PROGRAMS_PER_SM = 4
 # ...and the input is at least this large: below it a second launch costs more than it saves.
 SPLIT_MIN_BYTES = 4 << 20
+# Outer pairwise first passes narrow their column block down to this many warps, then split
+# (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
+OUTER_MIN_WARPS = 4
 
 
 def _warps(tile_elements: int) -> int:
     return 8 if tile_elements >= 4096 else 4 if tile_elements >= 1024 else 2 if tile_elements >= 256 else 1
 
 
-def _narrow_lanes(lanes: int, red: int, one_tile_per_lane: bool, floor: int) -> int:
-    """Halve the lanes until each runs MIN_TILES_PER_LANE tiles (not below `floor`); pairwise keeps
-    one tile per lane, its whole-tree order."""
-    if not one_tile_per_lane:
-        while lanes > floor and red < MIN_TILES_PER_LANE * lanes:
-            lanes //= 2
+# Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
+# (schedules/tree.py: COUNTER_TILES = 2^7 needs its 8 levels); a longer reduction is split into parts.
+COUNTER_TILES = 128
+
+
+def _narrow_lanes(lanes: int, red: int, floor: int) -> int:
+    """Halve the lanes until each runs MIN_TILES_PER_LANE tiles (not below `floor`)."""
+    while lanes > floor and red < MIN_TILES_PER_LANE * lanes:
+        lanes //= 2
     return lanes
 
 
-def _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane):
-    if one_tile_per_lane:
-        chunk = lanes
+def _chunk_and_parts(red, lanes, parts_wanted, max_tiles):
+    """Reduced elements per part (a multiple of lanes; lanes times a power of two when max_tiles is set,
+    so that counter trees of consecutive passes add up to one tree over the row) and the part count."""
+    chunk = -(-red // parts_wanted)
+    if max_tiles:
+        chunk = lanes * min(max_tiles, _pow2_at_least(-(-chunk // lanes)))
     else:
-        chunk = -(-red // parts_wanted)
         chunk = -(-chunk // lanes) * lanes
     return chunk, -(-red // chunk)
 
 
-def _inner_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements, block_limit):
+def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit):
     rows = outer * inner
-    lanes = _narrow_lanes(min(_pow2_at_least(red), tile_elements), red, one_tile_per_lane, MIN_LANES)
+    lanes = min(_pow2_at_least(red), tile_elements)
+    if not whole_tree:
+        lanes = _narrow_lanes(lanes, red, MIN_LANES)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
-    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane)
+    if whole_tree:   # pairwise: one tile per lane, every pass one balanced tree per part
+        chunk, parts = lanes, -(-red // lanes)
+    else:
+        chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, 0)
     return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows))
 
 
-def _outer_pass(outer, red, inner, parts_wanted, one_tile_per_lane, tile_elements, block_limit):
-    # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run;
-    # at least 2, so that a one-tile-per-lane pass always shrinks the reduced axis.
-    lanes = min(_pow2_at_least(red), max(2, tile_elements // 128))
-    lanes = _narrow_lanes(lanes, red, one_tile_per_lane, 1)
-    block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
-    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, one_tile_per_lane)
-    return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, _warps(lanes * block_inner))
+def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, vector):
+    """A pass of the outer schedule over [lanes, block_inner] tiles.
+
+    vector > 0 (the first pass, reading the input): one warp spans 32 * vector contiguous columns
+    (vector elements = 16 bytes per thread) and the warps sit side by side along the columns, so each
+    thread holds its columns of every lane: the lane tree stays in registers. vector == 0 (passes over
+    partial states): the classic shape, 128 columns and the lanes spread over the warps.
+    whole_tree (pairwise): the lanes' tiles are merged by the binary counter, whose tree over a part
+    has depth ceil(log2(chunk)).
+    """
+    if vector:
+        block_inner = max(1, min(_pow2_at_least(inner), 8 * 32 * vector, tile_elements // 2, block_limit))
+        warps = max(1, min(8, block_inner // (32 * vector)))
+        # Every thread holds tile_elements / 256 elements of the tile, whatever the warp count.
+        lanes = max(2, _pow2_at_most(tile_elements * warps // (8 * block_inner)))
+    else:
+        # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run.
+        lanes = max(2, tile_elements // 128)
+        block_inner = None
+    lanes = min(_pow2_at_least(red), lanes)
+    if not whole_tree:
+        lanes = _narrow_lanes(lanes, red, 1)
+    if block_inner is None:
+        block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
+        warps = _warps(lanes * block_inner)
+    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, COUNTER_TILES if whole_tree else 0)
+    return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, warps, tile_counter=whole_tree)
 
 
 def _programs(p: Pass) -> int:
@@ -115,13 +157,14 @@ def _programs(p: Pass) -> int:
 
 
 @lru_cache(maxsize=4096)
-def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, one_tile_per_lane: bool,
+def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
-    loads coalesced tiles along it). one_tile_per_lane: the `pairwise` mode's whole-tree order.
+    loads coalesced tiles along it). whole_tree: the `pairwise` mode -- every pass is a balanced tree
+    over its part (inner: one tile per lane; outer: the binary counter over tiles).
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
     split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
     heavy_state: the accumulator is compensated -- twice the registers and 7 flops per element; those
@@ -133,24 +176,33 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
         raise ValueError("plan_reduction needs a non-empty reduction")
-    make = _outer_pass if (inner > 1 and inner_contiguous) else _inner_pass
-    target = PROGRAMS_PER_SM * sm_count
+    vector = max(1, 16 // element_size)
+
+    def first_pass(parts_wanted, block_limit):
+        if inner > 1 and inner_contiguous:
+            # Pairwise merges every tile by its lane tree: those passes take the layout whose tree stays
+            # in registers. Chained lanes merge once per program: the wide layout measured faster for
+            # them (bench/sweep_outer.py, H100).
+            return _outer_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit,
+                               vector if whole_tree else 0)
+        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit)
 
     # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
-    # row, or 128 columns), then -- for inputs large enough to repay a second launch -- split the
-    # reduced axis across programs.
+    # row, or one warp's columns), then -- for inputs large enough to repay a second launch -- split
+    # the reduced axis across programs.
     block_limit = 1 << 30
-    single = make(outer, red, inner, 1, one_tile_per_lane, first_tile, block_limit)
-    floor = 1 if single.schedule == "inner" else 128
+    single = first_pass(1, block_limit)
+    floor = 1 if single.schedule == "inner" else 128 if not whole_tree else 32 * vector * OUTER_MIN_WARPS
     while _programs(single) < 2 * sm_count and single.block_kept > floor:
         block_limit = single.block_kept // 2
-        single = make(outer, red, inner, 1, one_tile_per_lane, first_tile, block_limit)
+        single = first_pass(1, block_limit)
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
-    if (not one_tile_per_lane and _programs(single) < 2 * sm_count and red > 4 * single.lanes
+    splittable = single.schedule == "outer" or not whole_tree   # inner pairwise passes split by design
+    if (splittable and _programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
-        parts_wanted = min(-(-target // _programs(single)), -(-red // single.lanes))
-    passes = [make(outer, red, inner, parts_wanted, one_tile_per_lane, first_tile, block_limit)]
+        parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
+    passes = [first_pass(parts_wanted, block_limit)]
     if heavy_state:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
 
@@ -159,9 +211,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     while passes[-1].parts > 1:
         prev = passes[-1]
         if prev.schedule == "inner":
-            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, one_tile_per_lane, state_tile, 1 << 30)
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30)
         else:
-            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, one_tile_per_lane, state_tile, 1 << 30)
+            nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
         if nxt.parts > 1 and nxt.parts >= prev.parts:
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)

@@ -36,3 +36,11 @@ def test_mean_of_fp32_is_rounded_once_on_the_gpu(device):
     got = precred.mean(x, 1, mode="fp64")
     want = x.double().sum(1).div(3000).float()
     assert torch.equal(got, want)
+
+
+def test_cpu_tensors_in_a_gpu_process_get_a_clear_error(device):
+    # The kernels of this process are compiled for the GPU (TRITON_INTERPRET unset): a CPU tensor
+    # cannot run them, and says how to run them interpreted instead.
+    x = torch.ones(4, 8)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        precred.sum(x, 1)

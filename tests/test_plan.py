@@ -34,41 +34,45 @@ def test_plan_invariants_on_design_shapes(shape, reduce_dim, pairwise):
         outer, red, inner, contiguous = rows, cols, 1, False
     else:
         outer, red, inner, contiguous = 1, rows, cols, True
-    plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, one_tile_per_lane=pairwise,
+    plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, whole_tree=pairwise,
                           sm_count=H100_SMS)
     _check_plan_invariants(plan, outer, red, inner)
     assert plan.passes[0].schedule == ("inner" if reduce_dim == 1 else "outer")
     if pairwise:
         # The whole reduction is one tree: its depth exceeds ceil(log2 n) by at most one per extra pass.
-        assert all(p.tiles_per_lane == 1 for p in plan.passes)
+        assert all(p.tiles_per_lane == 1 or p.tile_counter for p in plan.passes)
         assert plan.depth <= math.ceil(math.log2(red)) + len(plan.passes) - 1
+        if reduce_dim == 0:
+            # Counter passes over power-of-two parts add up to one balanced tree over the column.
+            assert all(p.tile_counter for p in plan.passes)
+            assert plan.depth == math.ceil(math.log2(red))
 
 
 def test_few_long_rows_are_split_to_fill_the_gpu():
-    plan = plan_reduction(16, 262144, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    plan = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert len(plan.passes) == 2 and plan.passes[0].parts > 1
     programs = 16 * plan.passes[0].parts
     assert programs >= 2 * H100_SMS
-    full = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    full = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert full.passes[0].parts >= 4 * H100_SMS // 2
     # Depth of the fast/kahan tree stays far below n: lanes chains plus two trees.
     assert full.depth < 2 ** 28 // 1000
 
 
 def test_many_rows_are_not_split():
-    plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=H100_SMS)
+    plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert len(plan.passes) == 1 and plan.passes[0].block_kept >= 1
 
 
 def test_plan_is_pure_and_cached():
-    a = plan_reduction(5, 77, 3, inner_contiguous=True, one_tile_per_lane=False, sm_count=8)
-    b = plan_reduction(5, 77, 3, inner_contiguous=True, one_tile_per_lane=False, sm_count=8)
+    a = plan_reduction(5, 77, 3, inner_contiguous=True, whole_tree=False, sm_count=8)
+    b = plan_reduction(5, 77, 3, inner_contiguous=True, whole_tree=False, sm_count=8)
     assert a is b
 
 
 def test_plan_rejects_empty():
     with pytest.raises(ValueError):
-        plan_reduction(1, 0, 1, inner_contiguous=False, one_tile_per_lane=False, sm_count=8)
+        plan_reduction(1, 0, 1, inner_contiguous=False, whole_tree=False, sm_count=8)
 
 
 # ---- layout --------------------------------------------------------------------------------------
@@ -117,6 +121,6 @@ def test_every_plan_terminates_in_one_output_per_row(pairwise, tile):
     # always make progress, whatever the (test-only) tile size.
     for outer, red, inner, contiguous in [(1, 7, 2, True), (3, 300, 1, False), (1, 5000, 300, True),
                                           (2, 70000, 1, False), (1, 1, 5, True)]:
-        plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, one_tile_per_lane=pairwise,
+        plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, whole_tree=pairwise,
                               sm_count=64, tile_elements=tile, split_min_bytes=0)
         _check_plan_invariants(plan, outer, red, inner)

@@ -164,11 +164,11 @@ def test_gradient_of_bf16_input_has_input_dtype(device):
     assert x.grad.dtype == torch.bfloat16 and torch.all(x.grad == 0.125)
 
 
-def test_torch_compile_fullgraph_traces_the_custom_op():
-    # CPU backend; the op itself runs the interpreted kernels inside the compiled graph.
+def test_torch_compile_fullgraph_traces_the_custom_op(device):
+    # The eager backend: the op itself runs the kernels inside the compiled graph.
     def f(t):
         return precred.sum(t * 2.0, dim=1, mode="kahan") + precred.mean(t, dim=1)
 
-    x = _randn((4, 50), "cpu")
+    x = _randn((4, 50), device)
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x), f(x))

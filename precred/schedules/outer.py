@@ -4,16 +4,19 @@ The input is viewed as (outer, reduce, inner) with stride_inner typically 1. A p
 index o, BLOCK_I consecutive inner indices and one part of the reduced axis, and loads
 [BLOCK_R, BLOCK_I] tiles that are coalesced along the inner axis -- no transposing copy. Each of the
 BLOCK_R lanes of a column accumulates every BLOCK_R-th element; the lanes are merged once at the end
-by the fixed tree. Partial states go to a [n_parts, outer*inner] workspace, which a second launch of
-this same kernel reduces over its (strided) first axis.
+by the fixed tree. (Pairwise: each tile is merged by that tree at once and the tile sums by a binary
+counter.) The planner sizes first-pass tiles so that each thread holds all BLOCK_R lanes of its
+columns: the lane tree then runs in registers. Partial states go to a [n_parts, outer*inner]
+workspace, which a second launch of this same kernel reduces over its (strided) first axis.
 
 Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
 """
 import triton
 import triton.language as tl
 
+from .finish import to_accumulator
 from .steps import accumulate_tile, write_result
-from .tree import tree_reduce_first_axis
+from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
 # `divisor` is never specialized: as the constant 1 it would lose its .to() in finish().
@@ -30,6 +33,7 @@ def outer_kernel(
     STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
+    TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
 ):
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
@@ -45,22 +49,38 @@ def outer_kernel(
     part_start = part.to(tl.int64) * chunk_len
     part_end = tl.minimum(part_start + chunk_len, red_len)
 
-    hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
-    lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
     lanes = tl.arange(0, BLOCK_R)
     # int64 offsets of the part's first tile; the loop only advances the pointers by a scalar step.
     first_tile = (part_start + lanes)[:, None] * stride_red + col_base[None, :]
     hi_ptrs = src_hi_ptr + first_tile
     lo_ptrs = src_lo_ptr + first_tile
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
-    for start in range(part_start, part_end, BLOCK_R):
-        mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
-        hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
-        hi_ptrs += step
-        lo_ptrs += step
-
-    # Merge the BLOCK_R lanes of each column (axis 0 of the tile).
-    col_hi, col_lo = tree_reduce_first_axis(hi, lo, BLOCK_R, BLOCK_I, STRATEGY)
+    if TILE_COUNTER:
+        # Plain strategy only (pairwise): states have no lo. Each tile's lanes merge by the fixed tree,
+        # the tile sums by the counter: a balanced tree over the part, of depth ceil(log2(part length)).
+        zero = tl.zeros([BLOCK_I], ACC_DTYPE)
+        s0, s1, s2, s3, s4, s5, s6, s7 = zero, zero, zero, zero, zero, zero, zero, zero
+        g = 0
+        for start in range(part_start, part_end, BLOCK_R):
+            mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
+            values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
+            tile_sum, _ = tree_reduce_first_axis(values, values, BLOCK_R, BLOCK_I, STRATEGY)
+            s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(tile_sum, g, s0, s1, s2, s3, s4, s5, s6, s7)
+            hi_ptrs += step
+            g += 1
+        col_hi = counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7)
+        col_lo = zero
+    else:
+        # Each lane chains its tiles; the BLOCK_R lanes of each column merge once, by the fixed tree.
+        hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+        lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+        for start in range(part_start, part_end, BLOCK_R):
+            mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
+            hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
+                                     USES_LO)
+            hi_ptrs += step
+            lo_ptrs += step
+        col_hi, col_lo = tree_reduce_first_axis(hi, lo, BLOCK_R, BLOCK_I, STRATEGY)
 
     out_index = o.to(tl.int64) * inner_size + cols
     state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]

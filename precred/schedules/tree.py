@@ -45,3 +45,57 @@ def tree_reduce_first_axis(hi, lo, WIDTH: tl.constexpr, COLS: tl.constexpr, STRA
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
     return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,))
+
+
+# The binary counter of the outer schedule's pairwise passes: a streaming pairwise sum of the tile
+# sums v_0, v_1, ... . Level k holds the sum of a block of 2^k consecutive tiles while bit k of the
+# number of tiles pushed so far is set. Pushing tile g carries v_g up through the levels whose bit
+# of g is set (merging each level's earlier block with the later one) and parks the carry at the
+# first clear bit -- exactly the adding of 1 to g in binary. The control depends only on the scalar
+# g, the same for the whole program. Eight levels: up to 2^8 - 1 tiles (precred.plan.COUNTER_TILES).
+
+@triton.jit
+def _counter_level(level, carry, climbing, g, K: tl.constexpr):
+    """Level K while pushing tile g: merge into the carry if bit K of g is set, else park it here."""
+    bit_set = ((g >> K) & 1) == 1
+    bit_clear = ((g >> K) & 1) == 0
+    parked = tl.where(climbing & bit_clear, carry, level)
+    carry = tl.where(climbing & bit_set, level + carry, carry)
+    return parked, carry, climbing & bit_set
+
+
+@triton.jit
+def counter_push(v, g, s0, s1, s2, s3, s4, s5, s6, s7):
+    """Push the g-th tile sum v (g counted from 0); returns the eight levels."""
+    climbing = g >= 0
+    s0, v, climbing = _counter_level(s0, v, climbing, g, 0)
+    s1, v, climbing = _counter_level(s1, v, climbing, g, 1)
+    s2, v, climbing = _counter_level(s2, v, climbing, g, 2)
+    s3, v, climbing = _counter_level(s3, v, climbing, g, 3)
+    s4, v, climbing = _counter_level(s4, v, climbing, g, 4)
+    s5, v, climbing = _counter_level(s5, v, climbing, g, 5)
+    s6, v, climbing = _counter_level(s6, v, climbing, g, 6)
+    s7, v, climbing = _counter_level(s7, v, climbing, g, 7)
+    return s0, s1, s2, s3, s4, s5, s6, s7
+
+
+@triton.jit
+def _counter_sweep(total, level, n, K: tl.constexpr):
+    return tl.where(((n >> K) & 1) == 1, level + total, total)
+
+
+@triton.jit
+def counter_total(n, s0, s1, s2, s3, s4, s5, s6, s7):
+    """The sum of the n tiles pushed: the parked levels (the set bits of n), lowest first, starting
+    from the exact identity 0. An element parked at level k went through k merges, then at most one
+    per set bit of n from k up: depth <= ceil(log2(n)) over the tile sums."""
+    total = tl.zeros(s0.shape, s0.dtype)
+    total = _counter_sweep(total, s0, n, 0)
+    total = _counter_sweep(total, s1, n, 1)
+    total = _counter_sweep(total, s2, n, 2)
+    total = _counter_sweep(total, s3, n, 3)
+    total = _counter_sweep(total, s4, n, 4)
+    total = _counter_sweep(total, s5, n, 5)
+    total = _counter_sweep(total, s6, n, 6)
+    total = _counter_sweep(total, s7, n, 7)
+    return total
