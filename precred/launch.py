@@ -43,7 +43,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> t
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
-                   heavy_state=mode.strategy == COMPENSATED)
+                   heavy_state=mode.strategy == COMPENSATED,
+                   accumulator_size=mode.accumulator_dtype(x.dtype).itemsize)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

@@ -68,6 +68,8 @@ def _pow2_at_most(n: int) -> int:
 
 # Bytes of one loaded tile: 16 KiB per iteration keeps enough loads in flight per program.
 TILE_BYTES = 16384
+# ...and at most this many bytes of accumulators per tile (32 registers per thread at 8 warps).
+ACC_TILE_BYTES = 32768
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -159,7 +161,8 @@ def _programs(p: Pass) -> int:
 @lru_cache(maxsize=4096)
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
-                   split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False) -> Plan:
+                   split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False,
+                   accumulator_size: int = 4) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -170,8 +173,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     heavy_state: the accumulator is compensated -- twice the registers and 7 flops per element; those
     kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
     accumulator measured slower that way, so it keeps the default).
+    accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
+    to ACC_TILE_BYTES, so 16-bit inputs summed in fp64 get half the elements per tile.
     """
-    first_tile = tile_elements or (TILE_BYTES // (2 if heavy_state else 1)) // element_size
+    first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
+                                      ACC_TILE_BYTES // accumulator_size)
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
