@@ -1,10 +1,10 @@
 """Sweep the outer schedule's planner constants on the dim=0 DESIGN.md shapes (GPU; one device call).
 
     python3 bench/sweep_outer.py
-Prints GB/s and the ratio to torch.sum per (tile bytes, smallest warp count before a split), case and
-mode, to choose precred.plan's TILE_BYTES and OUTER_MIN_WARPS from measurements.
+Prints GB/s and the ratio to torch.sum per planner variant (layout of chained passes, tile bytes,
+smallest warp count before a split), case and mode, to choose precred.plan's OUTER_CHAINS_IN_REGISTERS,
+TILE_BYTES and OUTER_MIN_WARPS from measurements.
 """
-import itertools
 import sys
 
 import torch
@@ -16,7 +16,10 @@ from precred import launch, plan  # noqa: E402
 from precred.ops import summation  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
-MODES = ("fast", "pairwise", "kahan", "fp64")
+MODES = ("fast", "kahan", "fp64")
+# (chains in the registers layout, tile bytes, smallest warp count before a split)
+VARIANTS = [(False, 16384, 4), (True, 16384, 4), (True, 16384, 8), (True, 32768, 4), (True, 32768, 8),
+            (True, 8192, 4)]
 
 
 def _time(fn):
@@ -30,7 +33,8 @@ def main():
     base = {c: _time(lambda c=c: torch.sum(inputs[c], 0)) for c in cases}
     print("torch GB/s: " + " ".join(f"{c[0]}{str(c[1])[6:]}={inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
                                     for c in cases))
-    for tile_bytes, min_warps in itertools.product([16384, 32768], [1, 2, 4, 8]):
+    for registers, tile_bytes, min_warps in VARIANTS:
+        plan.OUTER_CHAINS_IN_REGISTERS = registers
         plan.TILE_BYTES = tile_bytes
         plan.OUTER_MIN_WARPS = min_warps
         plan.plan_reduction.cache_clear()
@@ -43,7 +47,7 @@ def main():
                 ms = _time(lambda: precred.sum(x, 0, mode=mode))
                 gbps = x.numel() * x.element_size() / ms / 1e6
                 cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f})")
-            print(f"tile {tile_bytes:5d} minw {min_warps}  {str(c[0]):14s} {str(c[1])[6:]:8s} " + "  ".join(cells),
+            print(f"regs {registers:d} tile {tile_bytes:5d} minw {min_warps}  {str(c[0]):14s} {str(c[1])[6:]:8s} " + "  ".join(cells),
                   flush=True)
 
 

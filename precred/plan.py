@@ -82,6 +82,8 @@ SPLIT_MIN_BYTES = 4 << 20
 # Outer pairwise first passes narrow their column block down to this many warps, then split
 # (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 OUTER_MIN_WARPS = 4
+# Whether chained (non-pairwise) outer first passes may take the registers layout too.
+OUTER_CHAINS_IN_REGISTERS = True
 
 
 def _warps(tile_elements: int) -> int:
@@ -183,14 +185,16 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if red < 1 or outer * inner < 1:
         raise ValueError("plan_reduction needs a non-empty reduction")
     vector = max(1, 16 // element_size)
+    # The registers layout (schedules/outer.py): pairwise always (it runs the lane tree on every tile);
+    # chained plain passes when the kept axis is at least OUTER_MIN_WARPS warps wide. Compensated passes
+    # and narrow kept axes measured faster in the wide layout (bench/sweep_outer.py, H100).
+    registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and not heavy_state
+                                      and inner >= 32 * vector * OUTER_MIN_WARPS)
 
     def first_pass(parts_wanted, block_limit):
         if inner > 1 and inner_contiguous:
-            # Pairwise merges every tile by its lane tree: those passes take the layout whose tree stays
-            # in registers. Chained lanes merge once per program: the wide layout measured faster for
-            # them (bench/sweep_outer.py, H100).
             return _outer_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit,
-                               vector if whole_tree else 0)
+                               vector if registers_layout else 0)
         return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit)
 
     # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
@@ -198,7 +202,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # the reduced axis across programs.
     block_limit = 1 << 30
     single = first_pass(1, block_limit)
-    floor = 1 if single.schedule == "inner" else 128 if not whole_tree else 32 * vector * OUTER_MIN_WARPS
+    floor = 1 if single.schedule == "inner" else 32 * vector * OUTER_MIN_WARPS if registers_layout else 128
     while _programs(single) < 2 * sm_count and single.block_kept > floor:
         block_limit = single.block_kept // 2
         single = first_pass(1, block_limit)
