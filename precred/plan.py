@@ -84,6 +84,7 @@ SPLIT_MIN_BYTES = 4 << 20
 OUTER_MIN_WARPS = 4
 # Whether chained (non-pairwise) outer first passes may take the registers layout too.
 OUTER_CHAINS_IN_REGISTERS = True
+OUTER_REGISTERS_MIN_RED = 64
 
 
 def _warps(tile_elements: int) -> int:
@@ -186,10 +187,12 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         raise ValueError("plan_reduction needs a non-empty reduction")
     vector = max(1, 16 // element_size)
     # The registers layout (schedules/outer.py): pairwise always (it runs the lane tree on every tile);
-    # chained plain passes when the kept axis is at least OUTER_MIN_WARPS warps wide. Compensated passes
-    # and narrow kept axes measured faster in the wide layout (bench/sweep_outer.py, H100).
+    # chained plain passes when the kept axis is at least OUTER_MIN_WARPS warps wide and the reduced
+    # one at least OUTER_REGISTERS_MIN_RED long. Compensated passes, narrow kept axes and short reduced
+    # axes (16 x 262144 over dim 0) measured faster in the wide layout (bench/sweep_outer.py, H100).
     registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and not heavy_state
-                                      and inner >= 32 * vector * OUTER_MIN_WARPS)
+                                      and inner >= 32 * vector * OUTER_MIN_WARPS
+                                      and red >= OUTER_REGISTERS_MIN_RED)
 
     def first_pass(parts_wanted, block_limit):
         if inner > 1 and inner_contiguous:
