@@ -79,10 +79,11 @@ MIN_LANES = 32
 PROGRAMS_PER_SM = 4
 # ...and the input is at least this large: below it a second launch costs more than it saves.
 SPLIT_MIN_BYTES = 4 << 20
-# Outer pairwise first passes narrow their column block down to this many warps, then split
-# (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
+# Outer first passes in the registers layout narrow their column block down to this many warps, then
+# split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 OUTER_MIN_WARPS = 4
-# Whether chained (non-pairwise) outer first passes may take the registers layout too.
+# Chained (non-pairwise) outer first passes may take the registers layout too (the sweep toggles
+# this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
 OUTER_CHAINS_IN_REGISTERS = True
 OUTER_REGISTERS_MIN_RED = 64
 
@@ -101,6 +102,13 @@ def _narrow_lanes(lanes: int, red: int, floor: int) -> int:
     while lanes > floor and red < MIN_TILES_PER_LANE * lanes:
         lanes //= 2
     return lanes
+
+
+def _fit_lanes(lanes: int, red: int, whole_tree: bool) -> int:
+    """No more lanes than the reduced axis needs; chained lanes also narrowed (pairwise keeps its
+    lanes: every tile is one tree)."""
+    lanes = min(_pow2_at_least(red), lanes)
+    return lanes if whole_tree else _narrow_lanes(lanes, red, 1)
 
 
 def _chunk_and_parts(red, lanes, parts_wanted, max_tiles):
@@ -130,10 +138,11 @@ def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
 def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, vector):
     """A pass of the outer schedule over [lanes, block_inner] tiles.
 
-    vector > 0 (the first pass, reading the input): one warp spans 32 * vector contiguous columns
-    (vector elements = 16 bytes per thread) and the warps sit side by side along the columns, so each
-    thread holds its columns of every lane: the lane tree stays in registers. vector == 0 (passes over
-    partial states): the classic shape, 128 columns and the lanes spread over the warps.
+    vector > 0, the registers layout (first passes, reading the input): one warp spans 32 * vector
+    contiguous columns (vector elements = 16 bytes per thread) and the warps sit side by side along
+    the columns, so each thread holds its columns of every lane: the lane tree stays in registers.
+    vector == 0, the wide layout (passes over partial states, and first passes plan_reduction keeps
+    wide): 128 columns and the lanes spread over the warps.
     whole_tree (pairwise): the lanes' tiles are merged by the binary counter, whose tree over a part
     has depth ceil(log2(chunk)).
     """
@@ -141,15 +150,10 @@ def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
         block_inner = max(1, min(_pow2_at_least(inner), 8 * 32 * vector, tile_elements // 2, block_limit))
         warps = max(1, min(8, block_inner // (32 * vector)))
         # Every thread holds tile_elements / 256 elements of the tile, whatever the warp count.
-        lanes = max(2, _pow2_at_most(tile_elements * warps // (8 * block_inner)))
+        lanes = _fit_lanes(max(2, _pow2_at_most(tile_elements * warps // (8 * block_inner))), red, whole_tree)
     else:
         # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run.
-        lanes = max(2, tile_elements // 128)
-        block_inner = None
-    lanes = min(_pow2_at_least(red), lanes)
-    if not whole_tree:
-        lanes = _narrow_lanes(lanes, red, 1)
-    if block_inner is None:
+        lanes = _fit_lanes(max(2, tile_elements // 128), red, whole_tree)
         block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
         warps = _warps(lanes * block_inner)
     chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, COUNTER_TILES if whole_tree else 0)
