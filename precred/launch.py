@@ -36,15 +36,17 @@ def _cuda_sm_count(index: int) -> int:
     return _SM_COUNTS[index]
 
 
-def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, **planner_overrides) -> tuple:
-    """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims.
+def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | None = None,
+             **planner_overrides) -> tuple:
+    """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims into out_dtype
+    (default x.dtype; an fp64 output makes the accumulator fp64, which sizes the tile).
 
     planner_overrides (sm_count, tile_elements, split_min_bytes) let tests force splits and long lane
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy == COMPENSATED,
-                   accumulator_size=mode.accumulator_dtype(x.dtype).itemsize)
+                   accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)
@@ -80,7 +82,7 @@ def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype,
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)
-    view, planned = plan_for(x, dims, mode)
+    view, planned = plan_for(x, dims, mode, out_dtype)
     plan = planned if plan is None else plan
     acc_dtype = mode.accumulator_dtype(x.dtype, out_dtype)
     uses_lo = mode.strategy == COMPENSATED

@@ -19,7 +19,7 @@ def test_more_than_2_pow_31_elements_use_64_bit_offsets(device):
         if mode in ("kahan", "fp64"):
             assert got == exact, (mode, got, exact)   # both carry more than fp32's 24 bits to the end
         else:
-            _, plan = plan_for(x, (0,), get_mode(mode))
+            _, plan = plan_for(x, (0,), get_mode(mode), torch.float64)
             bound = precred.error_bound(mode, n, exact, exact, x.dtype, depth=plan.depth, out_dtype=torch.float64)
             assert abs(got - exact) <= bound, (mode, got, exact, bound)
     # A strided reduction whose offsets pass 2^31: dim 0 of a (2^16, 2^15) view (outer schedule).

@@ -34,7 +34,7 @@ def check_within_bound(x, dims, mode, *, out_dtype=None, mean=False, device="cpu
     out_dtype = out_dtype or x.dtype
     m = get_mode(mode)
     xd = x.to(device)
-    _, plan = plan_for(xd, dims, m, **(planner or {}))
+    _, plan = plan_for(xd, dims, m, out_dtype, **(planner or {}))
     got = reduce_sum(xd, dims, m, out_dtype, divide=mean, plan=plan).cpu()
     ref, exact_list = (reference_mean if mean else reference_sum)(x, dim=dims, out_dtype=out_dtype)
     n = x.numel() // ref.numel()
