@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, REPO / "bench"):   # precred, and the bench helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+from report_versions import versions  # noqa: E402
 
 ROW_ELEMS = 2**22  # rows = max(1, ROW_ELEMS // n), capped at MAX_ROWS
 MAX_ROWS = 64
@@ -47,25 +49,6 @@ def device_name(device: str) -> str:
     if device == "cuda":
         return torch.cuda.get_device_name(0)
     return f"CPU ({platform.processor() or platform.machine()}), Triton interpreter"
-
-
-def versions() -> dict:
-    import numpy
-    import torch
-    import triton
-    v = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
-         "numpy": numpy.__version__}
-    try:
-        import mpmath
-        v["mpmath"] = mpmath.__version__
-    except Exception:
-        pass
-    try:
-        import precred
-        v["precred"] = getattr(precred, "__version__", None)
-    except Exception:
-        pass
-    return v
 
 
 def summarize(ulps: list[float], correct: list[bool]) -> dict:

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, REPO / "bench"):   # precred, and the bench helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+from report_versions import versions  # noqa: E402
 
 SHAPES_2D = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
 FULL_NUMEL = 2**28
@@ -509,31 +511,6 @@ def write_json(out_dir: Path, report: dict) -> None:
     tmp = out_dir / "bench.json.tmp"
     tmp.write_text(json.dumps(report, indent=1, default=str))
     tmp.replace(out_dir / "bench.json")
-
-
-def versions() -> dict:
-    import torch
-    import triton
-    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-         "triton": triton.__version__}
-    try:
-        import numpy
-        v["numpy"] = numpy.__version__
-    except Exception:
-        pass
-    try:
-        import precred
-        v["precred"] = getattr(precred, "__version__", None)
-    except Exception as e:
-        v["precred"] = f"import failed: {type(e).__name__}: {e}"[:200]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                             text=True, timeout=10)
-        if rev.returncode == 0:
-            v["git"] = rev.stdout.strip()
-    except Exception:
-        pass
-    return v
 
 
 def run_accuracy(out_dir: Path) -> None:
