@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from .modes import get_mode
+from .modes import get_mode, get_var_mode
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -77,11 +77,99 @@ def error_bound(mode: str, n: int, S1: float, s: float, dtype: torch.dtype, *,
     # Final rounding into the output dtype, when the value may not be representable there.
     already_exact = (m.strategy == 0 and op == "sum"
                      and _UNIT_ROUNDOFF[acc_dtype] >= _UNIT_ROUNDOFF[out_dtype])
-    if not already_exact and out_dtype != torch.float64:
-        u_out = _UNIT_ROUNDOFF[out_dtype]
-        if out_dtype in (torch.bfloat16, torch.float16):
-            u_out = u_out + _UNIT_ROUNDOFF[torch.float32] * (1.0 + u_out)  # fp64 -> fp32 -> 16-bit
-        # Rounding into the subnormal range adds at most half a subnormal spacing per rounding (two at most).
-        err = u_out * abs(exact) + (1.0 + u_out) * err + 2 * _HALF_TINY[out_dtype]
+    if not already_exact:
+        err = _rounded_to_output(err, exact, out_dtype)
     # The bound itself is evaluated in binary64: pad it by a few of its own roundings.
     return err * (1.0 + 16 * u64)
+
+
+def _rounded_to_output(err: float, exact: float, out_dtype: torch.dtype) -> float:
+    """The bound `err` on an fp64 value near `exact`, after that value is rounded to out_dtype (16-bit
+    outputs through fp32: two roundings). Rounding into the subnormal range adds at most half a
+    subnormal spacing per rounding (two at most)."""
+    if out_dtype == torch.float64:
+        return err
+    u_out = _UNIT_ROUNDOFF[out_dtype]
+    if out_dtype in (torch.bfloat16, torch.float16):
+        u_out = u_out + _UNIT_ROUNDOFF[torch.float32] * (1.0 + u_out)  # fp64 -> fp32 -> 16-bit
+    return u_out * abs(exact) + (1.0 + u_out) * err + 2 * _HALF_TINY[out_dtype]
+
+
+_TINY_64 = 5e-324    # the smallest positive binary64 subnormal, 2^-1074
+_MAX_FINITE = {torch.float64: 1.7976931348623157e308, torch.float32: 3.4028234663852886e38}
+
+
+def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float, dtype: torch.dtype, *,
+                        depth: int, op: str = "var", correction: float = 1.0,
+                        out_dtype: torch.dtype | None = None) -> float:
+    """Upper bound on |computed - exact| of precred.var / std / the mean of var_mean, in a Welford mode.
+
+    n: values in the row; m2: the exact sum of squared deviations from the mean; radius: max |x_i - K|
+    over the row, K the kernel's shift (the row's first element); mean: the exact mean; depth: the
+    plan's tree depth h (precred.plan.Plan.depth: chain, lane tree and later passes); op: "var", "std"
+    or "mean"; correction as torch's. inf where no bound is claimed (n - correction <= 0, a possible
+    overflow of the accumulator, or an error too large for the first-order analysis to hold).
+
+    Derivation (u the accumulator's unit roundoff, L = ceil(log2 n), R = radius, eta = half the
+    accumulator's smallest subnormal). The kernel runs Welford's update and Chan's merge on x - K; the
+    whole computation is one binary merge tree of depth h over the n values (a chain update is a
+    merge with a one-element side). First order in u:
+    * mean: a merge rounds the difference of means (|.| <= 2R), its product with the weight nb/n, the
+      weight, and the sum (|mean| <= R): at most 7uR, and a merge's mean is a weighted average of its
+      operands', so errors never grow when passed up: |mean error| <= E = (7h + 1) u R + 4 h eta (the +1:
+      x - K itself rounded).
+    * m2: a merge's own roundings cost <= 10 u m2_node (Chan's form 8u; the update form 4u plus
+      7u|delta|R, summed over updates <= 10 u R sqrt(n m2)); summed over the tree <= 10 u h m2, since a
+      term of m2 is counted once per ancestor. The operands' mean errors enter delta^2 na nb / n: at
+      most 4 E |delta| na nb / n per merge, and by Cauchy-Schwarz sum |delta| na nb / n <=
+      sqrt(sum delta^2 na nb / n) sqrt(sum na nb / n) <= sqrt(m2) sqrt(n L) (the first sum is exactly
+      m2; na nb / n <= min(na, nb), and an element is on the smaller side at most log2 n times).
+      Rounding x - K perturbs each value by <= u R: <= 2 u R sqrt(n m2). Altogether
+      |dm2| <= u h (10 m2 + 40 sqrt(L) R sqrt(n m2)) + underflow (16 n h eta + 4 (4 h eta) sqrt(n L m2)).
+    The first-order terms are padded by 1/(1 - 2 rho), rho = |dm2| / m2, and no bound is claimed for
+    rho >= 1/4. Then var = m2 / (n - correction) in fp64 (u_64), std = sqrt(var) in fp64
+    (|sqrt(a) - sqrt(b)| <= min(|a - b| / sqrt(b), sqrt(|a - b|)), then u_64), mean = K + mean in fp64
+    (u_64), and the rounding to the output dtype.
+    """
+    if op not in ("var", "std", "mean"):
+        raise ValueError(f"op must be 'var', 'std' or 'mean', got {op!r}")
+    m = get_var_mode(mode)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    acc_dtype = m.accumulator_dtype(dtype, out_dtype)
+    u = _UNIT_ROUNDOFF[acc_dtype]
+    u64 = _UNIT_ROUNDOFF[torch.float64]
+    # Half the smallest subnormal; fp64's (2^-1075) is not a binary64 number: its full spacing stands in.
+    eta = max(_HALF_TINY[acc_dtype], _TINY_64)
+    h = max(int(depth), 1)
+    L = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+    R = abs(float(radius))
+    # Every intermediate is at most n R^2 (m2 of shifted values) or 2R (differences of means).
+    if n * R * R * 4 > _MAX_FINITE[acc_dtype] * 0.5:
+        return math.inf
+    m2, mean = float(m2), float(mean)   # both below n R^2 now
+
+    E = (7 * h + 1) * u * R + 4 * h * eta
+    if op == "mean":
+        err = E + u64 * (abs(mean) + E) + _TINY_64
+        return _rounded_to_output(err, mean, out_dtype) * (1.0 + 16 * u64)
+
+    d_m2 = u * h * (10 * m2 + 40 * math.sqrt(L) * R * math.sqrt(n * m2))
+    d_m2 += 16 * n * h * eta + 16 * h * eta * math.sqrt(n * L * m2)
+    if d_m2 > 0:
+        rho = d_m2 / m2 if m2 > 0 else math.inf
+        if rho >= 0.25:
+            if m2 > 0:
+                return math.inf
+        else:
+            d_m2 /= 1 - 2 * rho
+    divisor = n - correction
+    if divisor <= 0:
+        return math.inf
+    var = m2 / divisor
+    d_var = d_m2 / divisor + u64 * (var + d_m2 / divisor) + _TINY_64   # fp64 division, underflow included
+    if op == "var":
+        return _rounded_to_output(d_var, var, out_dtype) * (1.0 + 16 * u64)
+    std = math.sqrt(var)
+    d_std = math.sqrt(d_var) if std == 0 else min(d_var / std, math.sqrt(d_var))
+    d_std += u64 * (std + d_std) + _TINY_64
+    return _rounded_to_output(d_std, std, out_dtype) * (1.0 + 16 * u64)

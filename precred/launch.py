@@ -1,9 +1,12 @@
 """Launcher: view -> plan -> kernel launches. Knows nothing of autograd or argument checking.
 
-`reduce_sum` is the one entry point of the sum/mean kernels: it views the input as
-(outer, reduce, inner), asks the planner for a plan, and runs the plan's passes, the last of which
-writes the output (the sum, or the sum divided by the element count).
+`reduce` is the one entry point of the reduction kernels: it views the input as (outer, reduce, inner),
+asks the planner for a plan, and runs the plan's passes, the last of which writes the output: the sum,
+or the sum divided by the element count (sum strategies), or the variance / standard deviation and
+optionally the mean (Welford's strategy). `reduce_sum` and `reduce_moments` name those two uses.
 """
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -13,7 +16,7 @@ from .modes import Mode
 from .plan import Plan, plan_reduction
 from .schedules.inner import inner_kernel
 from .schedules.outer import outer_kernel
-from .strategies import COMPENSATED
+from .strategies import COMPENSATED, PLAIN, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
@@ -45,7 +48,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
-                   heavy_state=mode.strategy == COMPENSATED,
+                   heavy_state=mode.strategy != PLAIN,
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
@@ -53,117 +56,164 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     return view, plan
 
 
+@dataclass(frozen=True)
+class Output:
+    """What the last pass writes, besides the plan's numerics."""
+    divide: bool = False        # sum strategies: the sum divided by the element count (mean)
+    correction: float = 0.0     # Welford: m2 / max(0, n - correction)
+    take_sqrt: bool = False     # Welford: the standard deviation instead of the variance
+    with_mean: bool = False     # Welford: the mean as a second output
+
+    def divisor(self, n: int, strategy: int) -> float:
+        if strategy == WELFORD:
+            return float(max(0.0, n - self.correction))
+        return float(n) if self.divide else 1.0
+
+
 # Launch recipes of CUDA calls already seen, by everything that decides the plan and the compiled
-# kernels: shape, strides, dtypes, device, dims, mode, and the input's 16-byte alignment (Triton
+# kernels: shape, strides, dtypes, device, dims, mode, output, and the input's 16-byte alignment (Triton
 # specializes on it). A hit skips layout analysis, planning and Triton's argument binding: the cached
 # compiled kernels are launched directly. Unbounded only in the number of distinct call signatures.
 _RECIPES = {}
 
 
-def _recipe_key(x, dims, mode, out_dtype, divide):
-    return (x.shape, x.stride(), x.dtype, x.device, dims, mode.name, out_dtype, divide, x.data_ptr() % 16)
+def _recipe_key(x, dims, mode, out_dtype, output):
+    return (x.shape, x.stride(), x.dtype, x.device, dims, mode, out_dtype, output, x.data_ptr() % 16)
 
 
-def cached_recipe(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, divide: bool):
-    """The recipe a previous reduce_sum call on this signature left, or None."""
-    return _RECIPES.get(_recipe_key(x, dims, mode, out_dtype, divide)) if x.is_cuda else None
+def cached_recipe(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output):
+    """The recipe a previous reduce call on this signature left, or None."""
+    return _RECIPES.get(_recipe_key(x, dims, mode, out_dtype, output)) if x.is_cuda else None
 
 
 def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, divide: bool,
                plan: Plan | None = None) -> torch.Tensor:
-    """Flat output of O*I values (row-major over the kept dims): the sum (or mean) over dims.
+    """Flat output of O*I values (row-major over the kept dims): the sum (or mean) over dims."""
+    return reduce(x, dims, mode, out_dtype, Output(divide=divide), plan)[0]
+
+
+def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, correction: float,
+                   take_sqrt: bool, with_mean: bool, plan: Plan | None = None):
+    """(variance or standard deviation, mean or None), flat, over dims, by a Welford mode."""
+    return reduce(x, dims, mode, out_dtype, Output(correction=correction, take_sqrt=take_sqrt,
+                                                   with_mean=with_mean), plan)
+
+
+def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,
+           plan: Plan | None = None):
+    """(flat output, flat mean or None) of the reduction over dims; O*I values, row-major over kept dims.
 
     x is non-empty; dims sorted, unique, non-negative. `plan` overrides the planner (tests use it to
     cover every schedule on small inputs); it must describe the same view.
     """
     key = None
     if plan is None and x.is_cuda:
-        key = _recipe_key(x, dims, mode, out_dtype, divide)
+        key = _recipe_key(x, dims, mode, out_dtype, output)
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)
     view, planned = plan_for(x, dims, mode, out_dtype)
     plan = planned if plan is None else plan
-    acc_dtype = mode.accumulator_dtype(x.dtype, out_dtype)
-    uses_lo = mode.strategy == COMPENSATED
-    n_out = view.outer * view.inner
-    out = torch.empty(n_out, dtype=out_dtype, device=x.device)
-
-    src_hi = src_lo = _bits_if_bf16(view.source)
+    workspace = _Workspace(mode.strategy, mode.accumulator_dtype(x.dtype, out_dtype), out_dtype,
+                           view.outer * view.inner, output.with_mean)
+    out, mean = workspace.outputs(x.device)
+    source = _bits_if_bf16(view.source)
+    src = (source, source, source)
+    shift = (source, view.inner, view.stride_outer, view.stride_inner)
     strides = (view.stride_outer, view.stride_red, view.stride_inner)
+    divisor = output.divisor(view.red, mode.strategy)
     launches = []
     for index, p in enumerate(plan.passes):
         last = index == len(plan.passes) - 1
-        dst_hi, dst_lo = _destination(out, last, p.parts * n_out, acc_dtype, uses_lo)
-        launches.append(_launch_pass(p, src_hi, src_lo, dst_hi, dst_lo, strides, acc_dtype, mode.strategy,
-                                     uses_lo, src_is_state=index > 0, dst_is_state=not last,
-                                     divisor=view.red if divide else 0))
+        dst = workspace.destination(out, mean, last, p.parts)
+        launches.append(_launch_pass(p, src, dst, shift, strides, workspace, mode.strategy, output, divisor,
+                                     src_is_state=index > 0, dst_is_state=not last))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
-        src_hi, src_lo = dst_hi, dst_lo
-        strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, n_out, 1)
+        src = dst
+        strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
-        _RECIPES[key] = _Recipe(launches, plan, n_out, out_dtype, acc_dtype, uses_lo)
-    return out
+        _RECIPES[key] = _Recipe(launches, plan, workspace)
+    return out, mean
 
 
-def _launch_pass(p, src_hi, src_lo, dst_hi, dst_lo, strides, acc_dtype, strategy, uses_lo,
-                 src_is_state, dst_is_state, divisor):
+class _Workspace:
+    """The arrays one call writes: the output(s), and the partial states of every pass but the last
+    (accumulator dtype; lo only for strategies that use it; fp64 counts only for Welford's)."""
+
+    def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
+        self.acc_dtype, self.out_dtype, self.n_out, self.with_mean = acc_dtype, out_dtype, n_out, with_mean
+        self.uses_lo = strategy != PLAIN
+        self.uses_cnt = strategy == WELFORD
+
+    def outputs(self, device):
+        out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)
+        mean = torch.empty_like(out) if self.with_mean else None
+        return out, mean
+
+    def destination(self, out, mean, last, parts):
+        """(hi, lo, cnt) where a pass writes: the output(s) when last, else fresh partial states."""
+        if last:
+            dst = _bits_if_bf16(out)
+            return dst, (_bits_if_bf16(mean) if mean is not None else dst), dst
+        hi = torch.empty(parts * self.n_out, dtype=self.acc_dtype, device=out.device)
+        lo = torch.empty_like(hi) if self.uses_lo else hi
+        cnt = torch.empty(hi.shape, dtype=torch.float64, device=out.device) if self.uses_cnt else hi
+        return hi, lo, cnt
+
+
+def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
+                 dst_is_state):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args)."""
     stride_outer, stride_red, stride_inner = strides
-    consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[acc_dtype], SRC_IS_STATE=src_is_state,
-                  DST_IS_STATE=dst_is_state, DIVIDE=divisor > 0, USES_LO=uses_lo)
+    shift_ptr, shift_scalars = shift[0], list(shift[1:])
+    consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
+                  DST_IS_STATE=dst_is_state, DIVIDE=output.divide, USES_LO=workspace.uses_lo,
+                  TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean)
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner
         grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
-        scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, max(divisor, 1)]
+        scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
-        scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts,
-                   max(divisor, 1)]
+        scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter)
-    compiled = kernel[grid](src_hi, src_lo, dst_hi, dst_lo, *scalars, num_warps=p.num_warps, **consts)
-    # Everything after the four pointers, in the kernel's parameter order, as Triton's launcher takes it.
-    trailing = scalars + [consts[name] for name in kernel.arg_names[4 + len(scalars):]]
+    scalars += shift_scalars
+    compiled = kernel[grid](*src, *dst, shift_ptr, *scalars, num_warps=p.num_warps, **consts)
+    # Everything after the seven pointers, in the kernel's parameter order, as Triton's launcher takes it.
+    trailing = scalars + [consts[name] for name in kernel.arg_names[_POINTERS + len(scalars):]]
     return (compiled if hasattr(compiled, "run") else None), grid, trailing
+
+
+_POINTERS = 7   # src hi/lo/cnt, dst hi/lo/cnt, shift
 
 
 class _Recipe:
     """The launches of one call signature, replayed on new tensors of that signature."""
 
-    def __init__(self, launches, plan, n_out, out_dtype, acc_dtype, uses_lo):
+    def __init__(self, launches, plan, workspace):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.launches = launches
         self.parts = [p.parts for p in plan.passes]
-        self.n_out, self.out_dtype, self.acc_dtype, self.uses_lo = n_out, out_dtype, acc_dtype, uses_lo
+        self.workspace = workspace
         self.get_stream = driver.active.get_current_stream
 
-    def run(self, x: torch.Tensor) -> torch.Tensor:
+    def run(self, x: torch.Tensor):
         device = x.device
-        out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)
+        out, mean = self.workspace.outputs(device)
         stream = self.get_stream(device.index)
-        src_hi = src_lo = _bits_if_bf16(x)
+        source = _bits_if_bf16(x)
+        src = (source, source, source)
         last = len(self.launches) - 1
         for index, (compiled, grid, trailing) in enumerate(self.launches):
-            dst_hi, dst_lo = _destination(out, index == last, self.parts[index] * self.n_out, self.acc_dtype,
-                                          self.uses_lo)
+            dst = self.workspace.destination(out, mean, index == last, self.parts[index])
             compiled.run(grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                         src_hi, src_lo, dst_hi, dst_lo, *trailing)
-            src_hi, src_lo = dst_hi, dst_lo
-        return out
-
-
-def _destination(out: torch.Tensor, last: bool, n_states: int, acc_dtype: torch.dtype, uses_lo: bool):
-    """Where a pass writes: the output (last pass), else fresh partial-state workspaces in the
-    accumulator dtype (a lo array only for strategies that use it)."""
-    if last:
-        dst = _bits_if_bf16(out)
-        return dst, dst
-    hi = torch.empty(n_states, dtype=acc_dtype, device=out.device)
-    return hi, (torch.empty_like(hi) if uses_lo else hi)
+                         *src, *dst, source, *trailing)
+            src = dst
+        return out, mean
 
 
 def _bits_if_bf16(t: torch.Tensor) -> torch.Tensor:

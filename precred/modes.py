@@ -1,4 +1,4 @@
-"""Precision modes of `sum` / `mean`: which strategy, which accumulator, which evaluation tree.
+"""Precision modes of `sum` / `mean` and of `var` / `std`: which strategy, which accumulator, which tree.
 
 The contract of each mode is its error bound (precred.bounds); this table only says how it is met.
 """
@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import COMPENSATED, PLAIN
+from .strategies import COMPENSATED, PLAIN, WELFORD
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
-    strategy: int             # strategies.PLAIN or strategies.COMPENSATED
+    strategy: int             # strategies.PLAIN, COMPENSATED or WELFORD
     fp64_accumulator: bool    # accumulate in fp64 whatever the input (else fp32, or fp64 for fp64 input)
     whole_tree: bool          # every pass is a balanced tree over its part: the whole sum is one tree
     summary: str
@@ -48,3 +48,24 @@ def get_mode(mode: str) -> Mode:
     if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
     return MODES[mode]
+
+
+# Modes of var / std / var_mean / std_mean: shifted Welford updates and Chan merges (strategies/welford.py)
+# on the same schedules and plans as the sums; they differ in the accumulator dtype. Bounds:
+# precred.bounds.moments_error_bound.
+VAR_MODES = {
+    "fast": Mode("fast", WELFORD, False, False,
+                 "shifted Welford / Chan in fp32 (fp64 for fp64 input)"),
+    "fp64": Mode("fp64", WELFORD, True, False,
+                 "shifted Welford / Chan in fp64, rounded once: relative error ~0.5 ulp whatever the mean"),
+}
+
+# The default keeps the relative error of a fp32 variance at the final rounding whatever the mean's
+# offset (moments_error_bound: the fp32 bound grows with the tree depth; the fp64 one stays ~2^-40 of it).
+DEFAULT_VAR_MODE = "fp64"
+
+
+def get_var_mode(mode: str) -> Mode:
+    if not isinstance(mode, str) or mode not in VAR_MODES:
+        raise ValueError(f"mode must be one of {sorted(VAR_MODES)} for var/std, got {mode!r}")
+    return VAR_MODES[mode]

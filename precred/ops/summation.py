@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..checks import check_float_tensor, check_out_dtype, normalize_dims, reduced_shape
-from ..launch import cached_recipe, reduce_sum
+from ..launch import Output, cached_recipe, reduce_sum
 from ..modes import DEFAULT_MODE, get_mode
 
 
@@ -77,7 +77,7 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
             key = hit = None
         if hit is not None:
             recipe, shape = hit
-            return recipe.run(x).view(shape)
+            return recipe.run(x)[0].view(shape)
     check_float_tensor(x, "input")
     get_mode(mode)
     if not isinstance(keepdim, bool):
@@ -89,7 +89,7 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
     if key is not None and x.numel() > 0:
-        recipe = cached_recipe(x, dims, get_mode(mode), out_dtype, divide)
+        recipe = cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide))
         if recipe is not None:
             _EAGER_CALLS[key] = (recipe, result.shape)
     return result

@@ -7,7 +7,8 @@ from ..strategies import state_finalize
 
 @triton.jit
 def finish(hi, lo, divisor, OUT_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, DIVIDE: tl.constexpr):
-    """The output value: the state's value (fp64), divided by `divisor` when DIVIDE, rounded to OUT_DTYPE.
+    """The output value: the state's value (fp64), divided by `divisor` (fp64) when DIVIDE, rounded to
+    OUT_DTYPE.
 
     fp64 division is correctly rounded on the GPU (div.rn.f64) and in numpy, and an element count is
     exact in fp64. 16-bit outputs go through fp32 (two roundings, counted by precred.bounds), the same
@@ -15,7 +16,30 @@ def finish(hi, lo, divisor, OUT_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, DIV
     """
     value = state_finalize(hi, lo, STRATEGY)
     if DIVIDE:
-        value = value / divisor.to(tl.float64)
+        value = value / divisor
+    return round_to_output(value, OUT_DTYPE)
+
+
+@triton.jit
+def finish_moments(m2, divisor, TAKE_SQRT: tl.constexpr, OUT_DTYPE: tl.constexpr):
+    """Variance m2 / divisor (divisor = max(0, n - correction), torch's), or its square root, in fp64 --
+    division and square root correctly rounded (div.rn.f64, sqrt.rn.f64; numpy in the interpreter) --
+    rounded to OUT_DTYPE. A zero divisor gives inf (m2 > 0) or NaN (m2 == 0), as torch."""
+    value = m2.to(tl.float64) / divisor
+    if TAKE_SQRT:
+        value = tl.sqrt(value)
+    return round_to_output(value, OUT_DTYPE)
+
+
+@triton.jit
+def finish_mean(mean, shift, OUT_DTYPE: tl.constexpr):
+    """Welford's mean of the shifted values plus the shift, added in fp64, rounded to OUT_DTYPE."""
+    return round_to_output(shift.to(tl.float64) + mean.to(tl.float64), OUT_DTYPE)
+
+
+@triton.jit
+def round_to_output(value, OUT_DTYPE: tl.constexpr):
+    """An fp64 value rounded to the output dtype (bf16 as its int16 bit pattern)."""
     if OUT_DTYPE == tl.float64:
         out = value
     elif OUT_DTYPE == tl.int16:

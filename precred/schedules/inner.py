@@ -7,6 +7,10 @@ per row and merges the partial states in a second launch). It streams its part i
 tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element -- and merges the
 BLOCK_N lanes once at the end with the fixed tree.
 
+Welford's strategy (var/std) also carries a count per lane -- computed from the part's geometry after
+the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
+(precred.strategies.welford), read from the original input in every pass.
+
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
 and multiples of 16 are known as such, which is what lets the loads be 16-byte vectors.
@@ -14,26 +18,31 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from .steps import accumulate_tile, write_result
+from ..strategies import welford_lane_counts
+from .steps import accumulate_tile, load_shift, tile_reciprocal, write_result
 from .tree import tree_reduce_last_axis
 
 
-# `divisor` is never specialized: as the constant 1 it would lose its .to() in finish().
-@triton.jit(do_not_specialize=["divisor"])
+@triton.jit
 def inner_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
+    src_cnt_ptr,   # counts of partial states (Welford, SRC_IS_STATE)
     dst_hi_ptr,    # output [n_rows] (final pass), or hi parts of partial states [n_rows, n_parts]
-    dst_lo_ptr,    # lo parts of partial states (written only when DST_IS_STATE)
+    dst_lo_ptr,    # lo parts of partial states (DST_IS_STATE), or Welford's mean output (WRITE_MEAN)
+    dst_cnt_ptr,   # counts of partial states (Welford, DST_IS_STATE)
+    shift_ptr,     # Welford: the original input, whose row r starts at the shift_* offsets below
     n_rows,        # number of rows = outputs of this pass
     inner_size,    # rows are (o, i) pairs with i < inner_size
     stride_outer, stride_inner, stride_red,  # element strides of the source
     red_len,       # length of the reduced axis
     chunk_len,     # elements per part, a multiple of BLOCK_N (== red_len rounded up when n_parts == 1)
     n_parts,       # parts per row
-    divisor,       # the final value is divided by this (the element count, for mean)
+    divisor: tl.float64,   # sum: divides the value when DIVIDE (mean); Welford: divides m2 (n - correction)
+    shift_inner, shift_stride_outer, shift_stride_inner,   # row r = (o, i) of the original input
     STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
+    TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -50,21 +59,40 @@ def inner_kernel(
 
     hi = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    if STRATEGY == 2:
+        cnt = tl.zeros([BLOCK_M, BLOCK_N], tl.float64)
+        shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
+                           ACC_DTYPE)
+        shift_tile = shift[:, None]
+    else:
+        cnt = hi      # placeholders: the sum strategies never read them
+        shift = 0.0
+        shift_tile = 0.0
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
     first_tile = row_base[:, None] + (part_start + lanes)[None, :] * stride_red
     hi_ptrs = src_hi_ptr + first_tile
     lo_ptrs = src_lo_ptr + first_tile
+    cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_N):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-        hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+        if STRATEGY == 2:
+            reciprocal = tile_reciprocal(start, part_start, BLOCK_N, ACC_DTYPE)
+        else:
+            reciprocal = 1.0
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile, reciprocal,
+                                      ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
         hi_ptrs += step
         lo_ptrs += step
+        cnt_ptrs += step
+    if STRATEGY == 2 and not SRC_IS_STATE:
+        cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
+                              (BLOCK_M, BLOCK_N))
 
-    row_hi, row_lo = tree_reduce_last_axis(hi, lo, BLOCK_M, BLOCK_N, STRATEGY)
+    row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
-    write_result(row_hi, row_lo, dst_hi_ptr, dst_lo_ptr, rows, state_index, row_mask, divisor,
-                 STRATEGY, DST_IS_STATE, DIVIDE, USES_LO)
+    write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
+                 divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)

@@ -8,30 +8,36 @@ by the fixed tree. (Pairwise: each tile is merged by that tree at once and the t
 counter.) The planner sizes first-pass tiles so that each thread holds all BLOCK_R lanes of its
 columns: the lane tree then runs in registers. Partial states go to a [n_parts, outer*inner]
 workspace, which a second launch of this same kernel reduces over its (strided) first axis.
+Welford's strategy carries counts and subtracts each column's shift as the inner schedule does.
 
 Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
 """
 import triton
 import triton.language as tl
 
+from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import accumulate_tile, write_result
+from .steps import accumulate_tile, load_shift, tile_reciprocal, write_result
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
-# `divisor` is never specialized: as the constant 1 it would lose its .to() in finish().
-@triton.jit(do_not_specialize=["divisor"])
+@triton.jit
 def outer_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
+    src_cnt_ptr,   # counts of partial states (Welford, SRC_IS_STATE)
     dst_hi_ptr,    # output [outer, inner] (final pass), or hi parts of states [n_parts, outer*inner]
-    dst_lo_ptr,    # lo parts of partial states (written only when DST_IS_STATE)
-    outer_size, inner_size,
+    dst_lo_ptr,    # lo parts of partial states (DST_IS_STATE), or Welford's mean output (WRITE_MEAN)
+    dst_cnt_ptr,   # counts of partial states (Welford, DST_IS_STATE)
+    shift_ptr,     # Welford: the original input, whose output index o*inner + i starts its row at the
+    outer_size, inner_size,                  # shift_* offsets below
     stride_outer, stride_inner, stride_red,  # element strides of the source
     red_len, chunk_len, n_parts,
-    divisor,       # the final value is divided by this (the element count, for mean)
+    divisor: tl.float64,   # sum: divides the value when DIVIDE (mean); Welford: divides m2 (n - correction)
+    shift_inner, shift_stride_outer, shift_stride_inner,
     STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
+    TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
     TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
 ):
@@ -49,11 +55,13 @@ def outer_kernel(
     part_start = part.to(tl.int64) * chunk_len
     part_end = tl.minimum(part_start + chunk_len, red_len)
 
+    out_index = o.to(tl.int64) * inner_size + cols
     lanes = tl.arange(0, BLOCK_R)
     # int64 offsets of the part's first tile; the loop only advances the pointers by a scalar step.
     first_tile = (part_start + lanes)[:, None] * stride_red + col_base[None, :]
     hi_ptrs = src_hi_ptr + first_tile
     lo_ptrs = src_lo_ptr + first_tile
+    cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
     if TILE_COUNTER:
         # Plain strategy only (pairwise): states have no lo. Each tile's lanes merge by the fixed tree,
@@ -64,25 +72,43 @@ def outer_kernel(
         for start in range(part_start, part_end, BLOCK_R):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
             values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-            tile_sum, _ = tree_reduce_first_axis(values, values, BLOCK_R, BLOCK_I, STRATEGY)
+            tile_sum, _, _ = tree_reduce_first_axis(values, values, values, BLOCK_R, BLOCK_I, STRATEGY)
             s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(tile_sum, g, s0, s1, s2, s3, s4, s5, s6, s7)
             hi_ptrs += step
             g += 1
         col_hi = counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7)
         col_lo = zero
+        col_cnt = zero
+        shift = 0.0
     else:
         # Each lane chains its tiles; the BLOCK_R lanes of each column merge once, by the fixed tree.
         hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
         lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+        if STRATEGY == 2:
+            cnt = tl.zeros([BLOCK_R, BLOCK_I], tl.float64)
+            shift = load_shift(shift_ptr, out_index, col_mask, shift_inner, shift_stride_outer,
+                               shift_stride_inner, ACC_DTYPE)
+            shift_tile = shift[None, :]
+        else:
+            cnt = hi      # placeholders: the sum strategies never read them
+            shift = 0.0
+            shift_tile = 0.0
         for start in range(part_start, part_end, BLOCK_R):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
-            hi, lo = accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
-                                     USES_LO)
+            if STRATEGY == 2:
+                reciprocal = tile_reciprocal(start, part_start, BLOCK_R, ACC_DTYPE)
+            else:
+                reciprocal = 1.0
+            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile,
+                                          reciprocal, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
             hi_ptrs += step
             lo_ptrs += step
-        col_hi, col_lo = tree_reduce_first_axis(hi, lo, BLOCK_R, BLOCK_I, STRATEGY)
+            cnt_ptrs += step
+        if STRATEGY == 2 and not SRC_IS_STATE:
+            cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
+                                  (BLOCK_R, BLOCK_I))
+        col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
 
-    out_index = o.to(tl.int64) * inner_size + cols
     state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
-    write_result(col_hi, col_lo, dst_hi_ptr, dst_lo_ptr, out_index, state_index, col_mask, divisor,
-                 STRATEGY, DST_IS_STATE, DIVIDE, USES_LO)
+    write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,
+                 col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)

@@ -1,20 +1,34 @@
 """The per-tile and per-output steps every schedule shares: fold a loaded tile into the state, and write
-a merged state out (as a partial state, or finished into the output)."""
+a merged state out (as a partial state, or finished into the output).
+
+A state is (hi, lo, cnt): the sum strategies use hi/lo and never touch cnt (the schedules pass a
+placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, count) there.
+"""
 import triton
 import triton.language as tl
 
-from ..strategies import state_combine, state_update
-from .finish import finish, to_accumulator
+from ..strategies import state_combine, state_update, welford_combine, welford_update
+from .finish import finish, finish_mean, finish_moments, to_accumulator
 
 
 @triton.jit
-def accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr,
-                    SRC_IS_STATE: tl.constexpr, USES_LO: tl.constexpr):
+def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, reciprocal,
+                    ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
+                    USES_LO: tl.constexpr):
     """Fold one tile into the tile-shaped state: input elements by `update`, partial states (a later
-    pass of the split schedule) by `combine`. Masked lanes load the identity 0, which every strategy
-    adds exactly."""
+    pass of the split schedule) by `combine`. For the sums, masked lanes load the identity 0, which
+    every sum strategy adds exactly; Welford's update skips them (`mask`), and masked partial states
+    load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
+    along the reduced axis) and `reciprocal` is 1 / (the lane's count after this tile)."""
     x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-    if SRC_IS_STATE:
+    if STRATEGY == 2:
+        if SRC_IS_STATE:
+            x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
+            x_cnt = tl.load(cnt_ptrs, mask=mask, other=0.0)
+            hi, lo, cnt = welford_combine(hi, lo, cnt, x_hi, x_lo, x_cnt)
+        else:
+            hi, lo = welford_update(hi, lo, x_hi - shift, reciprocal, mask)
+    elif SRC_IS_STATE:
         if USES_LO:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
         else:
@@ -22,19 +36,45 @@ def accumulate_tile(hi, lo, hi_ptrs, lo_ptrs, mask, ACC_DTYPE: tl.constexpr, STR
         hi, lo = state_combine(hi, lo, x_hi, x_lo, STRATEGY)
     else:
         hi, lo = state_update(hi, lo, x_hi, STRATEGY)
-    return hi, lo
+    return hi, lo, cnt
 
 
 @triton.jit
-def write_result(hi, lo, dst_hi_ptr, dst_lo_ptr, out_index, state_index, mask, divisor,
-                 STRATEGY: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr,
-                 USES_LO: tl.constexpr):
+def tile_reciprocal(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """1 / (g + 1) for the g-th tile of a part, correctly rounded to ACC_DTYPE (via fp64)."""
+    g = (start - part_start) // BLOCK
+    return (1.0 / (g + 1).to(tl.float64)).to(ACC_DTYPE)
+
+
+@triton.jit
+def load_shift(shift_ptr, out_index, mask, shift_inner, shift_stride_outer, shift_stride_inner,
+               ACC_DTYPE: tl.constexpr):
+    """Welford's shift K of each output: the first element of its row in the original input (output
+    index o*inner + i lives at o*stride_outer + i*stride_inner), or 0 when that element is not finite."""
+    offsets = (out_index // shift_inner).to(tl.int64) * shift_stride_outer \
+        + (out_index % shift_inner).to(tl.int64) * shift_stride_inner
+    k = to_accumulator(tl.load(shift_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+    return tl.where((k - k) == 0.0, k, 0.0)
+
+
+@triton.jit
+def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index, mask, divisor,
+                 shift, STRATEGY: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr,
+                 USES_LO: tl.constexpr, TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr):
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
-    input dtype), or finished and rounded into the output at out_index."""
+    input dtype), or finished and rounded into the output at out_index. Welford's finished output is
+    the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo."""
     if DST_IS_STATE:
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
+        if STRATEGY == 2:
+            tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
+    elif STRATEGY == 2:
+        value = finish_moments(lo, divisor, TAKE_SQRT, dst_hi_ptr.dtype.element_ty)
+        tl.store(dst_hi_ptr + out_index, value, mask=mask)
+        if WRITE_MEAN:
+            tl.store(dst_lo_ptr + out_index, finish_mean(hi, shift, dst_lo_ptr.dtype.element_ty), mask=mask)
     else:
         value = finish(hi, lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)

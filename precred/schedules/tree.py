@@ -5,9 +5,9 @@ the lanes once, here. Each level merges adjacent lanes (2i, 2i+1), so the tree i
 depth is log2(width) combines -- what precred.bounds assumes -- and its first levels stay inside a
 thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduce` over an axis of
 exactly two elements: with two operands the combine's result does not
-depend on Triton's internal reduction order (both combines are symmetric: a + b == b + a, and TwoSum's
-error term is exact in either order), so the order is ours, identical on every GPU and in the
-interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
+depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
+error term is exact in either order, and Welford's merge orders its operands first), so the order is
+ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
 releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
 """
 import triton
@@ -15,36 +15,48 @@ import triton.language as tl
 
 from ..strategies.compensated import compensated_combine
 from ..strategies.plain import plain_combine
+from ..strategies.welford import welford_combine
 
 
 @triton.jit
-def tree_reduce_last_axis(hi, lo, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
-    """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree."""
+def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
+    """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
+    `cnt` is merged only by Welford's strategy; other strategies return it untouched (unused)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
             hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
             lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
-            if STRATEGY == 1:
+            if STRATEGY == 2:
+                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
+            elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
-    return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,))
+    if STRATEGY == 2:
+        cnt = tl.reshape(cnt, (ROWS,))
+    return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,)), cnt
 
 
 @triton.jit
-def tree_reduce_first_axis(hi, lo, WIDTH: tl.constexpr, COLS: tl.constexpr, STRATEGY: tl.constexpr):
+def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [WIDTH, COLS] state (WIDTH a power of two) into [COLS]: the same tree as
     tree_reduce_last_axis, along axis 0, without transposing the tile first."""
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
             hi_pairs = tl.reshape(hi, ((WIDTH >> level) // 2, 2, COLS))
             lo_pairs = tl.reshape(lo, ((WIDTH >> level) // 2, 2, COLS))
-            if STRATEGY == 1:
+            if STRATEGY == 2:
+                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_combine)
+            elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
-    return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,))
+    if STRATEGY == 2:
+        cnt = tl.reshape(cnt, (COLS,))
+    return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,)), cnt
 
 
 # The binary counter of the outer schedule's pairwise passes: a streaming pairwise sum of the tile

@@ -5,18 +5,22 @@ compiled kernel contains exactly one strategy and the schedule code never forks 
 (Triton cannot take a jit function held in a kernel argument as `tl.reduce`'s combine_fn, DESIGN.md;
 a constexpr switch is the pattern that works everywhere, interpreter included.)
 
-Every strategy keeps the same two-component state so workspaces of partial states have one layout:
-`hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation).
+The sum strategies keep the same two-component state so workspaces of partial states have one layout:
+`hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation). Welford's
+(mean, m2, count) state puts mean and m2 where hi and lo go and the count in a third array
+(strategies/welford.py); the schedules branch on WELFORD at compile time where its update differs.
 """
 import triton
 import triton.language as tl
 
 from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
+from .welford import welford_combine, welford_lane_counts, welford_update
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
 COMPENSATED = 1
+WELFORD = 2
 
 
 @triton.jit
@@ -48,5 +52,6 @@ def state_finalize(hi, lo, STRATEGY: tl.constexpr):
 
 
 __all__ = [
-    "PLAIN", "COMPENSATED", "state_update", "state_combine", "state_finalize", "two_sum",
+    "PLAIN", "COMPENSATED", "WELFORD", "state_update", "state_combine", "state_finalize", "two_sum",
+    "welford_update", "welford_combine", "welford_lane_counts",
 ]

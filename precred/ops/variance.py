@@ -1,0 +1,130 @@
+"""`precred.var`, `std`, `var_mean`, `std_mean`: public function -> torch.library custom op -> launcher.
+
+One custom op (`precred::moments`) returns (variance or standard deviation, mean) -- the kernel writes
+both at the cost of one extra output row -- so torch.compile traces calls without graph breaks, and
+one autograd formula serves all four functions.
+"""
+import math
+import numbers
+
+import torch
+
+from ..checks import check_float_tensor, normalize_dims, reduced_shape
+from ..launch import reduce_moments
+from ..modes import DEFAULT_VAR_MODE, get_var_mode
+
+
+def _moments_impl(x: torch.Tensor, dims: list[int], keepdim: bool, correction: float, mode: str,
+                  take_sqrt: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = reduced_shape(x.shape, dims, keepdim)
+    n = math.prod(x.shape[d] for d in dims)
+    if x.numel() == 0 or n == 0:
+        # torch: an empty reduction gives NaN for the mean and the variance (0 / max(0, -correction));
+        # an empty output stays empty.
+        nan = torch.full(shape, math.nan, dtype=x.dtype, device=x.device)
+        return nan, nan.clone()
+    out, mean = reduce_moments(x, tuple(dims), get_var_mode(mode), x.dtype, correction, take_sqrt,
+                               with_mean=True)
+    return out.view(shape), mean.view(shape)
+
+
+_moments = torch.library.custom_op("precred::moments", _moments_impl, mutates_args=())
+
+
+@_moments.register_fake
+def _(x, dims, keepdim, correction, mode, take_sqrt):
+    shape = reduced_shape(x.shape, dims, keepdim)
+    return x.new_empty(shape), x.new_empty(shape)
+
+
+def _setup_context(ctx, inputs, output):
+    x, dims, keepdim, correction, _, take_sqrt = inputs
+    out, mean = output
+    ctx.save_for_backward(x, out, mean)
+    ctx.dims, ctx.keepdim, ctx.correction, ctx.take_sqrt = dims, keepdim, correction, take_sqrt
+
+
+def _backward(ctx, grad_out, grad_mean):
+    """d var / dx = 2 (x - mean) / (n - correction); d std / dx = (x - mean) / ((n - correction) std),
+    0 where std == 0 (as torch); d mean / dx = 1 / n. Evaluated in fp32 for 16-bit inputs."""
+    x, out, mean = ctx.saved_tensors
+    n = math.prod(x.shape[d] for d in ctx.dims)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+
+    def expand(t):
+        if not ctx.keepdim:
+            for d in ctx.dims:
+                t = t.unsqueeze(d)
+        return t.to(compute)
+
+    grad = torch.zeros(x.shape, dtype=compute, device=x.device)
+    if grad_out is not None:
+        scale = 2.0 * expand(grad_out) / max(0.0, n - ctx.correction)
+        if ctx.take_sqrt:
+            std = expand(out)
+            scale = (scale / (2.0 * std)).masked_fill(std == 0, 0.0)
+        grad = grad + scale * (x.to(compute) - expand(mean))
+    if grad_mean is not None:
+        grad = grad + expand(grad_mean) / n
+    return grad.to(x.dtype), None, None, None, None, None
+
+
+_moments.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _check_correction(correction) -> float:
+    if correction is None:
+        return 1.0
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"correction must be a real number, got {type(correction).__name__}")
+    if not math.isfinite(correction):
+        raise ValueError(f"correction must be finite, got {correction}")
+    return float(correction)
+
+
+def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
+    check_float_tensor(x, "input")
+    get_var_mode(mode)
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
+    correction = _check_correction(correction)
+    dims = normalize_dims(dim, x.dim())
+    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
+        return _moments(x, list(dims), keepdim, correction, mode, take_sqrt)
+    # Plain eager call: the same implementation, without the dispatcher's per-call cost.
+    return _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
+
+
+def var(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+        mode: str = DEFAULT_VAR_MODE) -> torch.Tensor:
+    """Variance of `x` over `dim` (torch.var's semantics): sum (x - mean)^2 / max(0, n - correction).
+
+    dim: None (all dims), an int or a tuple of ints; correction: a real number (None means 1), as
+    torch's; keepdim as torch. The output has x's dtype. mode: "fp64" (default: Welford/Chan in fp64,
+    relative error ~0.5 ulp whatever the mean's offset) or "fast" (fp32 Welford) -- see
+    precred.VAR_MODES and precred.moments_error_bound. Never the sum(x^2) - n*mean^2 form: the
+    values are shifted by the row's first element and merged by Chan's formula. Empty reductions and
+    n - correction <= 0 give NaN or inf, and NaN/inf inputs give NaN, as torch.
+
+    CUDA tensors run compiled Triton kernels; CPU tensors run the same kernels through Triton's
+    interpreter (slowly).
+    """
+    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=False)[0]
+
+
+def std(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+        mode: str = DEFAULT_VAR_MODE) -> torch.Tensor:
+    """Standard deviation: the square root of precred.var (taken in fp64, rounded once)."""
+    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=True)[0]
+
+
+def var_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+             mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
+    """(variance, mean) in one pass over x, as torch.var_mean; the mean follows torch.mean for inf/NaN."""
+    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=False)
+
+
+def std_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+             mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
+    """(standard deviation, mean) in one pass over x, as torch.std_mean."""
+    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=True)
