@@ -38,27 +38,29 @@ def _(x, dims, keepdim, correction, mode, take_sqrt):
 
 
 def _setup_context(ctx, inputs, output):
-    x, dims, keepdim, correction, _, take_sqrt = inputs
+    x, dims, keepdim, correction, mode, take_sqrt = inputs
     out, mean = output
     ctx.save_for_backward(x, out, mean)
-    ctx.dims, ctx.keepdim, ctx.correction, ctx.take_sqrt = dims, keepdim, correction, take_sqrt
+    ctx.dims, ctx.keepdim, ctx.correction, ctx.mode, ctx.take_sqrt = dims, keepdim, correction, mode, take_sqrt
 
 
 def _backward(ctx, grad_out, grad_mean):
     """d var / dx = 2 (x - mean) / (n - correction); d std / dx = (x - mean) / ((n - correction) std),
-    0 where std == 0 (as torch); d mean / dx = 1 / n. Evaluated in fp32 for 16-bit inputs."""
+    0 where std == 0 (as torch); d mean / dx = 1 / n. Evaluated in fp32 for 16-bit inputs, with the
+    statistics recomputed in fp32 (the saved 16-bit mean would cost ~2^-9 of |mean| in x - mean)."""
     x, out, mean = ctx.saved_tensors
     n = math.prod(x.shape[d] for d in ctx.dims)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    kept_shape = reduced_shape(x.shape, ctx.dims, True)
 
     def expand(t):
-        if not ctx.keepdim:
-            for d in ctx.dims:
-                t = t.unsqueeze(d)
-        return t.to(compute)
+        return t.reshape(kept_shape).to(compute)
 
     grad = torch.zeros(x.shape, dtype=compute, device=x.device)
-    if grad_out is not None:
+    if grad_out is not None and x.numel() > 0:
+        if x.dtype != compute:
+            out, mean = reduce_moments(x, tuple(ctx.dims), get_var_mode(ctx.mode), compute, ctx.correction,
+                                       ctx.take_sqrt, with_mean=True)
         scale = 2.0 * expand(grad_out) / max(0.0, n - ctx.correction)
         if ctx.take_sqrt:
             std = expand(out)
@@ -120,11 +122,13 @@ def std(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
 
 def var_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
              mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
-    """(variance, mean) in one pass over x, as torch.var_mean; the mean follows torch.mean for inf/NaN."""
+    """(variance, mean) in one pass over x, as torch.var_mean. One deliberate difference: the mean is
+    torch.mean's also for rows with infinities (+inf for a row holding +inf and no -inf or NaN), where
+    torch.var_mean's own Welford mean turns NaN. The variance of such rows is NaN, as torch's."""
     return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=False)
 
 
 def std_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
              mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
-    """(standard deviation, mean) in one pass over x, as torch.std_mean."""
+    """(standard deviation, mean) in one pass over x, as torch.std_mean (the mean as in var_mean)."""
     return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=True)
