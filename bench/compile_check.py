@@ -26,18 +26,29 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
     names = kernel.arg_names
     sig = {}
     for name in names:
-        if name.endswith("_ptr"):
+        if name == "shift_ptr":
+            sig[name] = "*" + src_ty
+        elif name.endswith("cnt_ptr"):
+            sig[name] = "*fp64"
+        elif name.endswith("_ptr"):
             is_src = name.startswith("src")
             ty = (acc if src_state else src_ty) if is_src else (acc if dst_state else dst_ty)
             sig[name] = "*" + ty
         elif name.isupper():
             sig[name] = "constexpr"
+        elif name == "divisor":
+            sig[name] = "fp64"
         else:
             sig[name] = "i64" if name.startswith("stride") or name in ("chunk_len", "red_len") else "i32"
     consts = dict(STRATEGY=strategy, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32,
-                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=True, USES_LO=strategy == 1, **blocks)
+                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy != 2, USES_LO=strategy != 0,
+                  TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2, **blocks)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
-    triton.compile(src, target=TARGET, options={"num_warps": 8})
+    compiled = triton.compile(src, target=TARGET, options={"num_warps": 8})
+    if strategy == 2 and not dst_state:
+        # The standard deviation must be the correctly rounded fp64 square root, not sqrt.approx.
+        ptx = compiled.asm["ptx"]
+        assert "sqrt.rn.f64" in ptx and "sqrt.approx" not in ptx, "std's sqrt is not sqrt.rn.f64"
 
 
 def main():
@@ -48,7 +59,9 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1], [(False, False), (False, True), (True, False)]):
+            [0, 1, 2], [(False, False), (False, True), (True, False)]):
+        if strategy == 2 and blocks.get("TILE_COUNTER"):
+            continue   # the binary counter is pairwise's (plain strategy) only
         started = time.time()
         compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state)
         cases += 1

@@ -4,7 +4,7 @@ import torch
 
 import precred
 from precred.launch import plan_for
-from precred.modes import get_mode
+from precred.modes import get_mode, get_var_mode
 
 pytestmark = pytest.mark.gpu
 
@@ -44,3 +44,30 @@ def test_cpu_tensors_in_a_gpu_process_get_a_clear_error(device):
     x = torch.ones(4, 8)
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
         precred.sum(x, 1)
+
+
+def test_var_of_more_than_2_pow_31_elements(device):
+    from fractions import Fraction
+    n = 2 ** 31 + 17
+    x = torch.ones(n, dtype=torch.bfloat16, device=device)
+    x[-1] = 1024.0
+    var, mean = precred.var_mean(x, mode="fp64", correction=0)
+    # n - 1 ones and one 1024: mean = 1 + 1023/n, m2 = 1023^2 (n - 1) / n.
+    exact_mean = 1 + Fraction(1023, n)
+    exact_var = Fraction(1023 ** 2 * (n - 1), n) / n
+    _, plan = plan_for(x, (0,), get_var_mode("fp64"), x.dtype)
+    for op, got, exact in (("var", var, exact_var), ("mean", mean, exact_mean)):
+        bound = precred.moments_error_bound("fp64", n, exact_var * n, 1023.0, exact_mean, x.dtype,
+                                            depth=plan.depth, op=op, correction=0)
+        assert abs(Fraction(got.item()) - exact) <= Fraction(bound), (op, got.item(), float(exact), bound)
+    del x
+
+
+@pytest.mark.parametrize("shape,dim", [((16, 262144), 1), ((4096, 4096), 0), ((262144, 16), 0)])
+def test_var_mean_within_bound_on_gpu_sized_plans(device, shape, dim):
+    # Sizes that take the split schedule and the planner's GPU tile choices, on offset data.
+    from test_var_accuracy import check_moments_within_bound
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(shape, generator=g) * 0.5 + 1e3
+    for mode in precred.VAR_MODES:
+        check_moments_within_bound(x, (dim,), mode, device=device, std=False)

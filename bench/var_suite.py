@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""var_mean on the GPU: torch.var_mean, precred.var_mean (every mode in precred.VAR_MODES) and FlagGems.
+
+    python3 bench/var_suite.py --out DIR [--no-gems] [--only REGEX]
+
+Shapes of issue 3, fp32 and bf16, dim=-1 and dim=0; each result is checked against an fp64 reference
+(relative error of the variance and of the mean, printed per case as ulps of the input dtype at the
+worst row) before it is timed; an accuracy row at mean offset 1e3 (n = 8192 fp32) compares the
+relative error of torch's, FlagGems' and precred's variance. Writes DIR/var_bench.json.
+
+Bandwidth: GB/s = (input bytes + 2 outputs) / median do_bench time (L2 flushed), as bench/gpu_suite.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for _path in (REPO, REPO / "bench"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+from gpu_suite import bench_ms, gbps, log, measure_copy  # noqa: E402
+from report_versions import versions  # noqa: E402
+
+SHAPES = [(4096, 4096), (8192, 8192), (65536, 1024), (262144, 256), (1024, 65536), (16, 262144)]
+BIG_INPUT_BYTES = 64 * 2**20   # "inputs >= 64 MB": the copy-ceiling goal
+
+
+def label(shape, dim, dtype) -> str:
+    return f"{'x'.join(map(str, shape))} d{dim} {'f32' if dtype == 'float32' else 'bf16'}"
+
+
+def worst_relative_error(var, mean, x, dim) -> tuple[float, float]:
+    """max |var - var64| / var64 and max |mean - mean64| / sqrt(var64) over the outputs."""
+    import torch
+    v64, m64 = torch.var_mean(x.double(), dim=dim)
+    rel_var = ((var.double() - v64).abs() / v64.clamp_min(1e-300)).max().item()
+    rel_mean = ((mean.double() - m64).abs() / v64.sqrt().clamp_min(1e-300)).max().item()
+    return rel_var, rel_mean
+
+
+def run_case(impl, mode, fn, x, dim, torch_ms, eps) -> dict:
+    import torch
+    rec = {"impl": impl, "mode": mode}
+    try:
+        var, mean = fn()
+        torch.cuda.synchronize()
+        rel_var, rel_mean = worst_relative_error(var, mean, x, dim)
+        # A garbage catch only (accuracy is asserted by the test suite against the exact oracle).
+        rec["ok"] = "ok" if rel_var <= 64 * eps and rel_mean <= 64 * eps else "WRONG"
+        rec["rel_err_var_ulps"], rec["rel_err_mean_ulps"] = rel_var / eps, rel_mean / eps
+        out_bytes = 2 * var.numel() * var.element_size()
+        del var, mean
+        ms = bench_ms(fn)
+        rec.update(median_ms=ms, gbps=gbps(x.numel() * x.element_size() + out_bytes, ms),
+                   ratio_to_torch=(torch_ms / ms) if torch_ms else 1.0)
+    except Exception as e:
+        rec.update(ok="ERROR", note=f"{type(e).__name__}: {e}"[:300], median_ms=None, gbps=None)
+    return rec
+
+
+def offset_accuracy(dtype_name="float32", n=8192, offset=1e3) -> dict:
+    """The issue's accuracy row: relative error of var at mean offset 1e3, n = 8192."""
+    import torch
+    import precred
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x = (torch.randn(64, n, device="cuda", generator=g, dtype=torch.float64) + offset).to(getattr(torch, dtype_name))
+    v64 = torch.var(x.double(), dim=1)
+    out = {}
+    for name, fn in [("torch", lambda: torch.var(x, dim=1))] + [
+            (f"precred {m}", lambda m=m: precred.var(x, dim=1, mode=m)) for m in precred.VAR_MODES]:
+        out[name] = ((fn().double() - v64).abs() / v64).max().item()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--no-gems", action="store_true")
+    ap.add_argument("--only", default=None, help="regex on case labels")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    import precred
+    modes = list(precred.VAR_MODES)
+    report = {"device": torch.cuda.get_device_name(0), "versions": versions(), "modes": modes,
+              "protocol": "GB/s = (input bytes + 2 output bytes) / median do_bench time (L2 flushed)",
+              "records": []}
+    start = time.monotonic()
+    report["copy"] = measure_copy()
+    cases = [(s, d, t) for t in ("float32", "bfloat16") for d in (-1, 0) for s in SHAPES]
+    if args.only:
+        cases = [c for c in cases if re.search(args.only, label(*c))]
+    inputs = {}
+    for shape, dim, dtype in cases:
+        key = (shape, dtype)
+        if key not in inputs:
+            inputs.clear()
+            g = torch.Generator(device="cuda").manual_seed(11)
+            inputs[key] = (torch.randn(shape, device="cuda", generator=g) * 2.0 + 3.0).to(getattr(torch, dtype))
+        x = inputs[key]
+        eps = torch.finfo(x.dtype).eps / 2
+        t = run_case("torch", None, lambda: torch.var_mean(x, dim=dim), x, dim, None, eps)
+        line = [f"[var] {label(shape, dim, dtype):<22} torch {t['gbps'] or 0:.0f}"]
+        recs = [t]
+        for m in modes:
+            r = run_case("precred", m, lambda m=m: precred.var_mean(x, dim=dim, mode=m), x, dim, t["median_ms"], eps)
+            recs.append(r)
+            line.append(f"{m} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x, "
+                        f"{r.get('rel_err_var_ulps', math.nan):.2g} ulp)" + ("" if r["ok"] == "ok" else f" {r['ok']}"))
+        for r in recs:
+            r.update(case=label(shape, dim, dtype), shape=list(shape), dim=dim, dtype=dtype,
+                     in_bytes=x.numel() * x.element_size())
+        report["records"] += recs
+        log("  ".join(line) + f"  [torch {t.get('rel_err_var_ulps', math.nan):.2g} ulp]")
+    report["offset_accuracy"] = offset_accuracy()
+    log(f"[var] relative error of var, fp32, mean offset 1e3, n=8192: " +
+        ", ".join(f"{k} {v:.2e}" for k, v in report["offset_accuracy"].items()))
+
+    if not args.no_gems:
+        try:
+            import flag_gems
+            flag_gems.enable()
+            for shape, dim, dtype in cases:
+                key = (shape, dtype)
+                if key not in inputs:
+                    inputs.clear()
+                    g = torch.Generator(device="cuda").manual_seed(11)
+                    inputs[key] = (torch.randn(shape, device="cuda", generator=g) * 2.0 + 3.0).to(getattr(torch, dtype))
+                x = inputs[key]
+                torch_ms = next(r["median_ms"] for r in report["records"]
+                                if r["impl"] == "torch" and r["case"] == label(shape, dim, dtype))
+                r = run_case("flaggems", None, lambda: torch.var_mean(x, dim=dim), x, dim, torch_ms,
+                             torch.finfo(x.dtype).eps / 2)
+                r.update(case=label(shape, dim, dtype), shape=list(shape), dim=dim, dtype=dtype,
+                         in_bytes=x.numel() * x.element_size())
+                report["records"].append(r)
+                log(f"[gems] {r['case']:<22} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}")
+            report["offset_accuracy"]["flaggems"] = offset_accuracy()["torch"]
+            log(f"[gems] var relative error at offset 1e3: {report['offset_accuracy']['flaggems']:.2e}")
+        except Exception as e:
+            log(f"[gems] unavailable: {type(e).__name__}: {e}"[:300])
+    report["seconds"] = round(time.monotonic() - start, 1)
+    (args.out / "var_bench.json").write_text(json.dumps(report, indent=1, default=str))
+    log(f"[done] {report['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
