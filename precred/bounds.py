@@ -114,10 +114,10 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     accumulator's smallest subnormal). The kernel runs Welford's update and Chan's merge on x - K; the
     whole computation is one binary merge tree of depth h over the n values (a chain update is a
     merge with a one-element side). First order in u:
-    * mean: a merge rounds the difference of means (|.| <= 2R), its product with the weight nb/n, the
-      weight, and the sum (|mean| <= R): at most 7uR, and a merge's mean is a weighted average of its
-      operands', so errors never grow when passed up: |mean error| <= E = (7h + 1) u R + 4 h eta (the +1:
-      x - K itself rounded).
+    * mean: a merge forms ma*wa + mb*wb (a chain update mean*(k-1)/k + x/k): two rounded weights, two
+      products and a sum of terms at most R: at most 3uR(1 + u), counted as 7uR (room for the older
+      form ma + (mb - ma) nb/n); a merge's mean is a weighted average of its operands', so errors never
+      grow when passed up: |mean error| <= E = (7h + 1) u R + 4 h eta (the +1: x - K itself rounded).
     * m2: a merge's own roundings cost <= 10 u m2_node (Chan's form 8u; the update form 4u plus
       7u|delta|R, summed over updates <= 10 u R sqrt(n m2)); summed over the tree <= 10 u h m2, since a
       term of m2 is counted once per ancestor. The operands' mean errors enter delta^2 na nb / n: at

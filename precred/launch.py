@@ -13,12 +13,15 @@ import triton.language as tl
 
 from .layout import reduction_view
 from .modes import Mode
-from .plan import Plan, plan_reduction
+from .plan import OUTER_REGISTERS_MIN_RED, Plan, plan_reduction
 from .schedules.inner import inner_kernel
 from .schedules.outer import outer_kernel
 from .strategies import COMPENSATED, PLAIN, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
+
+# First-pass tile (elements) of Welford's outer passes (bench/sweep_var.py).
+WELFORD_OUTER_TILE = 1024
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -50,6 +53,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy != PLAIN,
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
+    if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
+            and view.red >= OUTER_REGISTERS_MIN_RED):
+        # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
+        # in both accumulators (bench/sweep_var.py, bench/var_suite.py, H100: 8192x8192 dim 0 1.2-2.2x
+        # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
+        options.update(heavy_state=False, tile_elements=WELFORD_OUTER_TILE)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

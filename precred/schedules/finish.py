@@ -21,13 +21,16 @@ def finish(hi, lo, divisor, OUT_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, DIV
 
 
 @triton.jit
-def finish_moments(m2, divisor, TAKE_SQRT: tl.constexpr, OUT_DTYPE: tl.constexpr):
+def finish_moments(m2, mean, divisor, TAKE_SQRT: tl.constexpr, OUT_DTYPE: tl.constexpr):
     """Variance m2 / divisor (divisor = max(0, n - correction), torch's), or its square root, in fp64 --
     division and square root correctly rounded (div.rn.f64, sqrt.rn.f64; numpy in the interpreter) --
-    rounded to OUT_DTYPE. A zero divisor gives inf (m2 > 0) or NaN (m2 == 0), as torch."""
+    rounded to OUT_DTYPE. A zero divisor gives inf (m2 > 0) or NaN (m2 == 0), as torch; a row whose
+    mean is not finite (an inf or NaN in it) gives NaN, as torch."""
     value = m2.to(tl.float64) / divisor
     if TAKE_SQRT:
         value = tl.sqrt(value)
+    not_finite = (mean - mean).to(tl.float64)   # 0 for a finite mean, NaN otherwise
+    value = tl.where(not_finite == 0.0, value, not_finite)
     return round_to_output(value, OUT_DTYPE)
 
 

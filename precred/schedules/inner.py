@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import accumulate_tile, load_shift, tile_reciprocal, write_result
+from .steps import accumulate_tile, load_shift, tile_weights, write_result
 from .tree import tree_reduce_last_axis
 
 
@@ -79,11 +79,11 @@ def inner_kernel(
     for start in range(part_start, part_end, BLOCK_N):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
         if STRATEGY == 2:
-            reciprocal = tile_reciprocal(start, part_start, BLOCK_N, ACC_DTYPE)
+            reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         else:
-            reciprocal = 1.0
+            reciprocal, complement = 1.0, 0.0
         hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile, reciprocal,
-                                      ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+                                      complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
         hi_ptrs += step
         lo_ptrs += step
         cnt_ptrs += step

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import accumulate_tile, load_shift, tile_reciprocal, write_result
+from .steps import accumulate_tile, load_shift, tile_weights, write_result
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -96,11 +96,11 @@ def outer_kernel(
         for start in range(part_start, part_end, BLOCK_R):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
             if STRATEGY == 2:
-                reciprocal = tile_reciprocal(start, part_start, BLOCK_R, ACC_DTYPE)
+                reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
             else:
-                reciprocal = 1.0
+                reciprocal, complement = 1.0, 0.0
             hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile,
-                                          reciprocal, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+                                          reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
             hi_ptrs += step
             lo_ptrs += step
             cnt_ptrs += step

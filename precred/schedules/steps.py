@@ -12,14 +12,15 @@ from .finish import finish, finish_mean, finish_moments, to_accumulator
 
 
 @triton.jit
-def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, reciprocal,
+def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, reciprocal, complement,
                     ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                     USES_LO: tl.constexpr):
     """Fold one tile into the tile-shaped state: input elements by `update`, partial states (a later
     pass of the split schedule) by `combine`. For the sums, masked lanes load the identity 0, which
     every sum strategy adds exactly; Welford's update skips them (`mask`), and masked partial states
     load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
-    along the reduced axis) and `reciprocal` is 1 / (the lane's count after this tile)."""
+    along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
+    after this tile."""
     x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
     if STRATEGY == 2:
         if SRC_IS_STATE:
@@ -27,7 +28,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, recipr
             x_cnt = tl.load(cnt_ptrs, mask=mask, other=0.0)
             hi, lo, cnt = welford_combine(hi, lo, cnt, x_hi, x_lo, x_cnt)
         else:
-            hi, lo = welford_update(hi, lo, x_hi - shift, reciprocal, mask)
+            hi, lo = welford_update(hi, lo, x_hi - shift, reciprocal, complement, mask)
     elif SRC_IS_STATE:
         if USES_LO:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
@@ -40,10 +41,11 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, recipr
 
 
 @triton.jit
-def tile_reciprocal(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
-    """1 / (g + 1) for the g-th tile of a part, correctly rounded to ACC_DTYPE (via fp64)."""
-    g = (start - part_start) // BLOCK
-    return (1.0 / (g + 1).to(tl.float64)).to(ACC_DTYPE)
+def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """(1/k, (k-1)/k) for the k-th tile of a part (k = g + 1), each correctly rounded to ACC_DTYPE
+    (formed in fp64, whose division is correctly rounded)."""
+    k = ((start - part_start) // BLOCK + 1).to(tl.float64)
+    return (1.0 / k).to(ACC_DTYPE), ((k - 1.0) / k).to(ACC_DTYPE)
 
 
 @triton.jit
@@ -71,7 +73,7 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         if STRATEGY == 2:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 2:
-        value = finish_moments(lo, divisor, TAKE_SQRT, dst_hi_ptr.dtype.element_ty)
+        value = finish_moments(lo, hi, divisor, TAKE_SQRT, dst_hi_ptr.dtype.element_ty)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)
         if WRITE_MEAN:
             tl.store(dst_lo_ptr + out_index, finish_mean(hi, shift, dst_lo_ptr.dtype.element_ty), mask=mask)

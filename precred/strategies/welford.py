@@ -9,32 +9,27 @@ element, or 0 when that is not finite): the variance is shift-invariant, the mea
 mean, and the rounding errors of the state then scale with max|x - K| rather than with |mean| -- a row
 with mean 1e6 times its spread costs nothing in accuracy (precred.bounds.moments_error_bound).
 
-Non-finite values keep torch's semantics: the mean is then the plain sum's inf/NaN (mean + x instead of
-the Welford step, so +inf stays +inf and inf - inf is NaN) and m2 is NaN.
+Non-finite values keep torch.mean's semantics for the mean: the mean is updated and merged as the
+weighted average mean*(1 - r) + x*r and ma*wa + mb*wb, in which an infinity stays an infinity (and
+inf - inf is NaN) without a branch -- an empty side has mean 0 and weight 0, never inf * 0. The
+variance of a row whose mean is not finite is NaN (precred.schedules.finish.finish_moments).
 """
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _is_finite(v):
-    return (v - v) == 0.0
-
-
-@triton.jit
-def welford_update(mean, m2, x, reciprocal, valid):
-    """Fold element x into the state of lanes where `valid`; `reciprocal` = 1 / (count after the update).
+def welford_update(mean, m2, x, reciprocal, complement, valid):
+    """Fold element x into the state of lanes where `valid`; `reciprocal` = 1 / k and `complement` =
+    (k - 1) / k for k = the lane's count after the update.
 
     The schedules stream a lane's elements in tiles, and a lane valid in tile g was valid in every
-    earlier tile, so its count after the update is g + 1 for the whole tile: the reciprocal is a
-    scalar per tile, not a division per element.
+    earlier tile, so its count after the update is g + 1 for the whole tile: both weights are scalars
+    per tile, not a division per element. mean' = mean (k-1)/k + x/k; m2' = m2 + (x - mean)(x - mean').
     """
     delta = x - mean
-    new_mean = mean + delta * reciprocal
+    new_mean = mean * complement + x * reciprocal
     new_m2 = m2 + delta * (x - new_mean)
-    finite = _is_finite(delta)
-    new_mean = tl.where(finite, new_mean, mean + x)
-    new_m2 = tl.where(finite, new_m2, delta - delta)   # NaN
     return tl.where(valid, new_mean, mean), tl.where(valid, new_m2, m2)
 
 
@@ -46,12 +41,12 @@ def _precedes(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 @triton.jit
 def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    """Chan's merge: n = na + nb, delta = mb - ma, mean = ma + delta*nb/n, m2 = m2a + m2b + delta^2*na*nb/n.
+    """Chan's merge: n = na + nb, mean = ma na/n + mb nb/n, m2 = m2a + m2b + (mb - ma)^2 na nb / n.
 
     Symmetric bit for bit: the operands are first put in a fixed order (`_precedes`), so
     combine(a, b) == combine(b, a) -- tl.reduce may call it either way round across threads, and the
     tree's order must stay ours (schedules/tree.py). An empty side (n == 0, the identity (0, 0, 0))
-    gives the other side exactly: its weight is 0 or 1.
+    gives the other side exactly: its weight is 0, the other's 1.
     """
     swap = _precedes(mean_b, m2_b, n_b, mean_a, m2_a, n_a)
     ma = tl.where(swap, mean_b, mean_a)
@@ -61,13 +56,12 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     na = tl.where(swap, n_b, n_a)
     nb = tl.where(swap, n_a, n_b)
     n = na + nb
-    weight_b = tl.where(n > 0, nb / tl.maximum(n, 1.0), 0.0)          # nb / n, in fp64
+    inverse = 1.0 / tl.maximum(n, 1.0)                       # fp64; n == 0 only for two empty sides
+    weight_a = (na * inverse).to(ma.dtype)
+    weight_b = (nb * inverse).to(ma.dtype)
     delta = mb - ma
-    mean = ma + delta * weight_b.to(ma.dtype)
-    m2 = (qa + qb) + (delta * delta) * (na * weight_b).to(ma.dtype)   # na * nb / n
-    finite = _is_finite(delta)
-    mean = tl.where(finite, mean, ma + mb)
-    m2 = tl.where(finite, m2, delta - delta)
+    mean = ma * weight_a + mb * weight_b
+    m2 = (qa + qb) + (delta * delta) * (na * nb * inverse).to(ma.dtype)
     return mean, m2, n
 
 
