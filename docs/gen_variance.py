@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Generate docs/variance.md from var_bench.json files written by bench/var_suite.py.
+
+    python docs/gen_variance.py RUN/var_bench.json [--out docs/variance.md]
+
+Needs only the JSON. Per run: device, versions, copy ceiling, one table per dtype x dim with GB/s and the
+ratio to torch.var_mean for each precred mode and FlagGems, the worst relative error of each result
+(in units of the dtype's u), the goals of issue 3 for var_mean, and the offset-1e3 accuracy row.
+"""
+from __future__ import annotations
+
+import sys
+
+from page_cli import page_main, render_page  # docs/page_cli.py: the scripts run from docs/
+
+
+def _cell(r) -> str:
+    if r is None or not r.get("median_ms"):
+        return "–" if r is None else r.get("ok", "–")
+    text = f"{r['gbps']:.0f} ({r['ratio_to_torch']:.2f}×)"
+    return text + (" **wrong**" if r["ok"] != "ok" else "")
+
+
+def _err(r) -> str:
+    return "–" if r is None or "rel_err_var_ulps" not in r else f"{r['rel_err_var_ulps']:.2g}"
+
+
+def section(report: dict, path: str) -> list[str]:
+    modes = report["modes"]
+    recs = report["records"]
+    copy = report.get("copy") or {}
+    lines = [f"## {report['device']}", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items()) + ".",
+             f"Copy ceiling (1 GiB device-to-device, read + write): {copy.get('gbps', 0):.0f} GB/s. "
+             f"{report['protocol']}. Cells: GB/s (ratio to torch.var_mean); "
+             "err = worst relative error of the variance over the rows, in units of u of the input dtype, "
+             "against torch.var_mean in fp64 (\"wrong\": beyond 64 u).", ""]
+    cases = list(dict.fromkeys(r["case"] for r in recs))
+    for dtype in ("float32", "bfloat16"):
+        for dim in (-1, 0):
+            rows = [c for c in cases if any(r["case"] == c and r["dtype"] == dtype and r["dim"] == dim for r in recs)]
+            if not rows:
+                continue
+            lines += [f"### {dtype}, dim={dim}", "",
+                      "| shape | torch | " + " | ".join(f"precred {m}" for m in modes) + " | FlagGems | err torch | "
+                      + " | ".join(f"err {m}" for m in modes) + " | err FlagGems |",
+                      "|---" * (5 + 2 * len(modes)) + "|"]
+            for c in rows:
+                by = {(r["impl"], r["mode"]): r for r in recs if r["case"] == c}
+                t = by.get(("torch", None))
+                cells = [f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"]
+                cells += [_cell(by.get(("precred", m))) for m in modes] + [_cell(by.get(("flaggems", None)))]
+                cells += [_err(t)] + [_err(by.get(("precred", m))) for m in modes] + [_err(by.get(("flaggems", None)))]
+                shape = "(" + ", ".join(map(str, t["shape"])) + ")" if t else c
+                lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+            lines.append("")
+    # Issue 3's var_mean goals.
+    lines += ["### Goals (issue 3, var_mean)", ""]
+    ratios = [(r["case"], r["mode"], r["ratio_to_torch"]) for r in recs
+              if r["impl"] == "precred" and r.get("ratio_to_torch")]
+    for m in modes:
+        mine = [(c, v) for c, mm, v in ratios if mm == m]
+        miss = [(c, v) for c, v in mine if v < 1.0]
+        worst = min(mine, key=lambda cv: cv[1]) if mine else None
+        lines.append(f"- `{m}` ≥ 1.0× torch.var_mean everywhere: {'PASS' if not miss else 'FAIL'} — "
+                     f"{len(miss)}/{len(mine)} miss" + (f", worst {worst[1]:.2f}× ({worst[0]})" if worst else ""))
+    ceiling = copy.get("gbps")
+    if ceiling:
+        for m in modes:
+            big = [(r["case"], r["gbps"] / ceiling) for r in recs if r["impl"] == "precred" and r["mode"] == m
+                   and r.get("gbps") and r["in_bytes"] >= 64 * 2**20]
+            miss = [cv for cv in big if cv[1] < 0.85]
+            worst = min(big, key=lambda cv: cv[1]) if big else None
+            lines.append(f"- `{m}` ≥ 85% of copy on inputs ≥ 64 MiB: {'PASS' if not miss else 'FAIL'} — "
+                         f"{len(miss)}/{len(big)} miss" + (f", worst {worst[1]:.2f} ({worst[0]})" if worst else ""))
+    acc = report.get("offset_accuracy") or {}
+    if acc:
+        lines += ["", "### Accuracy at a mean offset of 1e3 (fp32, 64 rows of n = 8192, spread 1)", "",
+                  "| implementation | max relative error of var |", "|---|---|"]
+        lines += [f"| {k} | {v:.2e} |" for k, v in acc.items()]
+        lines += ["", "(fp32's u = 5.96e-08; the issue's goal for the default mode: ≤ 4 ulp, 2.4e-07.)"]
+    return lines + [""]
+
+
+def render(paths: list[str]) -> str:
+    return render_page("var_mean performance and accuracy", "docs/gen_variance.py", "bench/var_suite.py",
+                       section, paths)
+
+
+if __name__ == "__main__":
+    sys.exit(page_main(render, __doc__.split("\n")[0], "var_bench.json files from bench/var_suite.py"))
