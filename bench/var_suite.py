@@ -43,6 +43,17 @@ def worst_relative_error(var, mean, ref) -> tuple[float, float]:
     return rel_var, rel_mean
 
 
+def input_for(inputs: dict, shape, dtype: str):
+    """The case's input: 2 N(0, 1) + 3, the same for a shape and dtype; only one kept on the GPU at a time."""
+    import torch
+    key = (shape, dtype)
+    if key not in inputs:
+        inputs.clear()
+        g = torch.Generator(device="cuda").manual_seed(11)
+        inputs[key] = (torch.randn(shape, device="cuda", generator=g) * 2.0 + 3.0).to(getattr(torch, dtype))
+    return inputs[key]
+
+
 def run_case(impl, mode, fn, x, ref, torch_ms, eps) -> dict:
     import torch
     rec = {"impl": impl, "mode": mode}
@@ -98,12 +109,7 @@ def main(argv=None) -> int:
         cases = [c for c in cases if re.search(args.only, label(*c))]
     inputs, refs = {}, {}
     for shape, dim, dtype in cases:
-        key = (shape, dtype)
-        if key not in inputs:
-            inputs.clear()
-            g = torch.Generator(device="cuda").manual_seed(11)
-            inputs[key] = (torch.randn(shape, device="cuda", generator=g) * 2.0 + 3.0).to(getattr(torch, dtype))
-        x = inputs[key]
+        x = input_for(inputs, shape, dtype)
         eps = torch.finfo(x.dtype).eps / 2
         refs[label(shape, dim, dtype)] = ref = torch.var_mean(x.double(), dim=dim)
         t = run_case("torch", None, lambda: torch.var_mean(x, dim=dim), x, ref, None, eps)
@@ -128,12 +134,7 @@ def main(argv=None) -> int:
             import flag_gems
             flag_gems.enable()
             for shape, dim, dtype in cases:
-                key = (shape, dtype)
-                if key not in inputs:
-                    inputs.clear()
-                    g = torch.Generator(device="cuda").manual_seed(11)
-                    inputs[key] = (torch.randn(shape, device="cuda", generator=g) * 2.0 + 3.0).to(getattr(torch, dtype))
-                x = inputs[key]
+                x = input_for(inputs, shape, dtype)
                 torch_ms = next(r["median_ms"] for r in report["records"]
                                 if r["impl"] == "torch" and r["case"] == label(shape, dim, dtype))
                 r = run_case("flaggems", None, lambda: torch.var_mean(x, dim=dim), x,

@@ -44,10 +44,14 @@ MODES = {
 DEFAULT_MODE = "kahan"
 
 
+def _lookup(table: dict, mode, ops: str) -> Mode:
+    if not isinstance(mode, str) or mode not in table:
+        raise ValueError(f"mode must be one of {sorted(table)}{ops}, got {mode!r}")
+    return table[mode]
+
+
 def get_mode(mode: str) -> Mode:
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    return MODES[mode]
+    return _lookup(MODES, mode, "")
 
 
 # Modes of var / std / var_mean / std_mean: shifted Welford updates and Chan merges (strategies/welford.py)
@@ -66,6 +70,4 @@ DEFAULT_VAR_MODE = "fp64"
 
 
 def get_var_mode(mode: str) -> Mode:
-    if not isinstance(mode, str) or mode not in VAR_MODES:
-        raise ValueError(f"mode must be one of {sorted(VAR_MODES)} for var/std, got {mode!r}")
-    return VAR_MODES[mode]
+    return _lookup(VAR_MODES, mode, " for var/std")
