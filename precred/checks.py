@@ -23,6 +23,19 @@ def check_float_tensor(x, name: str = "input") -> None:
                            "process; set TRITON_INTERPRET=1 before importing precred to run them on the CPU")
 
 
+def check_keepdim(keepdim, name: str = "keepdim") -> None:
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{name} must be a bool, got {type(keepdim).__name__}")
+
+
+def through_custom_op(x) -> bool:
+    """Whether a public call must go through its torch.library custom op: when torch.compile traces it
+    (dynamo sees the op, not the launcher) or when autograd records it. Otherwise the eager path calls
+    the op's implementation directly, without the dispatcher's per-call cost."""
+    return torch.compiler.is_compiling() or (
+        isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled())
+
+
 def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
     """torch's reduction `dim`: None, an int, or a tuple/list of ints -> sorted tuple of unique dims.
 

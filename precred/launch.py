@@ -16,7 +16,7 @@ from .modes import Mode
 from .plan import OUTER_REGISTERS_MIN_RED, Plan, plan_reduction
 from .schedules.inner import inner_kernel
 from .schedules.outer import outer_kernel
-from .strategies import COMPENSATED, PLAIN, WELFORD
+from .strategies import PLAIN, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 

@@ -8,7 +8,8 @@ import math
 
 import torch
 
-from ..checks import check_float_tensor, check_out_dtype, normalize_dims, reduced_shape
+from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
+                      through_custom_op)
 from ..launch import Output, cached_recipe, reduce_sum
 from ..modes import DEFAULT_MODE, get_mode
 
@@ -63,10 +64,8 @@ _EAGER_CALLS = {}
 
 
 def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
-    # Through the custom op when torch.compile traces the call (dynamo cannot trace the cache key's
-    # data_ptr) or when autograd records it; otherwise the eager path below.
-    through_op = torch.compiler.is_compiling() or (
-        isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled())
+    # Decided before the cache key is built: dynamo cannot trace the key's data_ptr.
+    through_op = through_custom_op(x)
     key = None
     if not through_op:
         try:
@@ -80,8 +79,7 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
             return recipe.run(x)[0].view(shape)
     check_float_tensor(x, "input")
     get_mode(mode)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
+    check_keepdim(keepdim)
     out_dtype = check_out_dtype(dtype) or x.dtype
     dims = normalize_dims(dim, x.dim())
     if through_op:

@@ -9,7 +9,7 @@ import numbers
 
 import torch
 
-from ..checks import check_float_tensor, normalize_dims, reduced_shape
+from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
 from ..launch import reduce_moments
 from ..modes import DEFAULT_VAR_MODE, get_var_mode
 
@@ -87,11 +87,10 @@ def _check_correction(correction) -> float:
 def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
     check_float_tensor(x, "input")
     get_var_mode(mode)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"keepdim must be a bool, got {type(keepdim).__name__}")
+    check_keepdim(keepdim)
     correction = _check_correction(correction)
     dims = normalize_dims(dim, x.dim())
-    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
+    if through_custom_op(x):
         return _moments(x, list(dims), keepdim, correction, mode, take_sqrt)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     return _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
