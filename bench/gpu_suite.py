@@ -10,7 +10,8 @@ Meant for one device call (well under 9 minutes on an H100). Phases, in this ord
   4. torch.sum and precred.sum (every mode in precred.MODES) on the shapes of DESIGN.md's performance
      protocol, fp32 and bf16, each case checked against an fp64 reference before it is timed;
   5. host latency of (64, 4096) fp32 dim=-1: a Python loop of 2000 calls;
-  6. with --accuracy, bench/accuracy.py (before FlagGems, which reroutes torch.sum process-wide);
+  6. with --accuracy, precred-report --device cuda into DIR/accuracy (before FlagGems, which reroutes
+     torch.sum process-wide);
   7. FlagGems: flag_gems.enable() once, then torch.sum again (now FlagGems' kernel) on every case.
 DIR/bench.json is rewritten after every phase, so a run cut short still leaves its numbers.
 The last thing printed is the GOALS block, the latency lines and one table line per case.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import math
 import os
@@ -514,18 +514,17 @@ def write_json(out_dir: Path, report: dict) -> None:
 
 
 def run_accuracy(out_dir: Path) -> None:
-    spec = importlib.util.spec_from_file_location("precred_bench_accuracy", REPO / "bench" / "accuracy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--out", str(out_dir), "--device", "cuda"])
+    """The error report on this GPU at its default cuda sizes, float32 and bfloat16."""
+    from precred.report.cli import main as report_main
+    report_main(["--device", "cuda", "--dtypes", "float32,bfloat16", "--out", str(out_dir / "accuracy")])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, type=Path, help="folder for bench.json, tests.log, accuracy.json")
+    ap.add_argument("--out", required=True, type=Path, help="folder for bench.json, tests.log, accuracy/")
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 fp32 cases")
-    ap.add_argument("--accuracy", action="store_true", help="also run bench/accuracy.py (before FlagGems)")
+    ap.add_argument("--accuracy", action="store_true", help="also run precred-report --device cuda (before FlagGems)")
     ap.add_argument("--no-gems", action="store_true", help="skip the FlagGems column")
     ap.add_argument("--only", default=None, help="regex on case labels, e.g. 'f32' or '8192x8192'")
     ap.add_argument("--budget-s", type=float, default=500.0,
@@ -577,7 +576,7 @@ def main(argv=None) -> int:
     inputs = Inputs()
     refs: dict = {}
     gems_reserve = 0 if args.no_gems else 45
-    acc_reserve = 60 if args.accuracy else 0
+    acc_reserve = 150 if args.accuracy else 0
     report["records"] = bench_torch_precred(cases, inputs, modes, deadline - gems_reserve - acc_reserve, refs)
     write_json(out_dir, report)
 

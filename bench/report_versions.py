@@ -1,5 +1,5 @@
-"""The software versions a benchmark or accuracy report records (shared by gpu_suite.py and accuracy.py)."""
-import platform
+"""The software versions a benchmark records: precred-report's list (precred/report/cli.py) plus the git
+revision of this checkout (shared by gpu_suite.py and var_suite.py)."""
 import subprocess
 from pathlib import Path
 
@@ -7,21 +7,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def versions() -> dict:
-    """python, torch (and its CUDA), triton, numpy, mpmath, precred and the git revision, where present."""
-    import torch
-    import triton
-    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-         "triton": triton.__version__}
-    for name in ("numpy", "mpmath"):
-        try:
-            v[name] = __import__(name).__version__
-        except Exception:
-            pass
-    try:
-        import precred
-        v["precred"] = getattr(precred, "__version__", None)
-    except Exception as e:
-        v["precred"] = f"import failed: {type(e).__name__}: {e}"[:200]
+    from precred.report.cli import software_versions
+    v = software_versions()
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                              text=True, timeout=10)

@@ -1,0 +1,4 @@
+"""python -m precred.report: the error report (see precred/report/cli.py)."""
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""`precred-report` / `python -m precred.report`: what each mode buys on data like yours, in ulps
+against the exact oracle.
+
+    precred-report                                   # CPU, small sizes, under a minute on 2 cores
+    precred-report --device cuda                     # a GPU, larger sizes
+    precred-report --ops sum --families ill:1e12 --lengths 4096 --dtypes float32,bfloat16
+    precred-report --input my_tensor.pt --ops sum,var   # a tensor of yours, reduced over its last dim
+    precred-report --page docs/accuracy.md --from RUN1/report.json RUN2/report.json   # a page from runs
+
+For each op, dtype, input family and length (and, for sums, condition number), rows of that family are
+reduced over their last dim by torch, by torch on an fp64 copy, and by precred in each of its modes;
+each row's result is compared with the exact value. Writes report.json, report.csv and report.png
+into --out (default ./precred-report) and prints the tables.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+DEFAULTS = {   # per device: sizes that finish in under a minute on 2 CPU cores under the interpreter
+    "cpu": dict(ops="sum,var", lengths="64,256,1024", rows=8, families="normal,uniform,offset:1e4,wide",
+                conds="1e2,1e6,1e10,1e14", cond_n=256),
+    "cuda": dict(ops="sum,var", lengths=",".join(str(4**k) for k in range(5, 13)), rows=64,
+                 families="normal,uniform,offset:1e4,wide", conds="1e2,1e4,1e6,1e8,1e10,1e12,1e14,1e16,1e20",
+                 cond_n=16384),
+}
+ROW_ELEMENTS = 1 << 22   # rows per cell = min(--rows, ROW_ELEMENTS // n): long rows come fewer at a time
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="precred-report", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cpu (default: the kernels run in Triton's interpreter) or cuda")
+    ap.add_argument("--ops", help="comma-separated: sum, mean, var, std (default sum,var)")
+    ap.add_argument("--dtypes", help="comma-separated: float32, bfloat16, float16, float64 (default float32, "
+                                     "or the --input tensor's dtype)")
+    ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^24)")
+    ap.add_argument("--rows", type=int, help="rows per cell (cpu default 8, cuda 64; fewer for long rows)")
+    ap.add_argument("--families", help="comma-separated input families (default normal,uniform,offset:1e4,wide): "
+                                       "normal, uniform, offset:X, ill:COND, wide, alternating")
+    ap.add_argument("--conds", help="condition numbers of the sum/mean sweep ('' to skip it)")
+    ap.add_argument("--cond-n", type=int, help="row length of the condition-number sweep (cpu 256, cuda 16384)")
+    ap.add_argument("--input", type=Path, help="a .pt or .npy tensor of yours: its rows are measured too")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=Path("precred-report"), help="folder for the files "
+                    "(default ./precred-report)")
+    ap.add_argument("--page", type=Path, help="with --from: write a markdown page from earlier runs' JSON")
+    ap.add_argument("--from", dest="sources", nargs="+", type=Path, help="report.json files for --page")
+    args = ap.parse_args(argv)
+    if (args.page is None) != (args.sources is None):
+        ap.error("--page and --from go together")
+    if args.dtypes is None:
+        args.dtypes = "float32" if args.input is None else ""   # "": the input's own dtype (run())
+    for key, value in DEFAULTS[args.device].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def _interpreter_needed(args) -> bool:
+    """CPU tensors need Triton's interpreter, which must be chosen before precred is imported."""
+    return args.page is None and args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if _interpreter_needed(args):
+        # precred (our parent package) was imported on a machine with a GPU without the interpreter:
+        # run again in a child that has it, rather than half-configured.
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        return subprocess.call([sys.executable, "-m", "precred.report", *argv], env=env)
+    if args.page is not None:
+        return write_page(args.page, args.sources)
+    return run(args, argv)
+
+
+def write_page(page: Path, sources: list[Path]) -> int:
+    from .render import markdown_page
+    runs = []
+    for src in sources:
+        report = json.loads(Path(src).read_text())
+        png = Path(src).with_name("report.png")
+        rel = os.path.relpath(png, page.parent) if png.exists() else None
+        runs.append((report, os.path.relpath(src, page.parent), rel))
+    page.write_text(markdown_page(runs))
+    print(f"wrote {page}")
+    return 0
+
+
+def _device_name(device: str) -> str:
+    import torch
+    if device == "cuda":
+        return torch.cuda.get_device_name(0)
+    return f"CPU ({platform.processor() or platform.machine()}), Triton interpreter"
+
+
+def software_versions() -> dict:
+    """python, torch (and its CUDA), triton, numpy, mpmath and precred versions."""
+    import mpmath
+    import numpy
+    import torch
+    import triton
+
+    from .. import __version__
+    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "triton": triton.__version__, "numpy": numpy.__version__, "mpmath": mpmath.__version__,
+            "precred": __version__}
+
+
+def cells(args, dtypes) -> list[dict]:
+    """Every (op, dtype, sweep, family, n, cond) cell of the run, in report order."""
+    from .ops import OPS
+    out = []
+    for op in _csv(args.ops):
+        if op not in OPS:
+            raise ValueError(f"--ops: unknown op {op!r}; expected some of {sorted(OPS)}")
+        for dtype in dtypes:
+            for family in _csv(args.families):
+                for n in (int(v) for v in _csv(args.lengths)):
+                    if n < 2:
+                        raise ValueError(f"--lengths: rows need at least 2 elements, got {n}")
+                    out.append(dict(op=op, dtype=dtype, sweep="length", family=family, n=n, cond=None))
+            if args.input is not None:
+                out.append(dict(op=op, dtype=dtype, sweep="length", family=f"file:{args.input.name}",
+                                n=None, cond=None))
+            if OPS[op].condition_sweep:
+                for cond in (float(v) for v in _csv(args.conds)):
+                    out.append(dict(op=op, dtype=dtype, sweep="condition", family=f"ill:{cond:g}",
+                                    n=args.cond_n, cond=cond))
+    return out
+
+
+def cell_input(cell: dict, args, dtype, user_rows):
+    """The (rows, n) CPU tensor of a cell; the same seed gives the same tensor on every device."""
+    from .inputs import generate_rows
+    if cell["family"].startswith("file:"):
+        return user_rows.to(dtype)
+    n = cell["n"]
+    rows = max(1, min(args.rows, ROW_ELEMENTS // n))
+    seed = [args.seed, sum(map(ord, cell["family"])), n, int(cell["cond"] or 0) % (1 << 62)]
+    return generate_rows(cell["family"], rows, n, dtype, seed)
+
+
+def run(args, argv) -> int:
+    import torch
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from validation.generators import condition_number
+    from .inputs import family_generator, load_rows
+    from .measure import measure
+    from .ops import OPS
+    from .render import print_tables, write_csv, write_png
+
+    # Triton's interpreter evaluates kernels with numpy, which warns on inf arithmetic (overflowing rows).
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
+    console = Console() if sys.stdout.isatty() else Console(width=250)   # logs: no wrapped cells
+    if args.device == "cuda" and not torch.cuda.is_available():
+        console.print("[red]--device cuda: no CUDA device here (run without it: the CPU interpreter)[/red]")
+        return 2
+    user_rows = load_rows(args.input, None) if args.input is not None else None
+    dtypes = []
+    for name in _csv(args.dtypes) or [str(user_rows.dtype).replace("torch.", "")]:
+        dtype = getattr(torch, name, None)
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            raise ValueError(f"--dtypes: {name!r} is not one of float32, bfloat16, float16, float64")
+        dtypes.append(dtype)
+    for family in _csv(args.families):
+        family_generator(family)          # a bad spec fails before any work
+    todo = cells(args, dtypes)
+    report = {"tool": "precred-report", "command": shlex.join(["precred-report", *argv]),
+              "device": _device_name(args.device), "device_kind": args.device, "versions": software_versions(),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "definitions": {
+                  "ulp": "|result - exact| / ulp(exact) in the output dtype (validation.oracle.ulp_error)",
+                  "err_over_scale": {op: OPS[op].scale_name for op in _csv(args.ops)},
+                  "correctly_rounded": "result == the exact value rounded to the output dtype",
+                  "bound_ulp_worst": "the largest bound the mode promises over the cell's rows, in ulps",
+                  "rows_beyond_bound": "rows whose error exceeds the promised bound (must be 0)",
+                  "torch-fp64": "torch's op on an fp64 copy of the input, rounded back to the input dtype"},
+              "records": []}
+    t0 = time.monotonic()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("measuring", total=len(todo))
+        for cell in todo:
+            op = OPS[cell["op"]]
+            x_cpu = cell_input(cell, args, cell["dtype"], user_rows)
+            truths = op.truths(x_cpu)
+            x = x_cpu.to(args.device)
+            base = dict(cell, dtype=str(cell["dtype"]).replace("torch.", ""), n=x_cpu.shape[-1],
+                        rows=x_cpu.shape[0])
+            if op.condition_sweep and x_cpu.isfinite().all():
+                conds = sorted(condition_number(r) for r in x_cpu)
+                base["measured_cond"] = conds[len(conds) // 2]
+            for impl in op.impls():
+                rec = dict(base, impl=impl.label, mode=impl.mode)
+                try:
+                    rec.update(measure(op, impl, x, truths))
+                except Exception as e:   # one failing implementation must not hide the others' numbers
+                    rec["error"] = f"{type(e).__name__}: {e}"[:300]
+                report["records"].append(rec)
+            progress.advance(task)
+    report["seconds"] = round(time.monotonic() - t0, 1)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    write_csv(report["records"], args.out / "report.csv")
+    write_png(report, args.out / "report.png")
+    console.print(f"precred-report on {report['device']} in {report['seconds']} s")
+    print_tables(report, console)
+    beyond = sum(r.get("rows_beyond_bound") or 0 for r in report["records"])
+    errors = [r for r in report["records"] if r.get("error")]
+    for r in errors:
+        console.print(f"[red]{r['op']} {r['dtype']} {r['family']} n={r['n']} {r['impl']}: {r['error']}[/red]")
+    console.print(f"wrote {args.out / 'report.json'}, {args.out / 'report.csv'}, {args.out / 'report.png'}")
+    if beyond:
+        console.print(f"[red]{beyond} rows beyond their mode's bound: a bug in precred or in its bound; "
+                      f"please report it with report.json[/red]")
+    return 1 if beyond or errors else 0

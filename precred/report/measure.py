@@ -1,0 +1,81 @@
+"""One cell of the error report: an implementation run on a (rows, n) tensor, each row's result compared
+with the oracle's exact value.
+
+Per row: the error in ulps of the exact value in the output dtype (validation.oracle.ulp_error), the
+error divided by the op's scale (S1 for sums), whether the result is the correctly rounded value, and --
+for precred's modes -- the bound the mode promises for that row and plan, in ulps, and whether the error
+is within it. Rows where the op is undefined (exact None) or the input is not finite are skipped and
+counted.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from validation.oracle import round_to, ulp, ulp_error
+
+from .ops import Impl, ReportOp, RowTruth
+
+
+def row_errors(value: float, truth: RowTruth, dtype: torch.dtype) -> tuple[float, float, bool]:
+    """(ulp error, error / scale, correctly rounded) of one result against its exact value."""
+    rounded = round_to(truth.exact, dtype)
+    correct = value == rounded
+    if math.isinf(rounded) or not math.isfinite(value):
+        # The exact value overflows the format (correct rounding gives inf), or the result is inf/NaN.
+        err = 0.0 if correct else math.inf
+        return err, err, correct
+    ulps = ulp_error(value, truth.exact, dtype)
+    diff = abs(Fraction(value) - truth.exact)
+    rel = float(diff / truth.scale) if truth.scale else (0.0 if diff == 0 else math.inf)
+    return ulps, rel, correct
+
+
+def summarize(values: list[float]) -> dict:
+    """median, p99 and max of a list of floats (inf allowed); None for an empty list."""
+    if not values:
+        return {"median": None, "p99": None, "max": None}
+    a = np.asarray(values, dtype=np.float64)
+    return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99, method="higher")),
+            "max": float(a.max())}
+
+
+def measure(op: ReportOp, impl: Impl, x: torch.Tensor, truths: list[RowTruth]) -> dict:
+    """Run impl on x (the device tensor) and compare every row with its truth. Returns the record's
+    numbers: ulp and error/scale statistics, the fraction correctly rounded, and for precred's modes the
+    promised bound (worst row, in ulps) and the rows beyond it."""
+    dtype = x.dtype
+    out = impl.run(x)
+    if out.dtype != dtype or tuple(out.shape) != (x.shape[0],):
+        raise RuntimeError(f"{op.name}/{impl.label}: expected ({x.shape[0]},) {dtype}, got "
+                           f"{tuple(out.shape)} {out.dtype}")
+    values = out.double().cpu().tolist()
+    depth = op.plan_depth(x, impl.mode) if impl.mode is not None else None
+    ulps, rels, correct, bounds_ulp = [], [], [], []
+    beyond = skipped = 0
+    for value, truth in zip(values, truths):
+        if truth.exact is None:
+            skipped += 1
+            continue
+        e_ulp, e_rel, ok = row_errors(value, truth, dtype)
+        ulps.append(e_ulp)
+        rels.append(e_rel)
+        correct.append(ok)
+        if depth is not None:
+            bound = op.bound(impl.mode, truth, x.shape[-1], dtype, depth)
+            if math.isfinite(round_to(truth.exact, dtype)):   # where the exact value overflows, only inf is right
+                bounds_ulp.append(float(Fraction(bound) / ulp(truth.exact, dtype)) if math.isfinite(bound)
+                                  else math.inf)
+            if math.isfinite(bound) and not ok and (not math.isfinite(e_ulp)
+                                                     or abs(Fraction(value) - truth.exact) > Fraction(bound)):
+                beyond += 1   # an infinite error (overflow one way or the other) breaks any finite bound
+    rec = {"ulp": summarize(ulps), "err_over_scale": summarize(rels),
+           "correctly_rounded": (sum(correct) / len(correct)) if correct else None,
+           "rows_measured": len(ulps), "rows_skipped": skipped}
+    if depth is not None:
+        rec.update(plan_depth=depth, bound_ulp_worst=max(bounds_ulp) if bounds_ulp else None,
+                   rows_beyond_bound=beyond)
+    return rec
