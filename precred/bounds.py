@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from .modes import get_mode, get_var_mode
+from .modes import get_exp_mode, get_mode, get_var_mode
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -173,3 +173,47 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     d_std = math.sqrt(d_var) if std == 0 else min(d_var / std, math.sqrt(d_var))
     d_std += u64 * (std + d_std) + _TINY_64
     return _rounded_to_output(d_std, std, out_dtype) * (1.0 + 16 * u64)
+
+
+# Relative error of one exponential, in units of the accumulator's u: fp32 on the GPU is Triton's
+# ex2.approx.f32 of x*log2(e) (PTX: relative error 2^-22 = 4u; taken as 8u), fp64 is libdevice's exp
+# (within 1 ulp = 2u; taken as 4u); the interpreter's numpy exp is within both.
+_EXP_ERROR_UNITS = {torch.float32: 8.0, torch.float64: 4.0}
+_SMALLEST_NORMAL = {torch.float32: 2.0 ** -126, torch.float64: 2.0 ** -1022}
+
+
+def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dtype: torch.dtype, *,
+                          depth: int, out_dtype: torch.dtype | None = None) -> float:
+    """Upper bound on |computed - exact| of precred.logsumexp in `mode` for one finite row.
+
+    n: values in the row; with m its maximum, s = sum exp(x_i - m) (>= 1) and t = sum exp(x_i - m) *
+    (m - x_i), both exact; lse = m + log(s), exact; depth: the plan's tree depth h. inf where no
+    bound is claimed (the first-order analysis would not hold).
+
+    Derivation (u the accumulator's unit roundoff, c u the relative error of one exp, eps the
+    accumulator's smallest normal). m is exact: maxima are exact. Element i's term exp(x_i - m) is made
+    by one exp of a gap to the running maximum and then rescaled by at most one exp per later merge on
+    its path (h at most), each followed by a rounded product; the gaps along the path add up to
+    m - x_i, and a gap |a - b| is itself rounded (u |d|), as is Triton's product of it with log2(e)
+    before the fp32 ex2 (2u |d|). So the term carries a relative error of at most
+    (h + 1) c u + h u + 3 u (m - x_i), and the sums (h additions on any path) add gamma_h of the terms:
+    |s_hat - s| <= u ((h + 1) c + 2 h) s + 3 u t + n (2h + 1) eps (flushed or subnormal exps),
+    first order; padded by 1/(1 - 2 rho), rho = |ds| / s, and no bound for rho >= 1/4. Then, in fp64:
+    log(s_hat) is within rho / (1 - rho) of log(s), libdevice's log adds 2 u_64 |log s|, the sum
+    m + log(s) u_64 |lse|; then the rounding to the output dtype.
+    """
+    m = get_exp_mode(mode)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    acc = m.accumulator_dtype(dtype, out_dtype)
+    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    h = max(int(depth), 1)
+    s, t, lse = float(s), float(t), float(lse)
+    d_s = u * (((h + 1) * _EXP_ERROR_UNITS[acc] + 2 * h) * s + 3 * t) + n * (2 * h + 1) * _SMALLEST_NORMAL[acc]
+    rho = d_s / s
+    if rho >= 0.25:
+        return math.inf
+    rho /= 1 - 2 * rho
+    d_log = rho / (1 - rho)
+    d_log += 2 * u64 * (math.log(s) + d_log)
+    err = d_log + u64 * (abs(lse) + d_log) + _TINY_64
+    return _rounded_to_output(err, lse, out_dtype) * (1.0 + 16 * u64)

@@ -16,7 +16,7 @@ from .modes import Mode
 from .plan import OUTER_REGISTERS_MIN_RED, Plan, plan_reduction
 from .schedules.inner import inner_kernel
 from .schedules.outer import outer_kernel
-from .strategies import PLAIN, WELFORD
+from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
@@ -108,6 +108,11 @@ def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
                                                    with_mean=with_mean), plan)
 
 
+def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
+    """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass)."""
+    return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
+
+
 def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,
            plan: Plan | None = None):
     """(flat output, flat mean or None) of the reduction over dims; O*I values, row-major over kept dims.
@@ -147,12 +152,14 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
 
 class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
-    (accumulator dtype; lo only for strategies that use it; fp64 counts only for Welford's)."""
+    (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts and
+    the stable exponential sum's maxima)."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
         self.acc_dtype, self.out_dtype, self.n_out, self.with_mean = acc_dtype, out_dtype, n_out, with_mean
-        self.uses_lo = strategy != PLAIN
-        self.uses_cnt = strategy == WELFORD
+        self.uses_lo = strategy in (COMPENSATED, WELFORD)
+        # Welford's counts, or the stable exponential sum's running maxima (exact in fp64).
+        self.uses_cnt = strategy in (WELFORD, STABLE_EXP)
 
     def outputs(self, device):
         out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import COMPENSATED, PLAIN, WELFORD
+from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,21 @@ DEFAULT_VAR_MODE = "fp64"
 
 def get_var_mode(mode: str) -> Mode:
     return _lookup(VAR_MODES, mode, " for var/std")
+
+
+# Modes of logsumexp: the online (max, sum of exp) state (strategies/stable_exp.py), one pass over the
+# data. Bounds: precred.bounds.logsumexp_error_bound.
+EXP_MODES = {
+    "fast": Mode("fast", STABLE_EXP, False, False,
+                 "online max and sum of exp in fp32 (the GPU's approximate exp; fp64 for fp64 input)"),
+    "fp64": Mode("fp64", STABLE_EXP, True, False,
+                 "online max and sum of exp in fp64, log in fp64, rounded once: ~0.5 ulp"),
+}
+
+# The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of
+# log(s), which is more than 2 ulps of the result when |result| is small.
+DEFAULT_EXP_MODE = "fp64"
+
+
+def get_exp_mode(mode: str) -> Mode:
+    return _lookup(EXP_MODES, mode, " for logsumexp")

@@ -1,4 +1,5 @@
 from .summation import sum, mean  # noqa: A004 -- precred.sum mirrors torch.sum on purpose
 from .variance import std, std_mean, var, var_mean
+from .exponential import logsumexp
 
-__all__ = ["sum", "mean", "var", "std", "var_mean", "std_mean"]
+__all__ = ["sum", "mean", "var", "std", "var_mean", "std_mean", "logsumexp"]

@@ -41,6 +41,13 @@ def finish_mean(mean, shift, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
+def finish_logsumexp(s, m, OUT_DTYPE: tl.constexpr):
+    """m + log(s) in fp64 (log correctly rounded to within an fp64 ulp), rounded to OUT_DTYPE. m = -inf
+    gives -inf, m = +inf gives +inf (s >= 1 there), a NaN s gives NaN: torch's logsumexp."""
+    return round_to_output(m.to(tl.float64) + tl.log(s.to(tl.float64)), OUT_DTYPE)
+
+
+@triton.jit
 def round_to_output(value, OUT_DTYPE: tl.constexpr):
     """An fp64 value rounded to the output dtype (bf16 as its int16 bit pattern)."""
     if OUT_DTYPE == tl.float64:

@@ -64,6 +64,10 @@ def inner_kernel(
         shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
                            ACC_DTYPE)
         shift_tile = shift[:, None]
+    elif STRATEGY == 3:
+        cnt = tl.full([BLOCK_M, BLOCK_N], float("-inf"), ACC_DTYPE)   # the running maxima
+        shift = 0.0
+        shift_tile = 0.0
     else:
         cnt = hi      # placeholders: the sum strategies never read them
         shift = 0.0

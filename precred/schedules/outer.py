@@ -89,6 +89,10 @@ def outer_kernel(
             shift = load_shift(shift_ptr, out_index, col_mask, shift_inner, shift_stride_outer,
                                shift_stride_inner, ACC_DTYPE)
             shift_tile = shift[None, :]
+        elif STRATEGY == 3:
+            cnt = tl.full([BLOCK_R, BLOCK_I], float("-inf"), ACC_DTYPE)   # the running maxima
+            shift = 0.0
+            shift_tile = 0.0
         else:
             cnt = hi      # placeholders: the sum strategies never read them
             shift = 0.0

@@ -7,8 +7,9 @@ placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, coun
 import triton
 import triton.language as tl
 
-from ..strategies import state_combine, state_update, welford_combine, welford_update
-from .finish import finish, finish_mean, finish_moments, to_accumulator
+from ..strategies import (stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
+                          welford_update)
+from .finish import finish, finish_logsumexp, finish_mean, finish_moments, to_accumulator
 
 
 @triton.jit
@@ -20,9 +21,15 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, recipr
     every sum strategy adds exactly; Welford's update skips them (`mask`), and masked partial states
     load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
     along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
-    after this tile."""
+    after this tile. The stable exponential sum keeps (s, m) in (hi, cnt)."""
     x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-    if STRATEGY == 2:
+    if STRATEGY == 3:
+        if SRC_IS_STATE:   # masked partial states load (0, -inf), the merge's identity
+            x_m = tl.load(cnt_ptrs, mask=mask, other=float("-inf")).to(ACC_DTYPE)
+            hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
+        else:              # masked elements are -inf (strategies/stable_exp.py: harmless)
+            hi, cnt = stable_exp_update(hi, cnt, tl.where(mask, x_hi, float("-inf")))
+    elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
             x_cnt = tl.load(cnt_ptrs, mask=mask, other=0.0)
@@ -65,13 +72,16 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
                  USES_LO: tl.constexpr, TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr):
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
     input dtype), or finished and rounded into the output at out_index. Welford's finished output is
-    the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo."""
+    the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
+    the stable exponential sum's is m + log(s)."""
     if DST_IS_STATE:
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2:
+        if STRATEGY == 2 or STRATEGY == 3:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
+    elif STRATEGY == 3:
+        tl.store(dst_hi_ptr + out_index, finish_logsumexp(hi, cnt, dst_hi_ptr.dtype.element_ty), mask=mask)
     elif STRATEGY == 2:
         value = finish_moments(lo, hi, divisor, TAKE_SQRT, dst_hi_ptr.dtype.element_ty)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)

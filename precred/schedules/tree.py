@@ -15,13 +15,15 @@ import triton.language as tl
 
 from ..strategies.compensated import compensated_combine
 from ..strategies.plain import plain_combine
+from ..strategies.stable_exp import stable_exp_combine
 from ..strategies.welford import welford_combine
 
 
 @triton.jit
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
-    `cnt` is merged only by Welford's strategy; other strategies return it untouched (unused)."""
+    `cnt` is merged by Welford's strategy (counts) and the stable exponential sum's (maxima); the sum
+    strategies return it untouched (unused)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
@@ -30,11 +32,14 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
+            elif STRATEGY == 3:
+                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
-    if STRATEGY == 2:
+    if STRATEGY == 2 or STRATEGY == 3:
         cnt = tl.reshape(cnt, (ROWS,))
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,)), cnt
 
@@ -50,11 +55,14 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_combine)
+            elif STRATEGY == 3:
+                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, stable_exp_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
-    if STRATEGY == 2:
+    if STRATEGY == 2 or STRATEGY == 3:
         cnt = tl.reshape(cnt, (COLS,))
     return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,)), cnt
 

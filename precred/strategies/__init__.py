@@ -8,7 +8,9 @@ a constexpr switch is the pattern that works everywhere, interpreter included.)
 The sum strategies keep the same two-component state so workspaces of partial states have one layout:
 `hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation). Welford's
 (mean, m2, count) state puts mean and m2 where hi and lo go and the count in a third array
-(strategies/welford.py); the schedules branch on WELFORD at compile time where its update differs.
+(strategies/welford.py); the stable exponential sum's (s, m) puts s in hi and the running maximum m in
+the third array (strategies/stable_exp.py). The schedules branch on WELFORD / STABLE_EXP at compile
+time where their updates differ.
 """
 import triton
 import triton.language as tl
@@ -16,11 +18,13 @@ import triton.language as tl
 from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
 from .welford import welford_combine, welford_lane_counts, welford_update
+from .stable_exp import stable_exp_combine, stable_exp_update
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
 COMPENSATED = 1
 WELFORD = 2
+STABLE_EXP = 3
 
 
 @triton.jit
@@ -53,5 +57,6 @@ def state_finalize(hi, lo, STRATEGY: tl.constexpr):
 
 __all__ = [
     "PLAIN", "COMPENSATED", "WELFORD", "state_update", "state_combine", "state_finalize", "two_sum",
-    "welford_update", "welford_combine", "welford_lane_counts",
+    "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
+    "stable_exp_combine",
 ]

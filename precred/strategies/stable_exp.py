@@ -1,0 +1,48 @@
+"""The stable exponential sum (logsumexp's strategy): state (s, m) with m the running maximum and
+s = sum exp(x_i - m), updated and merged online so the data is read once.
+
+Placement in the schedules' (hi, lo, cnt) state: hi = s, cnt = m; lo is unused (passed through).
+
+One exponential per element and per merge: exp(-|a - b|) is either the new term (the element is not
+above the maximum) or the factor that rescales the old sum (it is). Special values, without branches:
+* a gap of two equal maxima is 0, not inf - inf: all -inf rows keep m = -inf (s counts their
+  elements, harmlessly: the result is -inf + log(s) = -inf, and any finite element later scales that
+  count by exp(-inf) = 0); two +inf give s + 1 with m = +inf, so the result is +inf, as torch;
+* a NaN element is never above m (comparisons are false) and makes s NaN for good, so the result is
+  NaN, as torch. m itself is never NaN.
+Masked lanes load -inf, which by the first rule changes nothing that matters.
+
+Both the update and the merge are symmetric where it matters: the merge of (sa, ma) and (sb, mb)
+computes the same bits in either order (the larger maximum's sum plus the other's rescaled; equal
+maxima add sa + sb, which commutes), as the fixed lane tree requires (schedules/tree.py).
+Error bound: precred.bounds.logsumexp_error_bound.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def exp_of_gap(a, b):
+    """exp(-|a - b|); exactly 1 when a == b (both -inf, or both +inf, included)."""
+    gap = tl.where(a == b, 0.0, tl.abs(a - b))
+    return tl.exp(-gap)
+
+
+@triton.jit
+def stable_exp_update(s, m, x):
+    """Fold element x into (s, m)."""
+    e = exp_of_gap(x, m)
+    above = x > m
+    s = tl.where(above, s * e + 1.0, s + e)
+    m = tl.where(above, x, m)
+    return s, m
+
+
+@triton.jit
+def stable_exp_combine(s_a, lo_a, m_a, s_b, lo_b, m_b):
+    """Merge two states (lo is unused and passed through); (0, -inf) is the identity."""
+    e = exp_of_gap(m_a, m_b)
+    a_on_top = m_a >= m_b
+    s = tl.where(a_on_top, s_a + s_b * e, s_b + s_a * e)
+    m = tl.where(a_on_top, m_a, m_b)
+    return s, lo_a, m
