@@ -41,7 +41,7 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         else:
             sig[name] = "i64" if name.startswith("stride") or name in ("chunk_len", "red_len") else "i32"
     consts = dict(STRATEGY=strategy, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32,
-                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy != 2, USES_LO=strategy != 0,
+                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy in (0, 1), USES_LO=strategy in (1, 2),
                   TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2, **blocks)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
     compiled = triton.compile(src, target=TARGET, options={"num_warps": 8})
@@ -49,6 +49,10 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         # The standard deviation must be the correctly rounded fp64 square root, not sqrt.approx.
         ptx = compiled.asm["ptx"]
         assert "sqrt.rn.f64" in ptx and "sqrt.approx" not in ptx, "std's sqrt is not sqrt.rn.f64"
+    if strategy == 3 and acc == "fp64":
+        # The fp64 mode's bound assumes libdevice's fp64 exp and log, not an fp32 approximation.
+        ptx = compiled.asm["ptx"]
+        assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "fp64 logsumexp uses an approximate exp"
 
 
 def main():
@@ -59,8 +63,8 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1, 2], [(False, False), (False, True), (True, False)]):
-        if strategy == 2 and blocks.get("TILE_COUNTER"):
+            [0, 1, 2, 3], [(False, False), (False, True), (True, False)]):
+        if strategy >= 2 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
         started = time.time()
         compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state)

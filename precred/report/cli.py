@@ -29,7 +29,7 @@ from pathlib import Path
 DEFAULTS = {   # per device: sizes that finish in under a minute on 2 CPU cores under the interpreter
     "cpu": dict(ops="sum,var", lengths="64,256,1024", rows=8, families="normal,uniform,offset:1e4,wide",
                 conds="1e2,1e6,1e10,1e14", cond_n=256),
-    "cuda": dict(ops="sum,var", lengths=",".join(str(4**k) for k in range(5, 13)), rows=64,
+    "cuda": dict(ops="sum,var,logsumexp", lengths=",".join(str(4**k) for k in range(5, 13)), rows=64,
                  families="normal,uniform,offset:1e4,wide", conds="1e2,1e4,1e6,1e8,1e10,1e12,1e14,1e16,1e20",
                  cond_n=16384),
 }
@@ -46,7 +46,8 @@ def parse_args(argv):
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cpu (default: the kernels run in Triton's interpreter) or cuda")
-    ap.add_argument("--ops", help="comma-separated: sum, mean, var, std (default sum,var)")
+    ap.add_argument("--ops", help="comma-separated: sum, mean, var, std, logsumexp (default sum,var; cuda "
+                                  "adds logsumexp)")
     ap.add_argument("--dtypes", help="comma-separated: float32, bfloat16, float16, float64 (default float32, "
                                      "or the --input tensor's dtype)")
     ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^24)")

@@ -12,11 +12,13 @@ from typing import Callable
 
 import torch
 
-from ..bounds import error_bound, moments_error_bound
+from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound
 from ..launch import plan_for
-from ..modes import MODES, VAR_MODES
-from ..ops import mean as precred_mean, std as precred_std, sum as precred_sum, var as precred_var
+from ..modes import EXP_MODES, MODES, VAR_MODES
+from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, std as precred_std, sum as precred_sum
+from ..ops import var as precred_var
 from validation.moments import exact_sqrt, reference_moments
+from validation.stable_exp import reference_logsumexp
 from validation.oracle import exact_abs_sum, exact_sum
 
 # Variance and standard deviation are reported with torch's default correction (Bessel's, n - 1).
@@ -110,6 +112,18 @@ def _moments_bound(op: str):
     return bound
 
 
+# -------------------------------------------------------------------------------------------- logsumexp
+def _logsumexp_truths(x: torch.Tensor) -> list[RowTruth]:
+    rows, _, _ = reference_logsumexp(x, -1)
+    # Rows with inf / NaN have no finite exact value: skipped (counted) like an undefined variance.
+    return [RowTruth(r.lse, abs(r.lse) if r.lse is not None else Fraction(0), r) for r in rows]
+
+
+def _logsumexp_bound(mode, truth, n, dtype, depth):
+    r = truth.facts
+    return logsumexp_error_bound(mode, r.n, r.s, r.t, float(r.lse), dtype, depth=depth) + r.exact_to
+
+
 OPS: dict[str, ReportOp] = {
     "sum": ReportOp("sum", tuple(MODES), "kahan", lambda x, m: precred_sum(x, dim=-1, mode=m),
                     lambda x: torch.sum(x, dim=-1), lambda x: _sum_truths(x, False), _sum_bound("sum"),
@@ -123,5 +137,9 @@ OPS: dict[str, ReportOp] = {
     "std": ReportOp("std", tuple(VAR_MODES), "fp64", lambda x, m: precred_std(x, dim=-1, mode=m),
                     lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
                     VAR_MODES, False, "the exact standard deviation"),
+    "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), "fp64",
+                          lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
+                          _logsumexp_truths, _logsumexp_bound, EXP_MODES, False,
+                          "|logsumexp| (the error is relative)"),
 }
 

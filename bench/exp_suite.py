@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""logsumexp on the GPU: torch.logsumexp, precred.logsumexp (every mode in precred.EXP_MODES) and
+FlagGems' (where it has one), on DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
+
+    python3 bench/exp_suite.py --out DIR [--no-gems] [--only REGEX]
+
+Each result is checked against torch.logsumexp of an fp64 copy (worst error in ulps of the output at
+the worst row, printed) before it is timed. GB/s = (input + output bytes) / median do_bench time (L2
+flushed), as bench/gpu_suite.py; the copy ceiling is measured in the same run. Writes DIR/exp_bench.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for _path in (REPO, REPO / "bench"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+from gpu_suite import SHAPES_2D, bench_ms, gbps, log, measure_copy  # noqa: E402
+from report_versions import versions  # noqa: E402
+
+
+def label(shape, dim, dtype) -> str:
+    return f"{'x'.join(map(str, shape))} d{dim} {'f32' if dtype == 'float32' else 'bf16'}"
+
+
+def run_case(fn, x, ref, torch_ms) -> dict:
+    import torch
+    rec = {}
+    try:
+        out = fn()
+        torch.cuda.synchronize()
+        ulp = torch.finfo(x.dtype).eps * ref.abs().clamp_min(torch.finfo(x.dtype).tiny)
+        rec["worst_ulps"] = ((out.double() - ref).abs() / ulp).max().item()
+        rec["ok"] = "ok" if rec["worst_ulps"] <= 64 else "WRONG"    # a garbage catch, not the accuracy test
+        out_bytes = out.numel() * out.element_size()
+        del out
+        ms = bench_ms(fn)
+        rec.update(median_ms=ms, gbps=gbps(x.numel() * x.element_size() + out_bytes, ms),
+                   ratio_to_torch=(torch_ms / ms) if torch_ms else 1.0)
+    except Exception as e:
+        rec.update(ok="ERROR", note=f"{type(e).__name__}: {e}"[:300], median_ms=None, gbps=None)
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--no-gems", action="store_true")
+    ap.add_argument("--only", default=None, help="regex on case labels")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    import precred
+    modes = list(precred.EXP_MODES)
+    report = {"device": torch.cuda.get_device_name(0), "versions": versions(), "modes": modes,
+              "protocol": "GB/s = (input + output bytes) / median do_bench time (L2 flushed)", "records": []}
+    start = time.monotonic()
+    report["copy"] = measure_copy()
+    cases = [(s, d, t) for t in ("float32", "bfloat16") for d in (-1, 0) for s in SHAPES_2D]
+    if args.only:
+        cases = [c for c in cases if re.search(args.only, label(*c))]
+    keep = {}
+    for shape, dim, dtype in cases:
+        g = torch.Generator(device="cuda").manual_seed(5)
+        x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
+        ref = torch.logsumexp(x.double(), dim)
+        t = run_case(lambda: torch.logsumexp(x, dim), x, ref, None)
+        recs = [dict(t, impl="torch", mode=None)]
+        line = [f"[lse] {label(shape, dim, dtype):<22} torch {t['gbps'] or 0:.0f} ({t.get('worst_ulps', 0):.2g} ulp)"]
+        for m in modes:
+            r = run_case(lambda m=m: precred.logsumexp(x, dim, mode=m), x, ref, t["median_ms"])
+            recs.append(dict(r, impl="precred", mode=m))
+            line.append(f"{m} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x, "
+                        f"{r.get('worst_ulps', 0):.2g} ulp)" + ("" if r["ok"] == "ok" else f" {r['ok']} {r.get('note', '')}"))
+        for r in recs:
+            r.update(case=label(shape, dim, dtype), shape=list(shape), dim=dim, dtype=dtype,
+                     in_bytes=x.numel() * x.element_size())
+        report["records"] += recs
+        keep[label(shape, dim, dtype)] = t["median_ms"]
+        log("  ".join(line))
+        del x, ref
+    if not args.no_gems:
+        try:
+            import flag_gems
+            flag_gems.enable()
+            for shape, dim, dtype in cases:
+                g = torch.Generator(device="cuda").manual_seed(5)
+                x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
+                ref = torch.logsumexp(x.double(), dim)
+                r = run_case(lambda: torch.logsumexp(x, dim), x, ref, keep[label(shape, dim, dtype)])
+                r.update(impl="flaggems", mode=None, case=label(shape, dim, dtype), shape=list(shape), dim=dim,
+                         dtype=dtype, in_bytes=x.numel() * x.element_size())
+                report["records"].append(r)
+                log(f"[gems] {r['case']:<22} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}")
+        except Exception as e:
+            log(f"[gems] unavailable: {type(e).__name__}: {e}"[:300])
+    report["seconds"] = round(time.monotonic() - start, 1)
+    (args.out / "exp_bench.json").write_text(json.dumps(report, indent=1, default=str))
+    log(f"[done] {report['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
