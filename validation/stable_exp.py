@@ -23,7 +23,7 @@ from .oracle import _exact_row_sums, _reduced_rows
 __all__ = ["RowLogSumExp", "reference_logsumexp", "WORK_BITS", "MPMATH_MAX_N"]
 
 WORK_BITS = 160
-MPMATH_MAX_N = 1 << 14
+MPMATH_MAX_N = 1 << 12
 
 
 @dataclass(frozen=True)
