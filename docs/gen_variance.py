@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from page_cli import page_main, render_page  # docs/page_cli.py: the scripts run from docs/
+from page_cli import page_main, render_page, speed_goal_lines  # docs/page_cli.py: the scripts run from docs/
 
 
 def _cell(r) -> str:
@@ -56,23 +56,7 @@ def section(report: dict, path: str) -> list[str]:
             lines.append("")
     # Issue 3's var_mean goals.
     lines += ["### Goals (issue 3, var_mean)", ""]
-    ratios = [(r["case"], r["mode"], r["ratio_to_torch"]) for r in recs
-              if r["impl"] == "precred" and r.get("ratio_to_torch")]
-    for m in modes:
-        mine = [(c, v) for c, mm, v in ratios if mm == m]
-        miss = [(c, v) for c, v in mine if v < 1.0]
-        worst = min(mine, key=lambda cv: cv[1]) if mine else None
-        lines.append(f"- `{m}` ≥ 1.0× torch.var_mean everywhere: {'PASS' if not miss else 'FAIL'} — "
-                     f"{len(miss)}/{len(mine)} miss" + (f", worst {worst[1]:.2f}× ({worst[0]})" if worst else ""))
-    ceiling = copy.get("gbps")
-    if ceiling:
-        for m in modes:
-            big = [(r["case"], r["gbps"] / ceiling) for r in recs if r["impl"] == "precred" and r["mode"] == m
-                   and r.get("gbps") and r["in_bytes"] >= 64 * 2**20]
-            miss = [cv for cv in big if cv[1] < 0.85]
-            worst = min(big, key=lambda cv: cv[1]) if big else None
-            lines.append(f"- `{m}` ≥ 85% of copy on inputs ≥ 64 MiB: {'PASS' if not miss else 'FAIL'} — "
-                         f"{len(miss)}/{len(big)} miss" + (f", worst {worst[1]:.2f} ({worst[0]})" if worst else ""))
+    lines += speed_goal_lines(recs, modes, copy.get("gbps"), "torch.var_mean", 1.0)
     acc = report.get("offset_accuracy") or {}
     if acc:
         lines += ["", "### Accuracy at a mean offset of 1e3 (fp32, 64 rows of n = 8192, spread 1)", "",

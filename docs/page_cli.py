@@ -28,3 +28,28 @@ def page_main(render, description: str, json_help: str, argv=None) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def speed_goal_lines(recs: list[dict], modes: list[str], copy_gbps, versus: str, min_ratio: float,
+                     big_bytes: int = 64 * 2**20, copy_fraction: float = 0.85) -> list[str]:
+    """PASS/FAIL lines of two speed goals per precred mode: ratio to torch >= min_ratio on every case,
+    and >= copy_fraction of the copy GB/s on inputs of at least big_bytes."""
+    lines = []
+    ratios = [(r["case"], r["mode"], r["ratio_to_torch"]) for r in recs
+              if r["impl"] == "precred" and r.get("ratio_to_torch")]
+    for m in modes:
+        mine = [(c, v) for c, mm, v in ratios if mm == m]
+        miss = [(c, v) for c, v in mine if v < min_ratio]
+        worst = min(mine, key=lambda cv: cv[1]) if mine else None
+        lines.append(f"- `{m}` ≥ {min_ratio:.1f}× {versus} everywhere: {'PASS' if not miss else 'FAIL'} — "
+                     f"{len(miss)}/{len(mine)} miss" + (f", worst {worst[1]:.2f}× ({worst[0]})" if worst else ""))
+    if copy_gbps:
+        for m in modes:
+            big = [(r["case"], r["gbps"] / copy_gbps) for r in recs if r["impl"] == "precred" and r["mode"] == m
+                   and r.get("gbps") and r["in_bytes"] >= big_bytes]
+            miss = [cv for cv in big if cv[1] < copy_fraction]
+            worst = min(big, key=lambda cv: cv[1]) if big else None
+            lines.append(f"- `{m}` ≥ {100 * copy_fraction:.0f}% of copy on inputs ≥ {big_bytes // 2**20} MiB: "
+                         f"{'PASS' if not miss else 'FAIL'} — {len(miss)}/{len(big)} miss"
+                         + (f", worst {worst[1]:.2f} ({worst[0]})" if worst else ""))
+    return lines
