@@ -10,7 +10,6 @@ flushed), as bench/gpu_suite.py; the copy ceiling is measured in the same run. W
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -21,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 for _path in (REPO, REPO / "bench"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-from gpu_suite import SHAPES_2D, bench_ms, gbps, log, measure_copy  # noqa: E402
+from gpu_suite import SHAPES_2D, checked_timing, log, measure_copy, suite_args  # noqa: E402
 from report_versions import versions  # noqa: E402
 
 
@@ -31,30 +30,16 @@ def label(shape, dim, dtype) -> str:
 
 def run_case(fn, x, ref, torch_ms) -> dict:
     import torch
-    rec = {}
-    try:
-        out = fn()
-        torch.cuda.synchronize()
+
+    def check(out):
         ulp = torch.finfo(x.dtype).eps * ref.abs().clamp_min(torch.finfo(x.dtype).tiny)
-        rec["worst_ulps"] = ((out.double() - ref).abs() / ulp).max().item()
-        rec["ok"] = "ok" if rec["worst_ulps"] <= 64 else "WRONG"    # a garbage catch, not the accuracy test
-        out_bytes = out.numel() * out.element_size()
-        del out
-        ms = bench_ms(fn)
-        rec.update(median_ms=ms, gbps=gbps(x.numel() * x.element_size() + out_bytes, ms),
-                   ratio_to_torch=(torch_ms / ms) if torch_ms else 1.0)
-    except Exception as e:
-        rec.update(ok="ERROR", note=f"{type(e).__name__}: {e}"[:300], median_ms=None, gbps=None)
-    return rec
+        worst = ((out.double() - ref).abs() / ulp).max().item()
+        return {"worst_ulps": worst}, worst <= 64, out.numel() * out.element_size()
+    return checked_timing(fn, check, x.numel() * x.element_size(), torch_ms)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--no-gems", action="store_true")
-    ap.add_argument("--only", default=None, help="regex on case labels")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = suite_args(__doc__.split("\n")[0], argv)
 
     import torch
     import precred
@@ -78,7 +63,8 @@ def main(argv=None) -> int:
             r = run_case(lambda m=m: precred.logsumexp(x, dim, mode=m), x, ref, t["median_ms"])
             recs.append(dict(r, impl="precred", mode=m))
             line.append(f"{m} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x, "
-                        f"{r.get('worst_ulps', 0):.2g} ulp)" + ("" if r["ok"] == "ok" else f" {r['ok']} {r.get('note', '')}"))
+                        f"{r.get('worst_ulps', 0):.2g} ulp)"
+                        + ("" if r["ok"] == "ok" else f" {r['ok']} {r.get('note', '')}"))
         for r in recs:
             r.update(case=label(shape, dim, dtype), shape=list(shape), dim=dim, dtype=dtype,
                      in_bytes=x.numel() * x.element_size())

@@ -164,6 +164,37 @@ def gbps(nbytes: int, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
 
 
+def checked_timing(fn, check, in_bytes: int, torch_ms) -> dict:
+    """Run fn once and check its result -- check(result) -> (error fields, ok, output bytes); a garbage
+    catch, not the accuracy test -- then time it: median ms, GB/s of in_bytes + output bytes, ratio to
+    torch_ms. A failure is recorded (ok = ERROR), never raised, so one case cannot hide the others."""
+    import torch
+    rec = {}
+    try:
+        result = fn()
+        torch.cuda.synchronize()
+        fields, ok, out_bytes = check(result)
+        rec.update(fields, ok="ok" if ok else "WRONG")
+        del result
+        ms = bench_ms(fn)
+        rec.update(median_ms=ms, gbps=gbps(in_bytes + out_bytes, ms),
+                   ratio_to_torch=(torch_ms / ms) if torch_ms else 1.0)
+    except Exception as e:
+        rec.update(ok="ERROR", note=f"{type(e).__name__}: {e}"[:300], median_ms=None, gbps=None)
+    return rec
+
+
+def suite_args(description: str, argv):
+    """The op suites' command line: --out DIR (created), --no-gems, --only REGEX."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--no-gems", action="store_true")
+    ap.add_argument("--only", default=None, help="regex on case labels")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
 def measure_copy() -> dict:
     import torch
     n = 2**28  # 1 GiB of fp32

@@ -12,7 +12,6 @@ Bandwidth: GB/s = (input bytes + 2 outputs) / median do_bench time (L2 flushed),
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -24,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 for _path in (REPO, REPO / "bench"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-from gpu_suite import bench_ms, gbps, log, measure_copy  # noqa: E402
+from gpu_suite import checked_timing, log, measure_copy, suite_args  # noqa: E402
 from report_versions import versions  # noqa: E402
 
 SHAPES = [(4096, 4096), (8192, 8192), (65536, 1024), (262144, 256), (1024, 65536), (16, 262144)]
@@ -55,23 +54,12 @@ def input_for(inputs: dict, shape, dtype: str):
 
 
 def run_case(impl, mode, fn, x, ref, torch_ms, eps) -> dict:
-    import torch
-    rec = {"impl": impl, "mode": mode}
-    try:
-        var, mean = fn()
-        torch.cuda.synchronize()
+    def check(result):
+        var, mean = result
         rel_var, rel_mean = worst_relative_error(var, mean, ref)
-        # A garbage catch only (accuracy is asserted by the test suite against the exact oracle).
-        rec["ok"] = "ok" if rel_var <= 64 * eps and rel_mean <= 64 * eps else "WRONG"
-        rec["rel_err_var_ulps"], rec["rel_err_mean_ulps"] = rel_var / eps, rel_mean / eps
-        out_bytes = 2 * var.numel() * var.element_size()
-        del var, mean
-        ms = bench_ms(fn)
-        rec.update(median_ms=ms, gbps=gbps(x.numel() * x.element_size() + out_bytes, ms),
-                   ratio_to_torch=(torch_ms / ms) if torch_ms else 1.0)
-    except Exception as e:
-        rec.update(ok="ERROR", note=f"{type(e).__name__}: {e}"[:300], median_ms=None, gbps=None)
-    return rec
+        return ({"rel_err_var_ulps": rel_var / eps, "rel_err_mean_ulps": rel_mean / eps},
+                rel_var <= 64 * eps and rel_mean <= 64 * eps, 2 * var.numel() * var.element_size())
+    return dict(checked_timing(fn, check, x.numel() * x.element_size(), torch_ms), impl=impl, mode=mode)
 
 
 def offset_accuracy(with_precred=True, dtype_name="float32", n=8192, offset=1e3) -> dict:
@@ -92,12 +80,7 @@ def offset_accuracy(with_precred=True, dtype_name="float32", n=8192, offset=1e3)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--no-gems", action="store_true")
-    ap.add_argument("--only", default=None, help="regex on case labels")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = suite_args(__doc__.split("\n")[0], argv)
 
     import torch
     import precred

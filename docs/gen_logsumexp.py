@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from page_cli import page_main, render_page, speed_goal_lines  # docs/page_cli.py: run from docs/
+from page_cli import dtype_dim_tables, page_main, render_page, speed_goal_lines  # docs/page_cli.py: run from docs/
 
 
 def _cell(r) -> str:
@@ -33,23 +33,12 @@ def section(report: dict, path: str) -> list[str]:
              f"Copy ceiling (1 GiB device-to-device, read + write): {copy.get('gbps', 0):.0f} GB/s. "
              f"{report['protocol']}. Cells: GB/s (ratio to torch.logsumexp); ulp = worst error over the "
              "rows in ulps of the output, against torch.logsumexp of an fp64 copy (\"wrong\": beyond 64).", ""]
-    cases = list(dict.fromkeys(r["case"] for r in recs))
-    for dtype in ("float32", "bfloat16"):
-        for dim in (-1, 0):
-            rows = [c for c in cases if any(r["case"] == c and r["dtype"] == dtype and r["dim"] == dim for r in recs)]
-            if not rows:
-                continue
-            lines += [f"### {dtype}, dim={dim}", "",
-                      "| shape | " + " | ".join(names) + " | " + " | ".join(f"ulp {n}" for n in names) + " |",
-                      "|---" * (1 + 2 * len(names)) + "|"]
-            for c in rows:
-                by = {(r["impl"], r["mode"]): r for r in recs if r["case"] == c}
-                t = by.get(("torch", None))
-                cells = [f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"]
-                cells += [_cell(by.get(k)) for k in impls[1:]] + [_ulps(by.get(k)) for k in impls]
-                shape = "(" + ", ".join(map(str, t["shape"])) + ")" if t else c
-                lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-            lines.append("")
+
+    def cells(by):
+        t = by.get(("torch", None))
+        return ([f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"] + [_cell(by.get(k)) for k in impls[1:]]
+                + [_ulps(by.get(k)) for k in impls])
+    lines += dtype_dim_tables(recs, names + [f"ulp {n}" for n in names], cells)
     lines += ["### Goals (issue 4, logsumexp)", ""]
     lines += speed_goal_lines(recs, modes, copy.get("gbps"), "torch.logsumexp", 5.0)
     return lines + [""]

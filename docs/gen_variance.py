@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from page_cli import page_main, render_page, speed_goal_lines  # docs/page_cli.py: the scripts run from docs/
+from page_cli import dtype_dim_tables, page_main, render_page, speed_goal_lines  # docs/page_cli.py: the scripts run from docs/
 
 
 def _cell(r) -> str:
@@ -35,25 +35,15 @@ def section(report: dict, path: str) -> list[str]:
              f"{report['protocol']}. Cells: GB/s (ratio to torch.var_mean); "
              "err = worst relative error of the variance over the rows, in units of u of the input dtype, "
              "against torch.var_mean in fp64 (\"wrong\": beyond 64 u).", ""]
-    cases = list(dict.fromkeys(r["case"] for r in recs))
-    for dtype in ("float32", "bfloat16"):
-        for dim in (-1, 0):
-            rows = [c for c in cases if any(r["case"] == c and r["dtype"] == dtype and r["dim"] == dim for r in recs)]
-            if not rows:
-                continue
-            lines += [f"### {dtype}, dim={dim}", "",
-                      "| shape | torch | " + " | ".join(f"precred {m}" for m in modes) + " | FlagGems | err torch | "
-                      + " | ".join(f"err {m}" for m in modes) + " | err FlagGems |",
-                      "|---" * (5 + 2 * len(modes)) + "|"]
-            for c in rows:
-                by = {(r["impl"], r["mode"]): r for r in recs if r["case"] == c}
-                t = by.get(("torch", None))
-                cells = [f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"]
-                cells += [_cell(by.get(("precred", m))) for m in modes] + [_cell(by.get(("flaggems", None)))]
-                cells += [_err(t)] + [_err(by.get(("precred", m))) for m in modes] + [_err(by.get(("flaggems", None)))]
-                shape = "(" + ", ".join(map(str, t["shape"])) + ")" if t else c
-                lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-            lines.append("")
+    impls = [("precred", m) for m in modes] + [("flaggems", None)]
+
+    def cells(by):
+        t = by.get(("torch", None))
+        return ([f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"] + [_cell(by.get(k)) for k in impls]
+                + [_err(t)] + [_err(by.get(k)) for k in impls])
+    columns = (["torch"] + [f"precred {m}" for m in modes] + ["FlagGems", "err torch"]
+               + [f"err {m}" for m in modes] + ["err FlagGems"])
+    lines += dtype_dim_tables(recs, columns, cells)
     # Issue 3's var_mean goals.
     lines += ["### Goals (issue 3, var_mean)", ""]
     lines += speed_goal_lines(recs, modes, copy.get("gbps"), "torch.var_mean", 1.0)

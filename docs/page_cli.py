@@ -53,3 +53,23 @@ def speed_goal_lines(recs: list[dict], modes: list[str], copy_gbps, versus: str,
                          f"{'PASS' if not miss else 'FAIL'} — {len(miss)}/{len(big)} miss"
                          + (f", worst {worst[1]:.2f} ({worst[0]})" if worst else ""))
     return lines
+
+
+def dtype_dim_tables(recs: list[dict], columns: list[str], cells) -> list[str]:
+    """One markdown table per (dtype, dim) of the records: a 'shape' column, then `columns`;
+    cells(by) -> the row's cells, `by` mapping (impl, mode) to that case's record."""
+    lines = []
+    cases = list(dict.fromkeys(r["case"] for r in recs))
+    for dtype in ("float32", "bfloat16"):
+        for dim in (-1, 0):
+            rows = [c for c in cases if any(r["case"] == c and r["dtype"] == dtype and r["dim"] == dim for r in recs)]
+            if not rows:
+                continue
+            lines += [f"### {dtype}, dim={dim}", "", "| shape | " + " | ".join(columns) + " |",
+                      "|---" * (1 + len(columns)) + "|"]
+            for c in rows:
+                by = {(r["impl"], r["mode"]): r for r in recs if r["case"] == c}
+                shape = "(" + ", ".join(map(str, next(iter(by.values()))["shape"])) + ")"
+                lines.append(f"| {shape} | " + " | ".join(cells(by)) + " |")
+            lines.append("")
+    return lines

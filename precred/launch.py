@@ -20,8 +20,8 @@ from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
-# First-pass tile (elements) of Welford's outer passes (bench/sweep_var.py), and of the stable-exp
-# passes over many outputs (bench/sweep_exp.py).
+# First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var), and of the stable-exp
+# passes over many outputs (bench/sweep_state.py logsumexp).
 WELFORD_OUTER_TILE = 1024
 STABLE_EXP_TILE = 1024
 STABLE_EXP_TILE_MIN_OUTPUTS = 1024
@@ -59,12 +59,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
-        # in both accumulators (bench/sweep_var.py, bench/var_suite.py, H100: 8192x8192 dim 0 1.2-2.2x
+        # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
         options.update(heavy_state=False, tile_elements=WELFORD_OUTER_TILE)
     if mode.strategy == STABLE_EXP and view.red >= OUTER_REGISTERS_MIN_RED:
-        # logsumexp (bench/sweep_exp.py, H100): full tiles and warps (its state is two arrays, no
-        # compensation), and 1024-element tiles where there are many outputs -- except fp32 over a
+        # logsumexp (bench/sweep_state.py logsumexp, H100): full tiles and warps (its state is two
+        # arrays, no compensation), and 1024-element tiles where there are many outputs -- except fp32 over a
         # strided axis, which measured as fast or faster with the default tile (8192^2 dim 0 bf16:
         # 1192 vs 764 GB/s). 65536x1024 fp64 went 760 -> 1315 GB/s, 8192^2 dim 0 fp64 602 -> 1536.
         options.update(heavy_state=False)
