@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""logsumexp on the GPU: torch.logsumexp, precred.logsumexp (every mode in precred.EXP_MODES) and
-FlagGems' (where it has one), on DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
+"""logsumexp, softmax and log_softmax on the GPU: torch's, precred's (every mode in precred.EXP_MODES)
+and FlagGems' (where it has one), on DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
 
-    python3 bench/exp_suite.py --out DIR [--no-gems] [--only REGEX]
+    python3 bench/exp_suite.py --out DIR [--ops logsumexp,softmax,log_softmax] [--no-gems] [--only REGEX]
 
-Each result is checked against torch.logsumexp of an fp64 copy (worst error in ulps of the output at
-the worst row, printed) before it is timed. GB/s = (input + output bytes) / median do_bench time (L2
-flushed), as bench/gpu_suite.py; the copy ceiling is measured in the same run. Writes DIR/exp_bench.json.
+Each result is checked against torch's op on an fp64 copy (worst error in ulps of the output, relative
+to max(|reference|, the dtype's tiny); printed) before it is timed. GB/s = (input + output bytes) /
+median do_bench time (L2 flushed), as bench/gpu_suite.py; the copy ceiling is measured in the same run.
+Writes DIR/exp_bench.json (cases labelled with the op).
 """
 from __future__ import annotations
 
@@ -24,22 +25,32 @@ from gpu_suite import SHAPES_2D, checked_timing, log, measure_copy, suite_args  
 from report_versions import versions  # noqa: E402
 
 
-def label(shape, dim, dtype) -> str:
-    return f"{'x'.join(map(str, shape))} d{dim} {'f32' if dtype == 'float32' else 'bf16'}"
+def label(op, shape, dim, dtype) -> str:
+    return f"{op} {'x'.join(map(str, shape))} d{dim} {'f32' if dtype == 'float32' else 'bf16'}"
+
+
+def ops():
+    import torch
+    import precred
+    return {"logsumexp": (torch.logsumexp, precred.logsumexp), "softmax": (torch.softmax, precred.softmax),
+            "log_softmax": (torch.log_softmax, precred.log_softmax)}
 
 
 def run_case(fn, x, ref, torch_ms) -> dict:
     import torch
 
     def check(out):
-        ulp = torch.finfo(x.dtype).eps * ref.abs().clamp_min(torch.finfo(x.dtype).tiny)
+        # ulps of the reference; softmax values below eps count in units of eps^2 (a garbage catch)
+        eps = torch.finfo(x.dtype).eps
+        ulp = eps * ref.abs().clamp_min(eps)
         worst = ((out.double() - ref).abs() / ulp).max().item()
         return {"worst_ulps": worst}, worst <= 64, out.numel() * out.element_size()
     return checked_timing(fn, check, x.numel() * x.element_size(), torch_ms)
 
 
 def main(argv=None) -> int:
-    args = suite_args(__doc__.split("\n")[0], argv)
+    args = suite_args(__doc__.split("\n")[0], argv, extra=lambda ap: ap.add_argument(
+        "--ops", default="logsumexp,softmax,log_softmax", help="comma-separated"))
 
     import torch
     import precred
@@ -48,43 +59,48 @@ def main(argv=None) -> int:
               "protocol": "GB/s = (input + output bytes) / median do_bench time (L2 flushed)", "records": []}
     start = time.monotonic()
     report["copy"] = measure_copy()
-    cases = [(s, d, t) for t in ("float32", "bfloat16") for d in (-1, 0) for s in SHAPES_2D]
+    cases = [(op, s, d, t) for op in args.ops.split(",") for t in ("float32", "bfloat16") for d in (-1, 0)
+             for s in SHAPES_2D]
     if args.only:
         cases = [c for c in cases if re.search(args.only, label(*c))]
     keep = {}
-    for shape, dim, dtype in cases:
+    fns = ops()
+    for op, shape, dim, dtype in cases:
+        torch_fn, precred_fn = fns[op]
         g = torch.Generator(device="cuda").manual_seed(5)
         x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
-        ref = torch.logsumexp(x.double(), dim)
-        t = run_case(lambda: torch.logsumexp(x, dim), x, ref, None)
+        ref = torch_fn(x.double(), dim)
+        t = run_case(lambda: torch_fn(x, dim), x, ref, None)
         recs = [dict(t, impl="torch", mode=None)]
-        line = [f"[lse] {label(shape, dim, dtype):<22} torch {t['gbps'] or 0:.0f} ({t.get('worst_ulps', 0):.2g} ulp)"]
+        line = [f"[exp] {label(op, shape, dim, dtype):<34} torch {t['gbps'] or 0:.0f} "
+                f"({t.get('worst_ulps', 0):.2g} ulp)"]
         for m in modes:
-            r = run_case(lambda m=m: precred.logsumexp(x, dim, mode=m), x, ref, t["median_ms"])
+            r = run_case(lambda m=m: precred_fn(x, dim, mode=m), x, ref, t["median_ms"])
             recs.append(dict(r, impl="precred", mode=m))
             line.append(f"{m} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x, "
                         f"{r.get('worst_ulps', 0):.2g} ulp)"
                         + ("" if r["ok"] == "ok" else f" {r['ok']} {r.get('note', '')}"))
         for r in recs:
-            r.update(case=label(shape, dim, dtype), shape=list(shape), dim=dim, dtype=dtype,
+            r.update(case=label(op, shape, dim, dtype), op=op, shape=list(shape), dim=dim, dtype=dtype,
                      in_bytes=x.numel() * x.element_size())
         report["records"] += recs
-        keep[label(shape, dim, dtype)] = t["median_ms"]
+        keep[label(op, shape, dim, dtype)] = t["median_ms"]
         log("  ".join(line))
         del x, ref
     if not args.no_gems:
         try:
             import flag_gems
             flag_gems.enable()
-            for shape, dim, dtype in cases:
+            for op, shape, dim, dtype in cases:
+                torch_fn = fns[op][0]
                 g = torch.Generator(device="cuda").manual_seed(5)
                 x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
-                ref = torch.logsumexp(x.double(), dim)
-                r = run_case(lambda: torch.logsumexp(x, dim), x, ref, keep[label(shape, dim, dtype)])
-                r.update(impl="flaggems", mode=None, case=label(shape, dim, dtype), shape=list(shape), dim=dim,
-                         dtype=dtype, in_bytes=x.numel() * x.element_size())
+                ref = torch_fn(x.double(), dim)
+                r = run_case(lambda: torch_fn(x, dim), x, ref, keep[label(op, shape, dim, dtype)])
+                r.update(impl="flaggems", mode=None, op=op, case=label(op, shape, dim, dtype), shape=list(shape),
+                         dim=dim, dtype=dtype, in_bytes=x.numel() * x.element_size())
                 report["records"].append(r)
-                log(f"[gems] {r['case']:<22} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}")
+                log(f"[gems] {r['case']:<34} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}")
         except Exception as e:
             log(f"[gems] unavailable: {type(e).__name__}: {e}"[:300])
     report["seconds"] = round(time.monotonic() - start, 1)

@@ -184,9 +184,11 @@ def checked_timing(fn, check, in_bytes: int, torch_ms) -> dict:
     return rec
 
 
-def suite_args(description: str, argv):
-    """The op suites' command line: --out DIR (created), --no-gems, --only REGEX."""
+def suite_args(description: str, argv, extra=None):
+    """The op suites' command line: --out DIR (created), --no-gems, --only REGEX, and extra(ap)'s."""
     ap = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(ap)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--no-gems", action="store_true")
     ap.add_argument("--only", default=None, help="regex on case labels")

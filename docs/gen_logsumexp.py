@@ -3,9 +3,9 @@
 
     python docs/gen_logsumexp.py RUN/exp_bench.json [--out docs/logsumexp.md]
 
-Needs only the JSON. Per run: device, versions, copy ceiling, one table per dtype x dim with GB/s and the
-ratio to torch.logsumexp for each precred mode and FlagGems, the worst error of each result in ulps of
-the output (against torch.logsumexp in fp64), and issue 4's speed goals for logsumexp.
+Needs only the JSON. Per run and op (logsumexp, softmax, log_softmax): device, versions, copy ceiling,
+one table per dtype x dim with GB/s and the ratio to torch's op for each precred mode and FlagGems, the
+worst error of each result in ulps (against torch's op in fp64), and issue 4's speed goals.
 """
 from __future__ import annotations
 
@@ -38,14 +38,21 @@ def section(report: dict, path: str) -> list[str]:
         t = by.get(("torch", None))
         return ([f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"] + [_cell(by.get(k)) for k in impls[1:]]
                 + [_ulps(by.get(k)) for k in impls])
-    lines += dtype_dim_tables(recs, names + [f"ulp {n}" for n in names], cells)
-    lines += ["### Goals (issue 4, logsumexp)", ""]
-    lines += speed_goal_lines(recs, modes, copy.get("gbps"), "torch.logsumexp", 5.0)
+    for op in dict.fromkeys(r.get("op", "logsumexp") for r in recs):
+        mine = [r for r in recs if r.get("op", "logsumexp") == op]
+        lines += [f"### {op}", ""] + [line.replace("### ", "#### ") for line in
+                                      dtype_dim_tables(mine, names + [f"ulp {n}" for n in names], cells)]
+        lines += [f"#### Goals (issue 4, {op})", ""]
+        if op == "logsumexp":
+            lines += speed_goal_lines(mine, modes, copy.get("gbps"), "torch.logsumexp", 5.0)
+        else:   # softmax / log_softmax: >= max(torch, FlagGems, Liger); torch's ratio stands for it here
+            lines += speed_goal_lines(mine, modes, None, f"torch.{op}", 1.0)
+        lines.append("")
     return lines + [""]
 
 
 def render(paths: list[str]) -> str:
-    return render_page("logsumexp performance", "docs/gen_logsumexp.py", "bench/exp_suite.py", section, paths)
+    return render_page("logsumexp, softmax, log_softmax performance", "docs/gen_logsumexp.py", "bench/exp_suite.py", section, paths)
 
 
 if __name__ == "__main__":

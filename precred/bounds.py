@@ -202,18 +202,64 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
     log(s_hat) is within rho / (1 - rho) of log(s), libdevice's log adds 2 u_64 |log s|, the sum
     m + log(s) u_64 |lse|; then the rounding to the output dtype.
     """
-    m = get_exp_mode(mode)
     out_dtype = dtype if out_dtype is None else out_dtype
-    acc = m.accumulator_dtype(dtype, out_dtype)
+    d_log = _log_sum_error(mode, n, s, t, dtype, out_dtype, depth)
+    u64 = _UNIT_ROUNDOFF[torch.float64]
+    lse = float(lse)
+    err = d_log + u64 * (abs(lse) + d_log) + _TINY_64
+    return _rounded_to_output(err, lse, out_dtype) * (1.0 + 16 * u64)
+
+
+def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
+    """The bound on |log(s_hat) - log(s)| (fp64 log included) of logsumexp_error_bound's derivation."""
+    acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     h = max(int(depth), 1)
-    s, t, lse = float(s), float(t), float(lse)
+    s, t = float(s), float(t)
     d_s = u * (((h + 1) * _EXP_ERROR_UNITS[acc] + 2 * h) * s + 3 * t) + n * (2 * h + 1) * _SMALLEST_NORMAL[acc]
     rho = d_s / s
     if rho >= 0.25:
         return math.inf
     rho /= 1 - 2 * rho
     d_log = rho / (1 - rho)
-    d_log += 2 * u64 * (math.log(s) + d_log)
-    err = d_log + u64 * (abs(lse) + d_log) + _TINY_64
-    return _rounded_to_output(err, lse, out_dtype) * (1.0 + 16 * u64)
+    return d_log + 2 * u64 * (math.log(s) + d_log)
+
+
+def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,
+                        depth: int, log: bool = False, out_dtype: torch.dtype | None = None) -> float:
+    """Upper bound on |computed - exact| of one element of precred.softmax (or log_softmax, `log`) in
+    `mode`: the element x of a finite row with maximum m, n, s, t and plan depth as in
+    logsumexp_error_bound. inf where no bound is claimed.
+
+    Derivation (u the accumulator's unit roundoff, c u one exp's relative error as there). The
+    reduction hands over m (exact) and log(s) in fp64, within L = the log-sum error of
+    logsumexp_error_bound's derivation. The normalizing pass forms (x - m) - log(s) in fp64 (two
+    roundings: u_64 (|x - m| + |shift|)) and converts it to the accumulator (u |shift|): the shift
+    x - lse is within E = L + u_64 (|x - m| + |shift|) + u |shift| (padded by (1 + 4u)).
+    log_softmax: that is the error, then the rounding to the output. softmax: exp of a value within E
+    of the shift, with the exp's own c u and, for fp32, Triton's product with log2(e) (2u |shift|):
+    relative error expm1(E + 2u |shift|) + c u (1 + that), then the rounding to the output.
+    """
+    out_dtype = dtype if out_dtype is None else out_dtype
+    acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
+    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    d_log = _log_sum_error(mode, n, s, t, dtype, out_dtype, depth)
+    if math.isinf(d_log):
+        return math.inf
+    gap = float(m) - float(x)
+    shift = -gap - math.log(float(s))
+    e = (d_log + u64 * (gap + abs(shift)) + u * abs(shift)) * (1 + 4 * u) + _TINY_64
+    if log:
+        return _rounded_to_output(e, shift, out_dtype) * (1.0 + 16 * u64)
+    arg = e + 2 * u * abs(shift)
+    if shift + arg > 709.0:
+        return math.inf
+    y = math.exp(shift)
+    if arg < 700.0:
+        rel = math.expm1(arg)
+        rel += _EXP_ERROR_UNITS[acc] * u * (1 + rel)
+        err = rel * y
+    else:   # the shift is not resolved at all: the result lies in [0, exp(shift + arg) (1 + c u)]
+        err = math.exp(shift + arg) * (1 + _EXP_ERROR_UNITS[acc] * u)
+    err += _SMALLEST_NORMAL[acc]    # a result below the smallest normal may be flushed to 0
+    return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)

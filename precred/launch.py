@@ -15,6 +15,7 @@ from .layout import reduction_view
 from .modes import Mode
 from .plan import OUTER_REGISTERS_MIN_RED, Plan, plan_reduction
 from .schedules.inner import inner_kernel
+from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
 from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
@@ -123,6 +124,30 @@ def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass)."""
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
+
+
+# Tile of the normalizing pass (elements), rows x reduced.
+NORMALIZE_TILE = (8, 512)
+
+
+def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool) -> torch.Tensor:
+    """softmax (or log_softmax, `log`) of x along dim, written into a new contiguous tensor of out_dtype:
+    each row's maximum and log(sum exp(x - max)) in fp64 by one reduction pass (any schedule), then one
+    normalizing pass that reads x again and writes the output, in the mode's accumulator dtype."""
+    log_s, row_max = reduce(x, (dim,), mode, torch.float64, Output(with_mean=True))
+    out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    src, dst = reduction_view(x, (dim,)), reduction_view(out, (dim,))
+    rows, red = src.outer * src.inner, src.red
+    j_fast = src.stride_red == 1
+    block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
+    block_j = min(block_j, triton.next_power_of_2(red))
+    grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
+    normalize_kernel[grid](_bits_if_bf16(src.source), log_s, row_max, _bits_if_bf16(dst.source), rows, red,
+                           src.inner, src.stride_outer, src.stride_inner, src.stride_red,
+                           dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red,
+                           LOG=log, ACC_DTYPE=_TL_DTYPE[mode.accumulator_dtype(x.dtype, out_dtype)],
+                           J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j, num_warps=4)
+    return out
 
 
 def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,

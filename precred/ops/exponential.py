@@ -1,15 +1,18 @@
-"""`precred.logsumexp`: public function -> torch.library custom op -> launcher.
+"""`precred.logsumexp`, `softmax`, `log_softmax`: public function -> torch.library custom op -> launcher.
 
-One pass over the data in every schedule: the online (max, sum of exp) state of
-strategies/stable_exp.py. The custom op (`precred::logsumexp`) lets torch.compile trace calls; its
-autograd formula is torch's: d/dx_i = exp(x_i - logsumexp) (the softmax), times the upstream gradient.
+logsumexp reads the data once in every schedule: the online (max, sum of exp) state of
+strategies/stable_exp.py. softmax / log_softmax run that reduction (its result kept in fp64), then one
+normalizing pass: read twice, written once, for every row length (a single-read kernel for rows that
+fit on chip is not written yet). The custom ops (`precred::logsumexp`, `precred::softmax`) let
+torch.compile trace calls; their autograd formulas are torch's, evaluated in fp32 (fp64 for fp64).
 """
 import math
 
 import torch
 
-from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
-from ..launch import reduce_logsumexp
+from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
+                      through_custom_op)
+from ..launch import reduce_logsumexp, softmax_rows
 from ..modes import DEFAULT_EXP_MODE, get_exp_mode
 
 
@@ -70,3 +73,69 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     if through_custom_op(x):
         return _logsumexp(x, dims, keepdim, mode)
     return _logsumexp_impl(x, dims, keepdim, mode)
+
+
+def _softmax_impl(x: torch.Tensor, dim: int, out_dtype: torch.dtype, mode: str, log: bool) -> torch.Tensor:
+    if x.numel() == 0:
+        return torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    if x.dim() == 0:   # torch: the softmax of a scalar is 1, its log_softmax 0 (NaN / inf propagate)
+        return _softmax_impl(x.reshape(1), 0, out_dtype, mode, log).reshape(())
+    return softmax_rows(x, dim, get_exp_mode(mode), out_dtype, log)
+
+
+_softmax = torch.library.custom_op("precred::softmax", _softmax_impl, mutates_args=())
+
+
+@_softmax.register_fake
+def _(x, dim, out_dtype, mode, log):
+    return x.new_empty(x.shape, dtype=out_dtype)
+
+
+def _softmax_setup_context(ctx, inputs, output):
+    x, dim, _, _, log = inputs
+    ctx.save_for_backward(output)
+    ctx.dim, ctx.log, ctx.input_dtype = dim, log, x.dtype
+
+
+def _softmax_backward(ctx, grad):
+    (y,) = ctx.saved_tensors
+    wide = torch.float64 if torch.float64 in (y.dtype, ctx.input_dtype) else torch.float32
+    g, y = grad.to(wide), y.to(wide)
+    if ctx.log:      # d log_softmax: g - softmax * sum(g)
+        gx = g - y.exp() * g.sum(ctx.dim, keepdim=True)
+    else:            # d softmax: y * (g - sum(g * y))
+        gx = y * (g - (g * y).sum(ctx.dim, keepdim=True))
+    return gx.to(ctx.input_dtype), None, None, None, None
+
+
+_softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup_context)
+
+
+def _softmax_call(x, dim, dtype, mode, log: bool):
+    check_float_tensor(x, "input")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    (d,) = normalize_dims(dim, x.dim()) or (0,)
+    out_dtype = check_out_dtype(dtype) or x.dtype
+    get_exp_mode(mode)
+    if through_custom_op(x):
+        return _softmax(x, d, out_dtype, mode, log)
+    return _softmax_impl(x, d, out_dtype, mode, log)
+
+
+def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
+            mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
+    """exp(x - logsumexp(x, dim)) along `dim` (torch.softmax's semantics; the output is contiguous).
+
+    dtype: the output dtype (default x's); the computation runs in the mode's accumulator (fp64 for
+    "fp64", the default; fp32 for "fast") whatever it is. Rows holding +inf, NaN, or only -inf give
+    NaN, as torch. The row's logsumexp comes from precred.logsumexp's one-pass reduction, kept in fp64;
+    then one pass reads x again and writes the output. CPU tensors run in Triton's interpreter.
+    """
+    return _softmax_call(x, dim, dtype, mode, log=False)
+
+
+def log_softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
+                mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
+    """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax."""
+    return _softmax_call(x, dim, dtype, mode, log=True)

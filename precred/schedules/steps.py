@@ -73,7 +73,7 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
     input dtype), or finished and rounded into the output at out_index. Welford's finished output is
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
-    the stable exponential sum's is m + log(s)."""
+    the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo)."""
     if DST_IS_STATE:
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
@@ -81,7 +81,11 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         if STRATEGY == 2 or STRATEGY == 3:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 3:
-        tl.store(dst_hi_ptr + out_index, finish_logsumexp(hi, cnt, dst_hi_ptr.dtype.element_ty), mask=mask)
+        if WRITE_MEAN:   # softmax's reduction: log(s) and the maximum m apart, both in fp64 (exact m)
+            tl.store(dst_hi_ptr + out_index, tl.log(hi.to(tl.float64)), mask=mask)
+            tl.store(dst_lo_ptr + out_index, cnt.to(tl.float64), mask=mask)
+        else:
+            tl.store(dst_hi_ptr + out_index, finish_logsumexp(hi, cnt, dst_hi_ptr.dtype.element_ty), mask=mask)
     elif STRATEGY == 2:
         value = finish_moments(lo, hi, divisor, TAKE_SQRT, dst_hi_ptr.dtype.element_ty)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)
