@@ -95,7 +95,12 @@ def main(argv=None) -> int:
                 torch_fn = fns[op][0]
                 g = torch.Generator(device="cuda").manual_seed(5)
                 x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
-                ref = torch_fn(x.double(), dim)
+                try:   # FlagGems has no fp64 kernel for some ops (seen: softmax); that case alone is lost
+                    ref = torch_fn(x.double(), dim)
+                except Exception as e:
+                    log(f"[gems] {label(op, shape, dim, dtype)}: fp64 reference failed under FlagGems: "
+                        f"{type(e).__name__}"[:200])
+                    continue
                 r = run_case(lambda: torch_fn(x, dim), x, ref, keep[label(op, shape, dim, dtype)])
                 r.update(impl="flaggems", mode=None, op=op, case=label(op, shape, dim, dtype), shape=list(shape),
                          dim=dim, dtype=dtype, in_bytes=x.numel() * x.element_size())
