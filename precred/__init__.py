@@ -20,8 +20,8 @@ from .plan import Plan, plan_reduction  # noqa: E402
 
 MODE_NAMES = tuple(MODES)
 
-__all__ = ["sum", "mean", "var", "std", "var_mean", "std_mean", "logsumexp", "softmax", "log_softmax", "error_bound",
-           "moments_error_bound", "logsumexp_error_bound", "softmax_error_bound", "gamma", "unit_roundoff", "MODES", "MODE_NAMES",
-           "DEFAULT_MODE", "VAR_MODES", "DEFAULT_VAR_MODE", "EXP_MODES", "DEFAULT_EXP_MODE", "Plan",
-           "plan_reduction"]
+__all__ = ["sum", "mean", "var", "std", "var_mean", "std_mean", "logsumexp", "softmax", "log_softmax",
+           "error_bound", "moments_error_bound", "logsumexp_error_bound", "softmax_error_bound", "gamma",
+           "unit_roundoff", "MODES", "MODE_NAMES", "DEFAULT_MODE", "VAR_MODES", "DEFAULT_VAR_MODE", "EXP_MODES",
+           "DEFAULT_EXP_MODE", "Plan", "plan_reduction"]
 __version__ = "0.1.0"

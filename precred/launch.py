@@ -84,7 +84,8 @@ class Output:
     divide: bool = False        # sum strategies: the sum divided by the element count (mean)
     correction: float = 0.0     # Welford: m2 / max(0, n - correction)
     take_sqrt: bool = False     # Welford: the standard deviation instead of the variance
-    with_mean: bool = False     # Welford: the mean as a second output
+    with_mean: bool = False     # Welford: the mean as a second output; stable exp (softmax): log(s) and
+                                # the maximum m as two fp64 outputs instead of m + log(s)
 
     def divisor(self, n: int, strategy: int) -> float:
         if strategy == WELFORD:

@@ -73,8 +73,8 @@ def get_var_mode(mode: str) -> Mode:
     return _lookup(VAR_MODES, mode, " for var/std")
 
 
-# Modes of logsumexp: the online (max, sum of exp) state (strategies/stable_exp.py), one pass over the
-# data. Bounds: precred.bounds.logsumexp_error_bound.
+# Modes of logsumexp (and of softmax / log_softmax's reduction): the online (max, sum of exp) state
+# (strategies/stable_exp.py), one pass over the data. Bounds: precred.bounds.logsumexp_error_bound.
 EXP_MODES = {
     "fast": Mode("fast", STABLE_EXP, False, False,
                  "online max and sum of exp in fp32 (the GPU's approximate exp; fp64 for fp64 input)"),
@@ -88,4 +88,4 @@ DEFAULT_EXP_MODE = "fp64"
 
 
 def get_exp_mode(mode: str) -> Mode:
-    return _lookup(EXP_MODES, mode, " for logsumexp")
+    return _lookup(EXP_MODES, mode, " for logsumexp/softmax/log_softmax")

@@ -354,3 +354,11 @@ def test_scalar_inputs_of_other_types():
         ulp(math.nan, torch.float32)
     with pytest.raises(TypeError):
         exact_sum(np.zeros(3, dtype=np.longdouble))
+
+
+def test_mpf_to_fraction_keeps_sign_and_exponent():
+    import mpmath
+    from validation.oracle import mpf_to_fraction
+    assert mpf_to_fraction(mpmath.mpf(-1.5)) == Fraction(-3, 2)
+    assert mpf_to_fraction(mpmath.mpf(2) ** -1100) == Fraction(1, 2 ** 1100)
+    assert mpf_to_fraction(mpmath.mpf(0)) == 0

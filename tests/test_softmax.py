@@ -12,8 +12,8 @@ import torch
 import precred
 from precred.launch import plan_for
 from precred.modes import get_exp_mode
-from validation.oracle import round_to, ulp_error
-from validation.stable_exp import WORK_BITS, _mpf_to_fraction, reference_logsumexp
+from validation.oracle import mpf_to_fraction, round_to, ulp_error
+from validation.stable_exp import WORK_BITS, reference_logsumexp
 
 from test_logsumexp import family
 
@@ -41,7 +41,7 @@ def reference(x: torch.Tensor, log: bool):
                     # Below e^-1100 every format (fp64 subnormals included) rounds to 0: the exact value
                     # is taken as 0 there (off by < 2^-1580, far below any bound) instead of a Fraction
                     # with a 2^-(10^30) denominator.
-                    ys.append(_mpf_to_fraction(mpmath.exp(z)) if z is not None and z > -1100 else Fraction(0))
+                    ys.append(mpf_to_fraction(mpmath.exp(z)) if z is not None and z > -1100 else Fraction(0))
         out.append((row, ys))
     return out
 

@@ -17,7 +17,7 @@ import mpmath
 import numpy as np
 import torch
 
-from .oracle import _exact_row_sums, _reduced_rows, round_to
+from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction, round_to
 
 __all__ = ["RowMoments", "reference_moments", "exact_sqrt"]
 
@@ -39,9 +39,7 @@ class RowMoments:
 def exact_sqrt(value: Fraction, bits: int = 256) -> Fraction:
     """sqrt(value) to `bits` bits, as a Fraction (relative error below 2**-(bits - 1))."""
     with mpmath.workprec(bits):
-        root = mpmath.sqrt(mpmath.mpf(value.numerator) / value.denominator)
-        man, exp = root.man_exp
-    return Fraction(int(man)) * (Fraction(2) ** int(exp))
+        return mpf_to_fraction(mpmath.sqrt(mpmath.mpf(value.numerator) / value.denominator))
 
 
 def _row_moments(row: np.ndarray, squares_exact: bool) -> tuple[Fraction, Fraction]:

@@ -26,7 +26,7 @@ import torch
 
 __all__ = [
     "exact_sum", "exact_abs_sum", "exact_mean", "round_to", "ulp", "ulp_error", "unit_roundoff",
-    "precision_bits", "format_info", "reference_sum", "reference_mean",
+    "precision_bits", "format_info", "reference_sum", "reference_mean", "mpf_to_fraction",
 ]
 
 # (precision p incl. hidden bit, emin = exponent of the smallest normal, emax = exponent of the largest binade)
@@ -213,6 +213,12 @@ def ulp(value, dtype: torch.dtype) -> Fraction:
     else:
         e = min(max(_floor_log2(v.numerator, v.denominator), emin), emax)
     return Fraction(2) ** (e - p + 1)
+
+
+def mpf_to_fraction(v) -> Fraction:
+    """A finite mpmath mpf as the exact Fraction it holds (sign, mantissa, binary exponent)."""
+    sign, man, exp, _ = v._mpf_
+    return (-1) ** sign * Fraction(int(man)) * (Fraction(2) ** int(exp))
 
 
 def _fraction_to_float(v: Fraction) -> float:

@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 import torch
 
-from .oracle import _exact_row_sums, _reduced_rows
+from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction
 
 __all__ = ["RowLogSumExp", "reference_logsumexp", "WORK_BITS", "MPMATH_MAX_N"]
 
@@ -35,12 +35,6 @@ class RowLogSumExp:
     lse: Fraction | None   # m + log(s) to WORK_BITS bits; None for rows with inf / NaN
     special: float | None  # torch's result for rows with inf / NaN: -inf, +inf or NaN
     exact_to: float     # the reference's own absolute error bound on lse
-
-
-def _mpf_to_fraction(v) -> Fraction:
-    """A finite mpf as the exact Fraction it holds (sign, mantissa, binary exponent)."""
-    sign, man, exp, _ = v._mpf_
-    return (-1) ** sign * Fraction(int(man)) * (Fraction(2) ** int(exp))
 
 
 def _row(row: np.ndarray) -> RowLogSumExp:
@@ -60,14 +54,14 @@ def _row(row: np.ndarray) -> RowLogSumExp:
             s = mpmath.fsum(terms)
             t = mpmath.fsum(e * mpmath.mpf(float(g)) for e, g in zip(terms, gaps))
             lse = mpmath.mpf(m) + mpmath.log(s)
-            return RowLogSumExp(n, m, float(s), float(t), _mpf_to_fraction(lse), None,
+            return RowLogSumExp(n, m, float(s), float(t), mpf_to_fraction(lse), None,
                                 n * 2.0 ** -(WORK_BITS - 2) * max(1.0, abs(float(lse))))
     e = np.exp(-gaps)
     s_exact, t_exact = _exact_row_sums(np.stack([e, e * gaps]))   # e * gaps rounded: t is for bounds only
     with mpmath.workprec(WORK_BITS):
         s_mp = mpmath.mpf(s_exact.numerator) / s_exact.denominator
         lse = mpmath.mpf(m) + mpmath.log(s_mp)
-        return RowLogSumExp(n, m, float(s_exact), float(t_exact) * (1 + 2.0 ** -50), _mpf_to_fraction(lse),
+        return RowLogSumExp(n, m, float(s_exact), float(t_exact) * (1 + 2.0 ** -50), mpf_to_fraction(lse),
                             None, 2.0 ** -51 + 2.0 ** -(WORK_BITS - 4) * abs(float(lse)))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -20,18 +21,25 @@ from validation.oracle import round_to, ulp, ulp_error
 from .ops import Impl, ReportOp, RowTruth
 
 
-def row_errors(value: float, truth: RowTruth, dtype: torch.dtype) -> tuple[float, float, bool]:
-    """(ulp error, error / scale, correctly rounded) of one result against its exact value."""
+class RowError(NamedTuple):
+    ulps: float                # |result - exact| / ulp(exact) in the output dtype
+    over_scale: float          # |result - exact| / the op's scale
+    correct: bool              # the result is the exact value correctly rounded
+    diff: Fraction | None      # |result - exact|, where both are finite
+    exact_overflows: bool      # correct rounding of the exact value gives inf
+
+
+def row_error(value: float, truth: RowTruth, dtype: torch.dtype) -> RowError:
+    """One result against its exact value."""
     rounded = round_to(truth.exact, dtype)
     correct = value == rounded
     if math.isinf(rounded) or not math.isfinite(value):
         # The exact value overflows the format (correct rounding gives inf), or the result is inf/NaN.
         err = 0.0 if correct else math.inf
-        return err, err, correct
-    ulps = ulp_error(value, truth.exact, dtype)
+        return RowError(err, err, correct, None, math.isinf(rounded))
     diff = abs(Fraction(value) - truth.exact)
     rel = float(diff / truth.scale) if truth.scale else (0.0 if diff == 0 else math.inf)
-    return ulps, rel, correct
+    return RowError(ulp_error(value, truth.exact, dtype), rel, correct, diff, False)
 
 
 def summarize(values: list[float]) -> dict:
@@ -60,18 +68,18 @@ def measure(op: ReportOp, impl: Impl, x: torch.Tensor, truths: list[RowTruth]) -
         if truth.exact is None:
             skipped += 1
             continue
-        e_ulp, e_rel, ok = row_errors(value, truth, dtype)
-        ulps.append(e_ulp)
-        rels.append(e_rel)
-        correct.append(ok)
+        e = row_error(value, truth, dtype)
+        ulps.append(e.ulps)
+        rels.append(e.over_scale)
+        correct.append(e.correct)
         if depth is not None:
             bound = op.bound(impl.mode, truth, x.shape[-1], dtype, depth)
-            if math.isfinite(round_to(truth.exact, dtype)):   # where the exact value overflows, only inf is right
+            if not e.exact_overflows:   # where the exact value overflows, only inf is right
                 bounds_ulp.append(float(Fraction(bound) / ulp(truth.exact, dtype)) if math.isfinite(bound)
                                   else math.inf)
-            if math.isfinite(bound) and not ok and (not math.isfinite(e_ulp)
-                                                     or abs(Fraction(value) - truth.exact) > Fraction(bound)):
-                beyond += 1   # an infinite error (overflow one way or the other) breaks any finite bound
+            # An infinite error (overflow one way or the other) breaks any finite bound.
+            if math.isfinite(bound) and not e.correct and (e.diff is None or e.diff > Fraction(bound)):
+                beyond += 1
     rec = {"ulp": summarize(ulps), "err_over_scale": summarize(rels),
            "correctly_rounded": (sum(correct) / len(correct)) if correct else None,
            "rows_measured": len(ulps), "rows_skipped": skipped}

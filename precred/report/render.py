@@ -177,7 +177,8 @@ def write_png(report: dict, path: Path) -> None:
             sweep, title, rs = row[j]
             xkey = "n" if sweep == "length" else "cond"
             for impl in dict.fromkeys(r["impl"] for r in rs):
-                pts = sorted((r[xkey], r["ulp"]["max"]) for r in rs if r["impl"] == impl and r["ulp"]["max"] is not None)
+                pts = sorted((r[xkey], r["ulp"]["max"]) for r in rs
+                             if r["impl"] == impl and r["ulp"]["max"] is not None)
                 xs = [p[0] for p in pts]
                 ys = [max(p[1], FLOOR) if math.isfinite(p[1]) else float("nan") for p in pts]
                 style = "--" if impl.startswith("torch") else "-"
@@ -220,8 +221,9 @@ def markdown_section(report: dict, json_path: str, png_path: str | None) -> list
             lines.append(f"| {label} | " + " | ".join(cell_text(cells.get((label, i))) for i in impls) + " |")
         lines.append("")
     lines += ["### What each mode promises", "",
-              "Worst error (in ulps, and divided by the op's scale: S1 = sum |x_i| for sums), worst bound over the run's rows (precred.error_bound / precred.moments_error_bound for the plan "
-              "that ran, in ulps of the exact value) and the rows beyond it (must be 0).", "",
+              "Worst error (in ulps, and divided by the op's scale: S1 = sum |x_i| for sums), worst bound "
+              "over the run's rows (precred.error_bound / moments_error_bound / logsumexp_error_bound for "
+              "the plan that ran, in ulps of the exact value) and the rows beyond it (must be 0).", "",
               "| " + " | ".join(PROMISE_COLUMNS) + " |", "|---|---|---|---|---:|---:|---:|---:|"]
     for p in promises(report["records"]):
         lines.append(f"| {p['op']} | {p['dtype']} | {p['inputs']} | {p['impl']} | {fmt(p['worst_ulp'])} | "
