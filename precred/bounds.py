@@ -210,23 +210,31 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
     return _rounded_to_output(err, lse, out_dtype) * (1.0 + 16 * u64)
 
 
-def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
-    """The bound on |log(s_hat) - log(s)| (fp64 log included) of logsumexp_error_bound's derivation."""
+def _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
+    """|s_hat - s| / s of logsumexp_error_bound's derivation, padded to second order; inf when >= 1/4."""
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
-    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    u = _UNIT_ROUNDOFF[acc]
     h = max(int(depth), 1)
     s, t = float(s), float(t)
     d_s = u * (((h + 1) * _EXP_ERROR_UNITS[acc] + 2 * h) * s + 3 * t) + n * (2 * h + 1) * _SMALLEST_NORMAL[acc]
     rho = d_s / s
     if rho >= 0.25:
         return math.inf
-    rho /= 1 - 2 * rho
+    return rho / (1 - 2 * rho)
+
+
+def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
+    """The bound on |log(s_hat) - log(s)| (fp64 log included) of logsumexp_error_bound's derivation."""
+    rho = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth)
+    if math.isinf(rho):
+        return math.inf
     d_log = rho / (1 - rho)
-    return d_log + 2 * u64 * (math.log(s) + d_log)
+    return d_log + 2 * _UNIT_ROUNDOFF[torch.float64] * (math.log(float(s)) + d_log)
 
 
 def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,
-                        depth: int, log: bool = False, out_dtype: torch.dtype | None = None) -> float:
+                        depth: int, log: bool = False, out_dtype: torch.dtype | None = None,
+                        single_read: bool = False) -> float:
     """Upper bound on |computed - exact| of one element of precred.softmax (or log_softmax, `log`) in
     `mode`: the element x of a finite row with maximum m, n, s, t and plan depth as in
     logsumexp_error_bound. inf where no bound is claimed.
@@ -239,14 +247,36 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     log_softmax: that is the error, then the rounding to the output. softmax: exp of a value within E
     of the shift, with the exp's own c u and, for fp32, Triton's product with log2(e) (2u |shift|):
     relative error expm1(E + 2u |shift|) + c u (1 + that), then the rounding to the output.
+
+    single_read (the single-read kernel, schedules/single_read.py; depth = log2 of its row tile): the
+    row's sum is one exp per term (relative error theta = expm1(3u gap) (1 + c u) + c u, the gap
+    m - x rounded and, in fp32, multiplied by log2(e)) added by a depth-h tree: within the two-pass
+    bound's |s_hat - s| <= rho s (which counts h + 1 exps per term). log_softmax is formed exactly as
+    in the normalizing pass (the bound above). softmax reuses the term: y = e_hat * r_hat, r_hat =
+    1 / s_hat divided in fp64 and rounded to the accumulator, the product rounded: relative error
+    (1 + theta)(1 + u_64)(1 + u)^2 / (1 - rho) - 1, plus two smallest normals (a flushed term, a
+    flushed product), then the rounding to the output.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    gap = float(m) - float(x)
+    if single_read and not log:
+        rho = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth)
+        if math.isinf(rho):
+            return math.inf
+        c = _EXP_ERROR_UNITS[acc] * u
+        y = math.exp(-gap) / float(s)
+        if 3 * u * gap < 700.0:
+            theta = math.expm1(3 * u * gap) * (1 + c) + c
+            err = ((1 + theta) * (1 + u64) * (1 + u) ** 2 / (1 - rho) - 1) * y
+        else:   # the gap is not resolved at all: both values lie in [0, exp(-gap (1 - 3u)) (...)]
+            err = math.exp(-gap * (1 - 3 * u)) * (1 + c) * (1 + u64) * (1 + u) ** 2 / ((1 - rho) * float(s))
+        err += 2 * _SMALLEST_NORMAL[acc]
+        return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
     d_log = _log_sum_error(mode, n, s, t, dtype, out_dtype, depth)
     if math.isinf(d_log):
         return math.inf
-    gap = float(m) - float(x)
     shift = -gap - math.log(float(s))
     e = (d_log + u64 * (gap + abs(shift)) + u * abs(shift)) * (1 + 4 * u) + _TINY_64
     if log:

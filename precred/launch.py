@@ -13,10 +13,11 @@ import triton.language as tl
 
 from .layout import reduction_view
 from .modes import Mode
-from .plan import OUTER_REGISTERS_MIN_RED, Plan, plan_reduction
+from .plan import OUTER_REGISTERS_MIN_RED, Plan, RowPlan, plan_reduction, plan_single_read
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
+from .schedules.single_read import single_read_kernel
 from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -131,23 +132,45 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
 NORMALIZE_TILE = (8, 512)
 
 
-def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool) -> torch.Tensor:
-    """softmax (or log_softmax, `log`) of x along dim, written into a new contiguous tensor of out_dtype:
-    each row's maximum and log(sum exp(x - max)) in fp64 by one reduction pass (any schedule), then one
-    normalizing pass that reads x again and writes the output, in the mode's accumulator dtype."""
-    log_s, row_max = reduce(x, (dim,), mode, torch.float64, Output(with_mean=True))
+def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
+    """The softmax's plan along dim of non-empty x: a RowPlan (single-read kernel) where rows fit on
+    chip, else the reduction's Plan (one pass for each row's max and log-sum, then the normalizing
+    pass)."""
+    view = reduction_view(x, (dim,))
+    acc = mode.accumulator_dtype(x.dtype, out_dtype)
+    row_plan = plan_single_read(view.outer * view.inner, view.red, j_fast=view.stride_red == 1,
+                                accumulator_size=acc.itemsize)
+    return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
+
+
+def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool,
+                 plan: RowPlan | Plan | None = None) -> torch.Tensor:
+    """softmax (or log_softmax, `log`) of non-empty x along dim, written into a new contiguous tensor
+    of out_dtype, by `plan` (default plan_softmax's): a RowPlan reads each row once (single-read
+    kernel); a Plan runs the one-pass reduction for each row's maximum and log(sum exp(x - max)),
+    kept in fp64, then the normalizing pass, which reads x again. Both compute in the mode's
+    accumulator dtype."""
+    plan = plan_softmax(x, dim, mode, out_dtype) if plan is None else plan
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     src, dst = reduction_view(x, (dim,)), reduction_view(out, (dim,))
     rows, red = src.outer * src.inner, src.red
+    strides = (src.inner, src.stride_outer, src.stride_inner, src.stride_red,
+               dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red)
+    acc = _TL_DTYPE[mode.accumulator_dtype(x.dtype, out_dtype)]
+    if isinstance(plan, RowPlan):
+        single_read_kernel[(triton.cdiv(rows, plan.block_rows),)](
+            _bits_if_bf16(src.source), _bits_if_bf16(dst.source), rows, red, *strides, LOG=log,
+            ACC_DTYPE=acc, J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
+            num_warps=plan.num_warps)
+        return out
+    log_s, row_max = reduce(x, (dim,), mode, torch.float64, Output(with_mean=True), plan)
     j_fast = src.stride_red == 1
     block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
     block_j = min(block_j, triton.next_power_of_2(red))
     grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
     normalize_kernel[grid](_bits_if_bf16(src.source), log_s, row_max, _bits_if_bf16(dst.source), rows, red,
-                           src.inner, src.stride_outer, src.stride_inner, src.stride_red,
-                           dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red,
-                           LOG=log, ACC_DTYPE=_TL_DTYPE[mode.accumulator_dtype(x.dtype, out_dtype)],
-                           J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j, num_warps=4)
+                           *strides, LOG=log, ACC_DTYPE=acc, J_FAST=j_fast, BLOCK_ROWS=block_rows,
+                           BLOCK_J=block_j, num_warps=4)
     return out
 
 

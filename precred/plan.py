@@ -235,3 +235,48 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
     return Plan(tuple(passes))
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """softmax's single-read kernel (schedules/single_read.py): whole rows per program."""
+    j_fast: bool       # the reduced dim is the tile's fast axis (it is the contiguous one)
+    block_rows: int    # rows per program
+    block_j: int       # the row, padded to a power of two
+    num_warps: int
+
+    @property
+    def depth(self) -> int:
+        """Roundings of the row's sum: the fixed tree over BLOCK_J lanes."""
+        return self.block_j.bit_length() - 1
+
+
+# Longest row the single-read kernel keeps on chip, by the accumulator's bytes (the row and its
+# exponentials sit in registers), along the contiguous dim and along a strided one (whose tile also
+# spans at least SINGLE_READ_MIN_COLUMNS rows for coalesced loads). Longer rows take the reduction +
+# normalizing pass. Set by bench/sweep_softmax.py (H100).
+SINGLE_READ_MAX_ROW = {4: 16384, 8: 8192}
+SINGLE_READ_MAX_STRIDED_ROW = 1024
+SINGLE_READ_MIN_COLUMNS = 32
+# Elements of a program's tile, and per thread (which sets the warps, at most 16).
+SINGLE_READ_TILE = 4096
+SINGLE_READ_PER_THREAD = 16
+
+
+@lru_cache(maxsize=4096)
+def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int,
+                     tile_elements: int = SINGLE_READ_TILE, per_thread: int = SINGLE_READ_PER_THREAD,
+                     max_row: int | None = None) -> RowPlan | None:
+    """The single-read plan of a softmax over rows x red (both >= 1), or None where rows do not fit
+    on chip. tile_elements, per_thread, max_row override the defaults (bench/sweep_softmax.py)."""
+    if rows < 1 or red < 1:
+        raise ValueError("plan_single_read needs a non-empty softmax")
+    block_j = _pow2_at_least(red)
+    if max_row is None:
+        max_row = SINGLE_READ_MAX_ROW[accumulator_size] if j_fast else SINGLE_READ_MAX_STRIDED_ROW
+    if block_j > max_row:
+        return None
+    floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
+    block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
+    warps = max(1, min(16, block_rows * block_j // (32 * per_thread)))
+    return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))

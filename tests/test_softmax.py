@@ -10,12 +10,13 @@ import pytest
 import torch
 
 import precred
-from precred.launch import plan_for
+from precred.launch import plan_for, plan_softmax, softmax_rows
 from precred.modes import get_exp_mode
+from precred.plan import RowPlan
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
 from validation.stable_exp import WORK_BITS, reference_logsumexp
 
-from test_logsumexp import family
+from test_logsumexp import PLANNER_SETTINGS, family
 
 EXP_MODES = list(precred.EXP_MODES)
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -46,27 +47,59 @@ def reference(x: torch.Tensor, log: bool):
     return out
 
 
+# The kernels a softmax can take: the single-read kernel (rows on chip), and the reduction + normalizing
+# pass under the default planner and under tiny tiles (a split reduction, long lane chains).
+PATHS = {"single-read": None, "two-pass": {}, "two-pass-split": PLANNER_SETTINGS["tiny-tiles"]}
+
+
+def path_and_dims(n):
+    """(path, dim) pairs to check rows of length n on: all of them for short rows; for long rows the
+    split's tiny tiles are slow under the interpreter, so the single-read kernel over both dims and the
+    two-pass over dim 1 (the reduction's schedules have their own tests in test_logsumexp)."""
+    if n <= 64:
+        return [(path, dim) for path in PATHS for dim in (1, 0)]
+    return [("single-read", 1), ("single-read", 0), ("two-pass", 1)]
+
+
+def softmax_by_path(x, dim, mode, log, out_dtype, path):
+    """(output, plan) of precred's softmax along dim of x (on its device) through `path`."""
+    m = get_exp_mode(mode)
+    if PATHS[path] is None:
+        plan = plan_softmax(x, dim, m, out_dtype)
+        assert isinstance(plan, RowPlan), plan
+    else:
+        plan = plan_for(x, (dim,), m, torch.float64, **PATHS[path])[1]
+    return softmax_rows(x, dim, m, out_dtype, log, plan), plan
+
+
 def assert_elements_within_bound(x, mode, log, device, out_dtype=None):
+    """Every element of softmax(x, 1) (log_softmax when `log`), by the paths of path_and_dims over
+    dim 1 or over dim 0 of the transposed copy, within precred.softmax_error_bound."""
     out_dtype = out_dtype or x.dtype
-    fn = precred.log_softmax if log else precred.softmax
-    got = fn(x.to(device), 1, mode=mode, dtype=out_dtype).cpu().double().tolist()
-    depth = plan_for(x.to(device), (1,), get_exp_mode(mode), torch.float64)[1].depth
-    for (row, exact), values, xs in zip(reference(x, log), got, x.double().tolist()):
-        if exact is None:
-            assert all(math.isnan(v) for v in values), values    # torch: NaN rows
-            continue
-        for value, e, xi in zip(values, exact, xs):
-            if xi == -math.inf:
-                assert value == (-math.inf if log else 0.0)
+    exact_rows = reference(x, log)
+    for path, dim in path_and_dims(x.shape[1]):
+        xd = x.to(device) if dim == 1 else x.t().contiguous().to(device)
+        got, plan = softmax_by_path(xd, dim, mode, log, out_dtype, path)
+        got = (got if dim == 1 else got.t()).cpu().double().tolist()
+        single_read = isinstance(plan, RowPlan)
+        for (row, exact), values, xs in zip(exact_rows, got, x.double().tolist()):
+            if exact is None:
+                assert all(math.isnan(v) for v in values), values    # torch: NaN rows
                 continue
-            bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
-                                                depth=depth, log=log, out_dtype=out_dtype)
-            if math.isinf(bound):
-                continue    # no bound claimed (e.g. the fast mode's sum error is beyond first order)
-            err = abs(Fraction(value) - e)
-            assert err <= Fraction(bound) + Fraction(row.exact_to) * 4, (
-                f"{mode} {'log_softmax' if log else 'softmax'} {x.dtype}->{out_dtype} n={row.n}: error "
-                f"{float(err):.3e} > bound {bound:.3e} (exact {float(e):.9e}, got {value!r})")
+            for value, e, xi in zip(values, exact, xs):
+                if xi == -math.inf:
+                    assert value == (-math.inf if log else 0.0)
+                    continue
+                bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
+                                                    depth=plan.depth, log=log, out_dtype=out_dtype,
+                                                    single_read=single_read)
+                if math.isinf(bound):
+                    continue    # no bound claimed (e.g. the fast mode's sum error is beyond first order)
+                err = abs(Fraction(value) - e)
+                assert err <= Fraction(bound) + Fraction(row.exact_to) * 4, (
+                    f"{mode} {'log_softmax' if log else 'softmax'} {x.dtype}->{out_dtype} n={row.n} "
+                    f"{path} dim={dim}: error {float(err):.3e} > bound {bound:.3e} "
+                    f"(exact {float(e):.9e}, got {value!r})")
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -99,6 +132,10 @@ def test_specials_and_shapes_follow_torch(device):
         for f, tf in ((precred.softmax, torch.softmax), (precred.log_softmax, torch.log_softmax)):
             got = f(x.to(device), 1, mode=mode).cpu()
             torch.testing.assert_close(got, tf(x, 1), equal_nan=True)
+            for path in PATHS:
+                for dim, xd in ((1, x), (0, x.t().contiguous())):
+                    got, _ = softmax_by_path(xd.to(device), dim, mode, f is precred.log_softmax, x.dtype, path)
+                    torch.testing.assert_close(got.cpu(), tf(xd, dim), equal_nan=True)
     y = torch.randn(3, 4, 5, device=device)
     for dim in (0, 1, 2, -1):
         torch.testing.assert_close(precred.softmax(y, dim), torch.softmax(y, dim))

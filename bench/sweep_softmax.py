@@ -1,0 +1,87 @@
+"""Sweep the single-read softmax kernel's plan (GPU; one device call, a few minutes): elements per
+thread x tile elements, with the row-length limit lifted, on DESIGN.md's shapes, fp32 and bf16,
+dim=-1 and dim=0 (where the rows are short enough), both modes; torch's softmax, Liger's (dim=-1;
+when liger_kernel imports) and precred's two-pass path alongside.
+
+    python3 bench/sweep_softmax.py [--only REGEX]
+Prints GB/s ((input + output bytes) / median do_bench time) per setting, to set
+precred.plan's SINGLE_READ_* constants from measurements. Each setting's output is checked against
+torch's fp64 softmax first (a garbage catch: 64 ulp).
+"""
+import argparse
+import itertools
+import re
+import sys
+
+import torch
+import triton
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+from precred.launch import plan_for, softmax_rows  # noqa: E402
+from precred.layout import reduction_view  # noqa: E402
+from precred.modes import EXP_MODES  # noqa: E402
+from precred.plan import plan_single_read  # noqa: E402
+
+SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (4096, 4096)]
+SETTINGS = list(itertools.product([8, 16, 32], [4096, 16384]))   # (per_thread, tile_elements)
+MAX_STRIDED_ROW = 4096
+
+
+def _time(fn):
+    return triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
+
+
+def _liger():
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        return LigerSoftmaxFunction.apply
+    except Exception as e:   # not installed here: the sweep goes on without it
+        print(f"liger unavailable: {type(e).__name__}: {e}"[:200])
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name())
+    liger = _liger()
+    for shape, dim, dtype in itertools.product(SHAPES, (1, 0), (torch.float32, torch.bfloat16)):
+        label = f"{'x'.join(map(str, shape))} d{dim} {str(dtype)[6:]}"
+        red = shape[dim]
+        if (dim == 0 and red > MAX_STRIDED_ROW) or (args.only and not re.search(args.only, label)):
+            continue
+        x = (torch.randn(shape, device="cuda") * 4).to(dtype)
+        nbytes = 2 * x.numel() * x.element_size()
+        ref = torch.softmax(x.double(), dim)
+        ulp = torch.finfo(dtype).eps * ref.abs().clamp_min(torch.finfo(dtype).eps)
+        cells = [f"{label}: torch {nbytes / _time(lambda: torch.softmax(x, dim)) / 1e6:.0f}"]
+        if liger is not None and dim == 1:
+            cells[0] += f" liger {nbytes / _time(lambda: liger(x)) / 1e6:.0f}"
+        view = reduction_view(x, (dim,))
+        for mode, m in EXP_MODES.items():
+            acc = m.accumulator_dtype(x.dtype, x.dtype).itemsize
+            two_pass = plan_for(x, (dim,), m, torch.float64)[1]
+            row = [f"two-pass {nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, False, two_pass)) / 1e6:.0f}"]
+            best = None
+            for per_thread, tile in SETTINGS:
+                plan = plan_single_read(view.outer * view.inner, red, j_fast=dim == 1, accumulator_size=acc,
+                                        tile_elements=tile, per_thread=per_thread, max_row=65536)
+                try:
+                    out = softmax_rows(x, dim, m, x.dtype, False, plan)
+                    worst = ((out.double() - ref).abs() / ulp).max().item()
+                    gbps = nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, False, plan)) / 1e6
+                    row.append(f"{gbps:.0f}" + ("" if worst <= 64 else f"(WRONG {worst:.0f} ulp)"))
+                    if best is None or gbps > best[0]:
+                        best = (gbps, per_thread, tile, plan)
+                except Exception as e:
+                    row.append(f"ERR {type(e).__name__}")
+            cells.append(f"{mode} [{' '.join(row)}] best {best[0]:.0f} pt={best[1]} tile={best[2]} {best[3]}"
+                         if best else f"{mode} [{' '.join(row)}]")
+        print("\n   ".join(cells), flush=True)
+        del x, ref, ulp
+    print("settings order (per_thread, tile_elements):", SETTINGS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Single-read softmax / log_softmax for rows that fit on chip: each program loads whole rows once,
+keeps them in registers for the maximum, the sum of exponentials and the output, and writes once
+(2 x the data's bytes moved, against 3 x for the reduction + normalizing pass of long rows).
+
+Layout as schedules/normalize.py: rows r are the kept positions, j runs along the reduced dim, and
+source and destination come as (outer, red, inner) views with their own strides. A program owns
+BLOCK_ROWS whole rows: a [BLOCK_ROWS, BLOCK_J] tile when J_FAST (the reduced dim is the contiguous
+one), else [BLOCK_J, BLOCK_ROWS] (rows contiguous, e.g. dim=0 of a row-major tensor), so loads and
+stores stay coalesced either way. BLOCK_J >= the row length (a power of two).
+
+Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for `fp64`):
+* m = the row's maximum (exact; order-free);
+* e_j = exp(x_j - m), one exponential per element, and s = sum e_j by the fixed pairwise tree
+  (schedules/tree.py: depth log2(BLOCK_J), the same order on every device);
+* softmax: y_j = e_j * r with r = 1 / s divided in fp64, rounded to ACC_DTYPE (the exponentials are
+  reused: no second exp per element);
+  log_softmax: y_j = (x_j - m) - log(s) formed in fp64, as the normalizing pass does.
+Bounds: precred.softmax_error_bound (single_read=True). Specials without branches, torch's: a NaN in
+the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gives -inf - -inf = NaN:
+every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
+-inf). Padding lanes load -inf, so they add exp(-inf) = 0.
+"""
+import triton
+import triton.language as tl
+
+from .finish import round_to_output, to_accumulator
+from .normalize import _offsets
+from .tree import tree_reduce_first_axis, tree_reduce_last_axis
+
+_PLAIN = 0   # strategies.PLAIN: the sum's combine in the fixed tree
+
+
+@triton.jit
+def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
+                       src_inner, src_stride_outer, src_stride_inner, src_stride_red,
+                       dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
+                       LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
+                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
+    r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    j1 = tl.arange(0, BLOCK_J)
+    if J_FAST:
+        rows = r1[:, None]
+        j = j1[None, :]
+    else:
+        rows = r1[None, :]
+        j = j1[:, None]
+    mask = (rows < n_rows) & (j < red_len)
+    raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
+                  mask=mask, other=0)
+    # Padding is -inf (set after widening: bf16 arrives as int16 bits, where -inf has no literal).
+    x = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
+    if J_FAST:
+        m_tile = tl.max(x, 1)[:, None]
+    else:
+        m_tile = tl.max(x, 0)[None, :]
+    e = tl.exp(x - m_tile)
+    if J_FAST:
+        s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
+        s_tile = s.to(tl.float64)[:, None]
+    else:
+        s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+        s_tile = s.to(tl.float64)[None, :]
+    if LOG:
+        y = ((x.to(tl.float64) - m_tile.to(tl.float64)) - tl.log(s_tile)).to(ACC_DTYPE)
+    else:
+        y = e * (1.0 / s_tile).to(ACC_DTYPE)
+    tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
+             round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
