@@ -17,7 +17,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from precred.schedules.inner import inner_kernel  # noqa: E402
+from precred.schedules.normalize import normalize_kernel  # noqa: E402
 from precred.schedules.outer import outer_kernel  # noqa: E402
+from precred.schedules.single_read import single_read_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -55,8 +57,37 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "fp64 logsumexp uses an approximate exp"
 
 
+def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps):
+    """softmax's kernels: the single-read one and the normalizing pass (log(s) and max in fp64)."""
+    sig = {}
+    for name in kernel.arg_names:
+        if name.endswith("_ptr"):
+            sig[name] = "*" + (src_ty if name == "src_ptr" else dst_ty if name == "dst_ptr" else "fp64")
+        else:
+            sig[name] = "constexpr" if name.isupper() else "i32"
+    consts = dict(LOG=log, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32, J_FAST=j_fast, **blocks)
+    compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
+                              options={"num_warps": warps})
+    if acc == "fp64":
+        ptx = compiled.asm["ptx"]
+        assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "fp64 softmax uses an approximate exp"
+
+
 def main():
     cases = 0
+    for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
+            [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
+             (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
+             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4)],
+            [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],
+            [False, True], [True, False]):
+        if kernel is single_read_kernel and acc == "fp64" and blocks["BLOCK_J"] > 8192:
+            continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
+        started = time.time()
+        compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps)
+        cases += 1
+        print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast}: "
+              f"{time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
             [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096)), (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256)),
              (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False)),

@@ -22,7 +22,8 @@ from precred.layout import reduction_view  # noqa: E402
 from precred.modes import EXP_MODES  # noqa: E402
 from precred.plan import plan_single_read  # noqa: E402
 
-SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (4096, 4096)]
+SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (4096, 4096),
+          (64, 65536), (256, 65536), (2048, 16384), (1024, 32768)]
 SETTINGS = list(itertools.product([8, 16, 32], [4096, 16384]))   # (per_thread, tile_elements)
 MAX_STRIDED_ROW = 4096
 

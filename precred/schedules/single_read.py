@@ -27,7 +27,7 @@ from .finish import round_to_output, to_accumulator
 from .normalize import _offsets
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
-_PLAIN = 0   # strategies.PLAIN: the sum's combine in the fixed tree
+_PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
 
 
 @triton.jit
