@@ -68,9 +68,12 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
     consts = dict(LOG=log, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32, J_FAST=j_fast, **blocks)
     compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
                               options={"num_warps": warps})
+    ptx = compiled.asm["ptx"]
     if acc == "fp64":
-        ptx = compiled.asm["ptx"]
         assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "fp64 softmax uses an approximate exp"
+    if dst_ty == "bf16":
+        # The GPU path stores bf16 natively: its rounding must be to nearest even, as the int16 path's.
+        assert "cvt.rn.bf16.f32" in ptx and "cvt.rz" not in ptx, "bf16 output not rounded to nearest"
 
 
 def main():
@@ -79,8 +82,11 @@ def main():
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
              (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4)],
-            [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],
+            [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("bf16", "bf16", "fp32"), ("bf16", "bf16", "fp64"),
+             ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],
             [False, True], [True, False]):
+        if kernel is normalize_kernel and src_ty == "bf16":
+            continue   # the normalizing pass takes bf16 as int16 everywhere
         if kernel is single_read_kernel and acc == "fp64" and blocks["BLOCK_J"] > 8192:
             continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
         started = time.time()

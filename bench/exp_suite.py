@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""logsumexp, softmax and log_softmax on the GPU: torch's, precred's (every mode in precred.EXP_MODES)
-and FlagGems' (where it has one), on DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
+"""logsumexp, softmax and log_softmax on the GPU: torch's, precred's (every mode in precred.EXP_MODES),
+FlagGems' (where it has one) and Liger's (softmax over dim=-1; when liger_kernel imports), on
+DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
 
     python3 bench/exp_suite.py --out DIR [--ops logsumexp,softmax,log_softmax] [--no-gems] [--only REGEX]
 
@@ -11,6 +12,7 @@ Writes DIR/exp_bench.json (cases labelled with the op).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -46,6 +48,25 @@ def run_case(fn, x, ref, torch_ms) -> dict:
         worst = ((out.double() - ref).abs() / ulp).max().item()
         return {"worst_ulps": worst}, worst <= 64, out.numel() * out.element_size()
     return checked_timing(fn, check, x.numel() * x.element_size(), torch_ms)
+
+
+def peer_cases(report, cases, fns, torch_ms, impl, peer_fn, context):
+    """Time a peer library's op on each case (inside `context`, e.g. FlagGems' use_gems), checked
+    against torch's op on an fp64 copy made outside it; records appended to the report."""
+    import torch
+    for op, shape, dim, dtype in cases:
+        g = torch.Generator(device="cuda").manual_seed(5)
+        x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
+        ref = fns[op][0](x.double(), dim)
+        fn = peer_fn(op)
+        with context():
+            r = run_case(lambda: fn(x, dim), x, ref, torch_ms[label(op, shape, dim, dtype)])
+        r.update(impl=impl, mode=None, op=op, case=label(op, shape, dim, dtype), shape=list(shape), dim=dim,
+                 dtype=dtype, in_bytes=x.numel() * x.element_size())
+        report["records"].append(r)
+        log(f"[{impl}] {r['case']:<34} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}"
+            + (f" {r.get('note', '')}" if r["ok"] != "ok" else ""))
+        del x, ref
 
 
 def main(argv=None) -> int:
@@ -90,24 +111,15 @@ def main(argv=None) -> int:
     if not args.no_gems:
         try:
             import flag_gems
-            flag_gems.enable()
-            for op, shape, dim, dtype in cases:
-                torch_fn = fns[op][0]
-                g = torch.Generator(device="cuda").manual_seed(5)
-                x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
-                try:   # FlagGems has no fp64 kernel for some ops (seen: softmax); that case alone is lost
-                    ref = torch_fn(x.double(), dim)
-                except Exception as e:
-                    log(f"[gems] {label(op, shape, dim, dtype)}: fp64 reference failed under FlagGems: "
-                        f"{type(e).__name__}"[:200])
-                    continue
-                r = run_case(lambda: torch_fn(x, dim), x, ref, keep[label(op, shape, dim, dtype)])
-                r.update(impl="flaggems", mode=None, op=op, case=label(op, shape, dim, dtype), shape=list(shape),
-                         dim=dim, dtype=dtype, in_bytes=x.numel() * x.element_size())
-                report["records"].append(r)
-                log(f"[gems] {r['case']:<34} {r['gbps'] or 0:.0f} ({(r.get('ratio_to_torch') or 0):.2f}x) {r['ok']}")
+            peer_cases(report, cases, fns, keep, "flaggems", lambda op: fns[op][0], flag_gems.use_gems)
         except Exception as e:
-            log(f"[gems] unavailable: {type(e).__name__}: {e}"[:300])
+            log(f"[flaggems] unavailable: {type(e).__name__}: {e}"[:300])
+    try:   # Liger: softmax over the last dim only (it has no logsumexp / log_softmax, no other dim)
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        peer_cases(report, [c for c in cases if c[0] == "softmax" and c[2] == -1], fns, keep, "liger",
+                   lambda op: lambda x, dim: LigerSoftmaxFunction.apply(x), contextlib.nullcontext)
+    except ImportError as e:
+        log(f"[liger] unavailable: {e}"[:300])
     report["seconds"] = round(time.monotonic() - start, 1)
     (args.out / "exp_bench.json").write_text(json.dumps(report, indent=1, default=str))
     log(f"[done] {report['seconds']} s")

@@ -253,19 +253,25 @@ class RowPlan:
 
 # Longest row the single-read kernel keeps on chip, by the accumulator's bytes (the row and its
 # exponentials sit in registers), along the contiguous dim and along a strided one (whose tile also
-# spans at least SINGLE_READ_MIN_COLUMNS rows for coalesced loads). Longer rows take the reduction +
-# normalizing pass. Set by bench/sweep_softmax.py (H100).
-SINGLE_READ_MAX_ROW = {4: 16384, 8: 8192}
-SINGLE_READ_MAX_STRIDED_ROW = 1024
+# spans at least SINGLE_READ_MIN_COLUMNS rows for coalesced loads); longer rows take the reduction +
+# normalizing pass. bench/sweep_softmax.py, H100, single-read vs two-pass GB/s: fp32 accumulator,
+# contiguous rows of 65536: 1917 vs 1487 (fp32), 1620 vs 1042 (bf16); fp64 accumulator: 8192: 2447 vs
+# 1346, 16384: 1330 vs 1322, 32768: 391 vs 1419 (spilled registers). Strided (dim=0), fast: 256: 1732
+# vs 424, 1024: 969 vs 1335; fp64: 64: 528 vs 242, 256: 501 vs 822.
+SINGLE_READ_MAX_ROW = {4: 65536, 8: 8192}
+SINGLE_READ_MAX_STRIDED_ROW = {4: 256, 8: 64}
 SINGLE_READ_MIN_COLUMNS = 32
-# Elements of a program's tile, and per thread (which sets the warps, at most 16).
+# Elements of a program's tile (several short rows share one), and per thread, which sets the warps
+# (at most 32): 32 for an fp32 accumulator and for strided rows, 16 for contiguous rows in fp64 (twice
+# the registers per element). Same sweep: 8192 rows, fp64: 16 warps 2447, 8 warps 1700 GB/s; bf16
+# fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
-SINGLE_READ_PER_THREAD = 16
+SINGLE_READ_MAX_WARPS = 32
 
 
 @lru_cache(maxsize=4096)
 def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int,
-                     tile_elements: int = SINGLE_READ_TILE, per_thread: int = SINGLE_READ_PER_THREAD,
+                     tile_elements: int = SINGLE_READ_TILE, per_thread: int | None = None,
                      max_row: int | None = None) -> RowPlan | None:
     """The single-read plan of a softmax over rows x red (both >= 1), or None where rows do not fit
     on chip. tile_elements, per_thread, max_row override the defaults (bench/sweep_softmax.py)."""
@@ -273,10 +279,12 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         raise ValueError("plan_single_read needs a non-empty softmax")
     block_j = _pow2_at_least(red)
     if max_row is None:
-        max_row = SINGLE_READ_MAX_ROW[accumulator_size] if j_fast else SINGLE_READ_MAX_STRIDED_ROW
+        max_row = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[accumulator_size]
     if block_j > max_row:
         return None
+    if per_thread is None:
+        per_thread = 16 if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
-    warps = max(1, min(16, block_rows * block_j // (32 * per_thread)))
+    warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))

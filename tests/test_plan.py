@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import plan_reduction
+from precred.plan import (SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction,
+                          plan_single_read)
 
 H100_SMS = 132
 DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
@@ -124,3 +125,25 @@ def test_every_plan_terminates_in_one_output_per_row(pairwise, tile):
         plan = plan_reduction(outer, red, inner, inner_contiguous=contiguous, whole_tree=pairwise,
                               sm_count=64, tile_elements=tile, split_min_bytes=0)
         _check_plan_invariants(plan, outer, red, inner)
+
+
+@pytest.mark.parametrize("acc", [4, 8])
+@pytest.mark.parametrize("j_fast", [True, False])
+def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
+    limit = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[acc]
+    for rows in (1, 3, 16, 1000, 262144):
+        for red in sorted({r for r in (1, 2, 37, 256, 1000, limit - 1, limit) if r <= limit}):
+            plan = plan_single_read(rows, red, j_fast=j_fast, accumulator_size=acc)
+            assert plan.j_fast == j_fast
+            # A power-of-two tile holding the whole row, and a tree of depth log2(block_j) over it.
+            assert plan.block_j >= red and plan.block_j & (plan.block_j - 1) == 0
+            assert plan.block_j < 2 * red or red == 1 and plan.block_j == 1
+            assert plan.depth == int(math.log2(plan.block_j))
+            assert plan.block_rows & (plan.block_rows - 1) == 0 and plan.block_rows <= max(
+                1, 2 ** math.ceil(math.log2(rows)), SINGLE_READ_MIN_COLUMNS if not j_fast else 1)
+            assert 1 <= plan.num_warps <= 32 and plan.num_warps & (plan.num_warps - 1) == 0
+            if not j_fast and rows >= SINGLE_READ_MIN_COLUMNS:
+                assert plan.block_rows >= SINGLE_READ_MIN_COLUMNS    # coalesced loads along the rows
+        assert plan_single_read(rows, limit + 1, j_fast=j_fast, accumulator_size=acc) is None
+    with pytest.raises(ValueError):
+        plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)

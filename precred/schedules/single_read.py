@@ -47,7 +47,8 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
     mask = (rows < n_rows) & (j < red_len)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
                   mask=mask, other=0)
-    # Padding is -inf (set after widening: bf16 arrives as int16 bits, where -inf has no literal).
+    # Padding is -inf, set after widening: under the interpreter bf16 arrives as int16 bits
+    # (precred.launch), where -inf has no literal.
     x = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
     if J_FAST:
         m_tile = tl.max(x, 1)[:, None]
