@@ -59,8 +59,8 @@ def section(report: dict, path: str) -> list[str]:
     lines = [f"## {report['device']}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items()) + ".",
              f"Copy ceiling (1 GiB device-to-device, read + write): {copy.get('gbps', 0):.0f} GB/s. "
-             f"{report['protocol']}. Cells: GB/s (ratio to torch.logsumexp); ulp = worst error over the "
-             "rows in ulps of the output, against torch.logsumexp of an fp64 copy (\"wrong\": beyond 64).", ""]
+             f"{report['protocol']}. Cells: GB/s (ratio to torch's op); ulp = worst error in ulps of the output "
+             "(log_softmax: of max(|y|, 1)), against torch's op on an fp64 copy (\"wrong\": beyond 64).", ""]
 
     def cells(by):
         t = by.get(("torch", None))

@@ -136,11 +136,13 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
     """The softmax's plan along dim of non-empty x: a RowPlan (single-read kernel) where rows fit on
     chip, else the reduction's Plan (one pass for each row's max and log-sum, then the normalizing
     pass)."""
-    view = reduction_view(x, (dim,))
-    acc = mode.accumulator_dtype(x.dtype, out_dtype)
-    row_plan = plan_single_read(view.outer * view.inner, view.red, j_fast=view.stride_red == 1,
-                                accumulator_size=acc.itemsize)
+    row_plan = _row_plan(reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
     return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
+
+
+def _row_plan(view, acc_dtype) -> RowPlan | None:
+    return plan_single_read(view.outer * view.inner, view.red, j_fast=view.stride_red == 1,
+                            accumulator_size=acc_dtype.itemsize)
 
 
 def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool,
@@ -149,33 +151,85 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     of out_dtype, by `plan` (default plan_softmax's): a RowPlan reads each row once (single-read
     kernel); a Plan runs the one-pass reduction for each row's maximum and log(sum exp(x - max)),
     kept in fp64, then the normalizing pass, which reads x again. Both compute in the mode's
-    accumulator dtype."""
-    plan = plan_softmax(x, dim, mode, out_dtype) if plan is None else plan
+    accumulator dtype. Planned CUDA calls leave a launch recipe, as `reduce` does."""
+    key = None
+    if plan is None and x.is_cuda:
+        key = ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, mode, out_dtype, log, x.data_ptr() % 16)
+        recipe = _RECIPES.get(key)
+        if recipe is not None:
+            return recipe.run(x)
+    src = reduction_view(x, (dim,))
+    acc = mode.accumulator_dtype(x.dtype, out_dtype)
+    if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
+        plan = _row_plan(src, acc)
+        two_pass_plan = None
+    else:
+        two_pass_plan = plan
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
-    src, dst = reduction_view(x, (dim,)), reduction_view(out, (dim,))
+    dst = reduction_view(out, (dim,))
     rows, red = src.outer * src.inner, src.red
-    strides = (src.inner, src.stride_outer, src.stride_inner, src.stride_red,
-               dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red)
-    acc = _TL_DTYPE[mode.accumulator_dtype(x.dtype, out_dtype)]
+    scalars = [rows, red, src.inner, src.stride_outer, src.stride_inner, src.stride_red,
+               dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red]
     if isinstance(plan, RowPlan):
         # On the GPU, bf16 goes to this kernel as bf16: the hardware widens exactly and narrows with
         # cvt.rn (round to nearest even, what the int16 path writes out for the interpreter), and
         # measured 3-20% faster for bf16 rows here (H100, bf16 8192^2: 2768 -> 2846 GB/s).
         wire = (lambda t: t) if x.is_cuda else _bits_if_bf16
-        single_read_kernel[(triton.cdiv(rows, plan.block_rows),)](
-            wire(src.source), wire(dst.source), rows, red, *strides, LOG=log,
-            ACC_DTYPE=acc, J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
-            num_warps=plan.num_warps)
-        return out
-    log_s, row_max = reduce(x, (dim,), mode, torch.float64, Output(with_mean=True), plan)
-    j_fast = src.stride_red == 1
-    block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
-    block_j = min(block_j, triton.next_power_of_2(red))
-    grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
-    normalize_kernel[grid](_bits_if_bf16(src.source), log_s, row_max, _bits_if_bf16(dst.source), rows, red,
-                           *strides, LOG=log, ACC_DTYPE=acc, J_FAST=j_fast, BLOCK_ROWS=block_rows,
-                           BLOCK_J=block_j, num_warps=4)
+        launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
+                         [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
+                         BLOCK_J=plan.block_j)
+        reduction = None
+    else:
+        output = Output(with_mean=True)
+        log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan)
+        j_fast = src.stride_red == 1
+        block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
+        block_j = min(block_j, triton.next_power_of_2(red))
+        grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
+        launch = _launch(normalize_kernel, grid, [_bits_if_bf16(src.source), log_s, row_max,
+                                                  _bits_if_bf16(dst.source)], scalars, 4,
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j)
+        wire, reduction = _bits_if_bf16, (dim, mode, output)
+    if key is not None and not src.copied and launch[0] is not None:
+        _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
+
+
+def _launch(kernel, grid, pointers, scalars, num_warps, **consts):
+    """Launch kernel; (compiled kernel or None under the interpreter, grid, the arguments after the
+    pointers in the kernel's parameter order -- scalars, then constexprs -- as Triton's launcher
+    takes them)."""
+    compiled = kernel[grid](*pointers, *scalars, num_warps=num_warps, **consts)
+    trailing = list(scalars) + [consts[name] for name in kernel.arg_names[len(pointers) + len(scalars):]]
+    return (compiled if hasattr(compiled, "run") else None), grid, trailing
+
+
+class _SoftmaxRecipe:
+    """A softmax call signature's launches, replayed on new tensors of that signature: the single-read
+    kernel, or the reduction (through reduce's own recipe) and the normalizing pass."""
+
+    def __init__(self, wire, out_dtype, reduction, launch):
+        from triton.runtime import driver  # the GPU driver; never touched under the interpreter
+
+        self.wire, self.out_dtype, self.reduction = wire, out_dtype, reduction
+        self.compiled, self.grid, self.trailing = launch
+        self.get_stream = driver.active.get_current_stream
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(x.shape, dtype=self.out_dtype, device=x.device)
+        pointers = [self.wire(x), self.wire(out)]
+        if self.reduction is not None:
+            dim, mode, output = self.reduction
+            pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output)
+        _replay(self.compiled, self.grid, self.get_stream(x.device.index), pointers, self.trailing)
+        return out
+
+
+def _replay(compiled, grid, stream, pointers, trailing):
+    """Launch a compiled kernel directly (Triton's launcher, without its argument binding)."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    compiled.run(*grid, stream, compiled.function, compiled.packed_metadata, None, None, None, *pointers, *trailing)
 
 
 def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,
@@ -262,13 +316,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter)
     scalars += shift_scalars
-    compiled = kernel[grid](*src, *dst, shift_ptr, *scalars, num_warps=p.num_warps, **consts)
-    # Everything after the seven pointers, in the kernel's parameter order, as Triton's launcher takes it.
-    trailing = scalars + [consts[name] for name in kernel.arg_names[_POINTERS + len(scalars):]]
-    return (compiled if hasattr(compiled, "run") else None), grid, trailing
-
-
-_POINTERS = 7   # src hi/lo/cnt, dst hi/lo/cnt, shift
+    return _launch(kernel, grid, [*src, *dst, shift_ptr], scalars, p.num_warps, **consts)
 
 
 class _Recipe:
@@ -291,8 +339,7 @@ class _Recipe:
         last = len(self.launches) - 1
         for index, (compiled, grid, trailing) in enumerate(self.launches):
             dst = self.workspace.destination(out, mean, index == last, self.parts[index])
-            compiled.run(grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                         *src, *dst, source, *trailing)
+            _replay(compiled, grid, stream, [*src, *dst, source], trailing)
             src = dst
         return out, mean
 
