@@ -3,7 +3,7 @@ thread x tile elements, with the row-length limit lifted, on DESIGN.md's shapes,
 dim=-1 and dim=0 (where the rows are short enough), both modes; torch's softmax, Liger's (dim=-1;
 when liger_kernel imports) and precred's two-pass path alongside.
 
-    python3 bench/sweep_softmax.py [--only REGEX]
+    python3 bench/sweep_softmax.py [--only REGEX] [--log]
 Prints GB/s ((input + output bytes) / median do_bench time) per setting, to set
 precred.plan's SINGLE_READ_* constants from measurements. Each setting's output is checked against
 torch's fp64 softmax first (a garbage catch: 64 ulp).
@@ -24,7 +24,7 @@ from precred.plan import plan_single_read  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (4096, 4096),
           (64, 65536), (256, 65536), (2048, 16384), (1024, 32768)]
-SETTINGS = list(itertools.product([8, 16, 32], [4096, 16384]))   # (per_thread, tile_elements)
+SETTINGS = list(itertools.product([8, 16, 32, 64], [4096]))   # (per_thread, tile_elements)
 MAX_STRIDED_ROW = 4096
 
 
@@ -44,7 +44,10 @@ def _liger():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
+    ap.add_argument("--log", action="store_true", help="log_softmax instead of softmax")
     args = ap.parse_args()
+    log = args.log
+    torch_op = torch.log_softmax if log else torch.softmax
     print(torch.cuda.get_device_name())
     liger = _liger()
     for shape, dim, dtype in itertools.product(SHAPES, (1, 0), (torch.float32, torch.bfloat16)):
@@ -54,10 +57,10 @@ def main():
             continue
         x = (torch.randn(shape, device="cuda") * 4).to(dtype)
         nbytes = 2 * x.numel() * x.element_size()
-        ref = torch.softmax(x.double(), dim)
-        ulp = torch.finfo(dtype).eps * ref.abs().clamp_min(torch.finfo(dtype).eps)
-        cells = [f"{label}: torch {nbytes / _time(lambda: torch.softmax(x, dim)) / 1e6:.0f}"]
-        if liger is not None and dim == 1:
+        ref = torch_op(x.double(), dim)
+        ulp = torch.finfo(dtype).eps * ref.abs().clamp_min(1.0 if log else torch.finfo(dtype).eps)
+        cells = [f"{label}: torch {nbytes / _time(lambda: torch_op(x, dim)) / 1e6:.0f}"]
+        if liger is not None and dim == 1 and not log:
             try:
                 cells[0] += f" liger {nbytes / _time(lambda: liger(x)) / 1e6:.0f}"
             except Exception as e:   # Liger refuses rows over 65536
@@ -66,15 +69,15 @@ def main():
         for mode, m in EXP_MODES.items():
             acc = m.accumulator_dtype(x.dtype, x.dtype).itemsize
             two_pass = plan_for(x, (dim,), m, torch.float64)[1]
-            row = [f"two-pass {nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, False, two_pass)) / 1e6:.0f}"]
+            row = [f"two-pass {nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, log, two_pass)) / 1e6:.0f}"]
             best = None
             for per_thread, tile in SETTINGS:
                 plan = plan_single_read(view.outer * view.inner, red, j_fast=dim == 1, accumulator_size=acc,
                                         tile_elements=tile, per_thread=per_thread, max_row=65536)
                 try:
-                    out = softmax_rows(x, dim, m, x.dtype, False, plan)
+                    out = softmax_rows(x, dim, m, x.dtype, log, plan)
                     worst = ((out.double() - ref).abs() / ulp).max().item()
-                    gbps = nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, False, plan)) / 1e6
+                    gbps = nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, log, plan)) / 1e6
                     row.append(f"{gbps:.0f}" + ("" if worst <= 64 else f"(WRONG {worst:.0f} ulp)"))
                     if best is None or gbps > best[0]:
                         best = (gbps, per_thread, tile, plan)
