@@ -132,17 +132,17 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
 NORMALIZE_TILE = (8, 512)
 
 
-def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
-    """The softmax's plan along dim of non-empty x: a RowPlan (single-read kernel) where rows fit on
-    chip, else the reduction's Plan (one pass for each row's max and log-sum, then the normalizing
-    pass)."""
-    row_plan = _row_plan(reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
+def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool):
+    """The softmax's (log_softmax's, `log`) plan along dim of non-empty x: a RowPlan (single-read
+    kernel) where rows fit on chip, else the reduction's Plan (one pass for each row's max and log-sum,
+    then the normalizing pass)."""
+    row_plan = _row_plan(reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype), log)
     return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
 
 
-def _row_plan(view, acc_dtype) -> RowPlan | None:
+def _row_plan(view, acc_dtype, log) -> RowPlan | None:
     return plan_single_read(view.outer * view.inner, view.red, j_fast=view.stride_red == 1,
-                            accumulator_size=acc_dtype.itemsize)
+                            accumulator_size=acc_dtype.itemsize, log=log)
 
 
 def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool,
@@ -161,7 +161,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     src = reduction_view(x, (dim,))
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(src, acc)
+        plan = _row_plan(src, acc, log)
         two_pass_plan = None
     else:
         two_pass_plan = plan

@@ -259,6 +259,10 @@ class RowPlan:
 # 1346, 16384: 1330 vs 1322, 32768: 391 vs 1419 (spilled registers). Strided (dim=0), fast: 256: 1732
 # vs 424, 1024: 969 vs 1335; fp64: 64: 528 vs 242, 256: 501 vs 822.
 SINGLE_READ_MAX_ROW = {4: 65536, 8: 8192}
+# log_softmax also forms (x - m) - log(s) in fp64 per element: same sweep (--log), fast mode, rows of
+# 65536: single-read 1580 vs two-pass 1485 GB/s in fp32 but 699 vs 1042 in bf16; 32768: 2306 vs 1428
+# (fp32), 1601 vs 993 (bf16). So its rows stop at 32768.
+SINGLE_READ_MAX_LOG_ROW = 32768
 SINGLE_READ_MAX_STRIDED_ROW = {4: 256, 8: 64}
 SINGLE_READ_MIN_COLUMNS = 32
 # Elements of a program's tile (several short rows share one), and per thread, which sets the warps
@@ -270,16 +274,19 @@ SINGLE_READ_MAX_WARPS = 32
 
 
 @lru_cache(maxsize=4096)
-def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int,
+def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int, log: bool = False,
                      tile_elements: int = SINGLE_READ_TILE, per_thread: int | None = None,
                      max_row: int | None = None) -> RowPlan | None:
-    """The single-read plan of a softmax over rows x red (both >= 1), or None where rows do not fit
-    on chip. tile_elements, per_thread, max_row override the defaults (bench/sweep_softmax.py)."""
+    """The single-read plan of a softmax (log_softmax, `log`) over rows x red (both >= 1), or None where
+    rows do not fit on chip. tile_elements, per_thread, max_row override the defaults
+    (bench/sweep_softmax.py)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_single_read needs a non-empty softmax")
     block_j = _pow2_at_least(red)
     if max_row is None:
         max_row = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[accumulator_size]
+        if log:
+            max_row = min(max_row, SINGLE_READ_MAX_LOG_ROW)
     if block_j > max_row:
         return None
     if per_thread is None:

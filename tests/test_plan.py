@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import (SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction,
-                          plan_single_read)
+from precred.plan import (SINGLE_READ_MAX_LOG_ROW, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW,
+                          SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_single_read)
 
 H100_SMS = 132
 DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
@@ -145,5 +145,8 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
             if not j_fast and rows >= SINGLE_READ_MIN_COLUMNS:
                 assert plan.block_rows >= SINGLE_READ_MIN_COLUMNS    # coalesced loads along the rows
         assert plan_single_read(rows, limit + 1, j_fast=j_fast, accumulator_size=acc) is None
+        log_limit = min(limit, SINGLE_READ_MAX_LOG_ROW)
+        assert plan_single_read(rows, log_limit, j_fast=j_fast, accumulator_size=acc, log=True) is not None
+        assert plan_single_read(rows, log_limit + 1, j_fast=j_fast, accumulator_size=acc, log=True) is None
     with pytest.raises(ValueError):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)

@@ -66,7 +66,7 @@ def softmax_by_path(x, dim, mode, log, out_dtype, path):
     """(output, plan) of precred's softmax along dim of x (on its device) through `path`."""
     m = get_exp_mode(mode)
     if PATHS[path] is None:
-        plan = plan_softmax(x, dim, m, out_dtype)
+        plan = plan_softmax(x, dim, m, out_dtype, log)
         assert isinstance(plan, RowPlan), plan
     else:
         plan = plan_for(x, (dim,), m, torch.float64, **PATHS[path])[1]
