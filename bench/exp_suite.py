@@ -55,7 +55,9 @@ def run_case(fn, x, ref, torch_ms, op) -> dict:
 
 def peer_cases(report, cases, fns, torch_ms, impl, peer_fn, context):
     """Time a peer library's op on each case (inside `context`, e.g. FlagGems' use_gems), checked
-    against torch's op on an fp64 copy made outside it; records appended to the report."""
+    against torch's op on an fp64 copy made outside it (FlagGems has no fp64 softmax); records appended
+    to the report. The context is entered once per case around the whole timing, never per call (each
+    entry re-registers every FlagGems op)."""
     import torch
     for op, shape, dim, dtype in cases:
         g = torch.Generator(device="cuda").manual_seed(5)

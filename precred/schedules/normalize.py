@@ -22,6 +22,19 @@ def _offsets(rows, j, inner, stride_outer, stride_inner, stride_red):
 
 
 @triton.jit
+def tile_indices(r1, j1, n_rows, red_len, J_FAST: tl.constexpr):
+    """(rows, j, mask) of a tile from its row and reduced-index ranges: the reduced index on the tile's
+    fast axis when J_FAST, else the rows."""
+    if J_FAST:
+        rows = r1[:, None]
+        j = j1[None, :]
+    else:
+        rows = r1[None, :]
+        j = j1[:, None]
+    return rows, j, (rows < n_rows) & (j < red_len)
+
+
+@triton.jit
 def normalize_kernel(src_ptr, log_s_ptr, max_ptr, dst_ptr, n_rows, red_len,
                      src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                      dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
@@ -31,13 +44,7 @@ def normalize_kernel(src_ptr, log_s_ptr, max_ptr, dst_ptr, n_rows, red_len,
     j_block = tl.program_id(1)
     r1 = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     j1 = j_block * BLOCK_J + tl.arange(0, BLOCK_J)
-    if J_FAST:
-        rows = r1[:, None]
-        j = j1[None, :]
-    else:
-        rows = r1[None, :]
-        j = j1[:, None]
-    mask = (rows < n_rows) & (j < red_len)
+    rows, j, mask = tile_indices(r1, j1, n_rows, red_len, J_FAST)
     x = to_accumulator(tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner,
                                                   src_stride_red), mask=mask, other=0), tl.float64)
     log_s = tl.load(log_s_ptr + rows, mask=rows < n_rows, other=0.0)

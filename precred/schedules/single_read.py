@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .normalize import _offsets
+from .normalize import _offsets, tile_indices
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -37,14 +37,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
                        BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    j1 = tl.arange(0, BLOCK_J)
-    if J_FAST:
-        rows = r1[:, None]
-        j = j1[None, :]
-    else:
-        rows = r1[None, :]
-        j = j1[:, None]
-    mask = (rows < n_rows) & (j < red_len)
+    rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
                   mask=mask, other=0)
     # Padding is -inf, set after widening: under the interpreter bf16 arrives as int16 bits
