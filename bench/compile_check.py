@@ -19,6 +19,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from precred.schedules.inner import inner_kernel  # noqa: E402
 from precred.schedules.normalize import normalize_kernel  # noqa: E402
 from precred.schedules.outer import outer_kernel  # noqa: E402
+from precred.schedules.row_loop import row_loop_kernel  # noqa: E402
 from precred.schedules.single_read import single_read_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -65,7 +66,9 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
             sig[name] = "*" + (src_ty if name == "src_ptr" else dst_ty if name == "dst_ptr" else "fp64")
         else:
             sig[name] = "constexpr" if name.isupper() else "i32"
-    consts = dict(LOG=log, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32, J_FAST=j_fast, **blocks)
+    consts = dict(LOG=log, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32, **blocks)
+    if "J_FAST" in kernel.arg_names:
+        consts["J_FAST"] = j_fast
     compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
                               options={"num_warps": warps})
     ptx = compiled.asm["ptx"]
@@ -81,12 +84,15 @@ def main():
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
-             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4)],
+             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4),
+             (row_loop_kernel, dict(BLOCK_N=4096), 16)],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("bf16", "bf16", "fp32"), ("bf16", "bf16", "fp64"),
              ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],
             [False, True], [True, False]):
         if kernel is normalize_kernel and src_ty == "bf16":
             continue   # the normalizing pass takes bf16 as int16 everywhere
+        if kernel is row_loop_kernel and not j_fast:
+            continue   # contiguous rows only
         if kernel is single_read_kernel and acc == "fp64" and blocks["BLOCK_J"] > 8192:
             continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
         started = time.time()

@@ -1,5 +1,5 @@
 """Sweep the single-read softmax kernel's plan (GPU; one device call, a few minutes): elements per
-thread x tile elements, with the row-length limit lifted, on DESIGN.md's shapes, fp32 and bf16,
+thread x tile elements, with the row-length limit lifted, and the row-loop kernel's lanes x warps, on DESIGN.md's shapes, fp32 and bf16,
 dim=-1 and dim=0 (where the rows are short enough), both modes; torch's softmax, Liger's (dim=-1;
 when liger_kernel imports) and precred's two-pass path alongside.
 
@@ -20,12 +20,13 @@ sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 from precred.launch import plan_for, softmax_rows  # noqa: E402
 from precred.layout import reduction_view  # noqa: E402
 from precred.modes import EXP_MODES  # noqa: E402
-from precred.plan import plan_single_read  # noqa: E402
+from precred.plan import LoopPlan, plan_single_read  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (4096, 4096),
           (64, 65536), (256, 65536), (2048, 16384), (1024, 32768)]
 SETTINGS = list(itertools.product([8, 16, 32, 64], [4096]))   # (per_thread, tile_elements)
 MAX_STRIDED_ROW = 4096
+LOOP_SETTINGS = list(itertools.product([2048, 4096, 8192], [8, 16, 32]))   # (lanes, warps)
 
 
 def _time(fn):
@@ -85,9 +86,18 @@ def main():
                     row.append(f"ERR {type(e).__name__}")
             cells.append(f"{mode} [{' '.join(row)}] best {best[0]:.0f} pt={best[1]} tile={best[2]} {best[3]}"
                          if best else f"{mode} [{' '.join(row)}]")
+            if dim == 1:   # the row-loop kernel: lanes x warps
+                loop = []
+                for block_n, warps in LOOP_SETTINGS:
+                    plan = LoopPlan(red, block_n, warps)
+                    gbps = nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, log, plan)) / 1e6
+                    out = softmax_rows(x, dim, m, x.dtype, log, plan)
+                    worst = ((out.double() - ref).abs() / ulp).max().item()
+                    loop.append(f"{gbps:.0f}" + ("" if worst <= 64 else f"(WRONG {worst:.0f} ulp)"))
+                cells.append(f"{mode} row-loop [{' '.join(loop)}]")
         print("\n   ".join(cells), flush=True)
         del x, ref, ulp
-    print("settings order (per_thread, tile_elements):", SETTINGS)
+    print("settings order (per_thread, tile_elements):", SETTINGS, "row-loop (lanes, warps):", LOOP_SETTINGS)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ import triton.language as tl
 
 from .layout import reduction_view
 from .modes import Mode
-from .plan import OUTER_REGISTERS_MIN_RED, Plan, RowPlan, plan_reduction, plan_single_read
+from .plan import (OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction, plan_row_loop,
+                   plan_single_read)
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
+from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel
 from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
 
@@ -134,24 +136,30 @@ NORMALIZE_TILE = (8, 512)
 
 def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool):
     """The softmax's (log_softmax's, `log`) plan along dim of non-empty x: a RowPlan (single-read
-    kernel) where rows fit on chip, else the reduction's Plan (one pass for each row's max and log-sum,
-    then the normalizing pass)."""
-    row_plan = _row_plan(reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype), log)
+    kernel) where rows fit on chip, else a LoopPlan (one program reads a contiguous row twice, the
+    second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
+    and log-sum, then the normalizing pass)."""
+    row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype), log)
     return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
 
 
-def _row_plan(view, acc_dtype, log) -> RowPlan | None:
-    return plan_single_read(view.outer * view.inner, view.red, j_fast=view.stride_red == 1,
-                            accumulator_size=acc_dtype.itemsize, log=log)
+def _row_plan(x, view, acc_dtype, log) -> RowPlan | LoopPlan | None:
+    rows = view.outer * view.inner
+    plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize,
+                            log=log)
+    if plan is None and view.inner == 1 and view.stride_red == 1:
+        plan = plan_row_loop(rows, view.red, element_size=x.element_size(), sm_count=device_sm_count(x.device))
+    return plan
 
 
 def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool,
                  plan: RowPlan | Plan | None = None) -> torch.Tensor:
     """softmax (or log_softmax, `log`) of non-empty x along dim, written into a new contiguous tensor
     of out_dtype, by `plan` (default plan_softmax's): a RowPlan reads each row once (single-read
-    kernel); a Plan runs the one-pass reduction for each row's maximum and log(sum exp(x - max)),
-    kept in fp64, then the normalizing pass, which reads x again. Both compute in the mode's
-    accumulator dtype. Planned CUDA calls leave a launch recipe, as `reduce` does."""
+    kernel); a LoopPlan reads each contiguous row twice in one program (row-loop kernel); a Plan runs
+    the one-pass reduction for each row's maximum and log(sum exp(x - max)), kept in fp64, then the
+    normalizing pass, which reads x again. All compute in the mode's accumulator dtype. Planned CUDA
+    calls leave a launch recipe, as `reduce` does."""
     key = None
     if plan is None and x.is_cuda:
         key = ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, mode, out_dtype, log, x.data_ptr() % 16)
@@ -161,7 +169,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     src = reduction_view(x, (dim,))
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(src, acc, log)
+        plan = _row_plan(x, src, acc, log)
         two_pass_plan = None
     else:
         two_pass_plan = plan
@@ -170,16 +178,19 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     rows, red = src.outer * src.inner, src.red
     scalars = [rows, red, src.inner, src.stride_outer, src.stride_inner, src.stride_red,
                dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red]
+    # On the GPU, bf16 goes to the single-program kernels as bf16: the hardware widens exactly and
+    # narrows with cvt.rn (round to nearest even, what the int16 path writes out for the interpreter),
+    # and measured 3-20% faster for bf16 rows here (H100, bf16 8192^2: 2768 -> 2846 GB/s).
+    wire, reduction = ((lambda t: t) if x.is_cuda else _bits_if_bf16), None
     if isinstance(plan, RowPlan):
-        # On the GPU, bf16 goes to this kernel as bf16: the hardware widens exactly and narrows with
-        # cvt.rn (round to nearest even, what the int16 path writes out for the interpreter), and
-        # measured 3-20% faster for bf16 rows here (H100, bf16 8192^2: 2768 -> 2846 GB/s).
-        wire = (lambda t: t) if x.is_cuda else _bits_if_bf16
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
                          BLOCK_J=plan.block_j)
-        reduction = None
+    elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
+        launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],
+                         [red, src.stride_outer, dst.stride_outer], plan.num_warps,
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n)
     else:
         output = Output(with_mean=True)
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan)

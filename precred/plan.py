@@ -295,3 +295,39 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """softmax's row-loop kernel (schedules/row_loop.py): one program per contiguous row, which it
+    reads twice (the second time from L2)."""
+    red: int           # row length
+    block_n: int       # lanes of stable-exp state, a power of two
+    num_warps: int
+
+    @property
+    def depth(self) -> int:
+        """Roundings of the row's sum, as an inner pass's: the lane chain, then the fixed tree."""
+        return (-(-self.red // self.block_n) - 1) + (self.block_n.bit_length() - 1)
+
+
+# Rows of at most this many bytes are read twice by one program (beyond the single-read limits): the
+# rows in flight at once must fit in L2 for the second read to hit it. Below ROW_LOOP_MIN_ROWS_PER_SM
+# rows per SM the two-pass path (whose reduction splits rows across programs) is used instead.
+# bench/sweep_softmax.py (H100) sets ROW_LOOP_TILE and ROW_LOOP_WARPS.
+ROW_LOOP_MAX_ROW_BYTES = 256 << 10
+ROW_LOOP_MIN_ROWS_PER_SM = 2
+ROW_LOOP_TILE = 4096
+ROW_LOOP_WARPS = 16
+
+
+@lru_cache(maxsize=4096)
+def plan_row_loop(rows: int, red: int, *, element_size: int, sm_count: int, block_n: int = ROW_LOOP_TILE,
+                  num_warps: int = ROW_LOOP_WARPS) -> LoopPlan | None:
+    """The row-loop plan of a softmax over rows x red contiguous rows, or None where it does not pay
+    (rows longer than ROW_LOOP_MAX_ROW_BYTES, or too few rows to fill the GPU)."""
+    if rows < 1 or red < 1:
+        raise ValueError("plan_row_loop needs a non-empty softmax")
+    if red * element_size > ROW_LOOP_MAX_ROW_BYTES or rows < ROW_LOOP_MIN_ROWS_PER_SM * sm_count:
+        return None
+    return LoopPlan(red, min(block_n, _pow2_at_least(red)), num_warps)

@@ -12,7 +12,7 @@ import torch
 import precred
 from precred.launch import plan_for, plan_softmax, softmax_rows
 from precred.modes import get_exp_mode
-from precred.plan import RowPlan
+from precred.plan import RowPlan, plan_row_loop
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
 from validation.stable_exp import WORK_BITS, reference_logsumexp
 
@@ -49,17 +49,20 @@ def reference(x: torch.Tensor, log: bool):
 
 # The kernels a softmax can take: the single-read kernel (rows on chip), and the reduction + normalizing
 # pass under the default planner and under tiny tiles (a split reduction, long lane chains).
-PATHS = {"single-read": None, "two-pass": {}, "two-pass-split": PLANNER_SETTINGS["tiny-tiles"]}
+PATHS = {"single-read": None, "row-loop": "loop", "two-pass": {}, "two-pass-split": PLANNER_SETTINGS["tiny-tiles"]}
+# The row-loop kernel over dim 1 with 16 lanes: several tiles per row, so the lane chains and both loops
+# run (it takes contiguous rows only).
+ROW_LOOP_LANES = 16
 
 
 def path_and_dims(n):
     """(path, dim) pairs to check rows of length n on: all of them for short rows (strided rows up to
-    64 are single-read in both accumulators); long rows over dim 1 only (strided, they are two-pass;
+    64 are single-read in both accumulators; the row loop takes dim 1 only); long rows over dim 1 only (strided, they are two-pass;
     the split's tiny tiles are slow under the interpreter, and the reduction's schedules have their
     own tests in test_logsumexp)."""
     if n <= 64:
-        return [(path, dim) for path in PATHS for dim in (1, 0)]
-    return [("single-read", 1), ("two-pass", 1)]
+        return [(path, dim) for path in PATHS for dim in (1, 0) if path != "row-loop" or dim == 1]
+    return [("single-read", 1), ("row-loop", 1), ("two-pass", 1)]
 
 
 def softmax_by_path(x, dim, mode, log, out_dtype, path):
@@ -68,6 +71,9 @@ def softmax_by_path(x, dim, mode, log, out_dtype, path):
     if PATHS[path] is None:
         plan = plan_softmax(x, dim, m, out_dtype, log)
         assert isinstance(plan, RowPlan), plan
+    elif PATHS[path] == "loop":
+        plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(), sm_count=1,
+                             block_n=ROW_LOOP_LANES)
     else:
         plan = plan_for(x, (dim,), m, torch.float64, **PATHS[path])[1]
     return softmax_rows(x, dim, m, out_dtype, log, plan), plan
@@ -134,7 +140,7 @@ def test_specials_and_shapes_follow_torch(device):
             got = f(x.to(device), 1, mode=mode).cpu()
             torch.testing.assert_close(got, tf(x, 1), equal_nan=True)
             for path in PATHS:
-                for dim, xd in ((1, x), (0, x.t().contiguous())):
+                for dim, xd in ((1, x), (0, x.t().contiguous()))[:1 if path == "row-loop" else 2]:
                     got, _ = softmax_by_path(xd.to(device), dim, mode, f is precred.log_softmax, x.dtype, path)
                     torch.testing.assert_close(got.cpu(), tf(xd, dim), equal_nan=True)
     y = torch.randn(3, 4, 5, device=device)

@@ -49,12 +49,19 @@ def normalize_kernel(src_ptr, log_s_ptr, max_ptr, dst_ptr, n_rows, red_len,
                                                   src_stride_red), mask=mask, other=0), tl.float64)
     log_s = tl.load(log_s_ptr + rows, mask=rows < n_rows, other=0.0)
     m = tl.load(max_ptr + rows, mask=rows < n_rows, other=0.0)
-    # In fp64 (x is exact there), then the accumulator. torch's specials: a row holding +inf (m = +inf)
-    # is NaN throughout, as is a row of -inf (-inf - -inf) or one holding NaN (log(s) NaN).
+    tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
+             normalized(x, m, log_s, dst_ptr.dtype.element_ty, LOG, ACC_DTYPE), mask=mask)
+
+
+@triton.jit
+def normalized(x, m, log_s, OUT_DTYPE: tl.constexpr, LOG: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """The output element for input x (fp64) of a row with maximum m and log(s) (fp64), rounded to
+    OUT_DTYPE: (x - m) - log(s) in fp64 (x is exact there), then the accumulator, then its exp for
+    softmax. torch's specials: a row holding +inf (m = +inf) is NaN throughout, as is a row of -inf
+    (-inf - -inf) or one holding NaN (log(s) NaN)."""
     shifted = tl.where(m == float("inf"), float("nan"), (x - m) - log_s).to(ACC_DTYPE)
     if LOG:
         y = shifted
     else:
         y = tl.exp(shifted)
-    tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
-             round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
+    return round_to_output(y.to(tl.float64), OUT_DTYPE)
