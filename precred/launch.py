@@ -134,21 +134,21 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
 NORMALIZE_TILE = (8, 512)
 
 
-def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool):
-    """The softmax's (log_softmax's, `log`) plan along dim of non-empty x: a RowPlan (single-read
+def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
+    """The softmax's (and log_softmax's) plan along dim of non-empty x: a RowPlan (single-read
     kernel) where rows fit on chip, else a LoopPlan (one program reads a contiguous row twice, the
     second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
     and log-sum, then the normalizing pass)."""
-    row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype), log)
+    row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
     return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
 
 
-def _row_plan(x, view, acc_dtype, log) -> RowPlan | LoopPlan | None:
+def _row_plan(x, view, acc_dtype) -> RowPlan | LoopPlan | None:
     rows = view.outer * view.inner
-    plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize,
-                            log=log)
+    plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize)
     if plan is None and view.inner == 1 and view.stride_red == 1:
-        plan = plan_row_loop(rows, view.red, element_size=x.element_size(), sm_count=device_sm_count(x.device))
+        plan = plan_row_loop(rows, view.red, element_size=x.element_size(), accumulator_size=acc_dtype.itemsize,
+                             sm_count=device_sm_count(x.device))
     return plan
 
 
@@ -169,7 +169,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     src = reduction_view(x, (dim,))
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(x, src, acc, log)
+        plan = _row_plan(x, src, acc)
         two_pass_plan = None
     else:
         two_pass_plan = plan

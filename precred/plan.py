@@ -253,16 +253,13 @@ class RowPlan:
 
 # Longest row the single-read kernel keeps on chip, by the accumulator's bytes (the row and its
 # exponentials sit in registers), along the contiguous dim and along a strided one (whose tile also
-# spans at least SINGLE_READ_MIN_COLUMNS rows for coalesced loads); longer rows take the reduction +
-# normalizing pass. bench/sweep_softmax.py, H100, single-read vs two-pass GB/s: fp32 accumulator,
-# contiguous rows of 65536: 1917 vs 1487 (fp32), 1620 vs 1042 (bf16); fp64 accumulator: 8192: 2447 vs
-# 1346, 16384: 1330 vs 1322, 32768: 391 vs 1419 (spilled registers). Strided (dim=0), fast: 256: 1732
-# vs 424, 1024: 969 vs 1335; fp64: 64: 528 vs 242, 256: 501 vs 822.
-SINGLE_READ_MAX_ROW = {4: 65536, 8: 8192}
-# log_softmax also forms (x - m) - log(s) in fp64 per element: same sweep (--log), fast mode, rows of
-# 65536: single-read 1580 vs two-pass 1485 GB/s in fp32 but 699 vs 1042 in bf16; 32768: 2306 vs 1428
-# (fp32), 1601 vs 993 (bf16). So its rows stop at 32768.
-SINGLE_READ_MAX_LOG_ROW = 32768
+# spans at least SINGLE_READ_MIN_COLUMNS rows for coalesced loads); longer rows take the row loop or
+# the reduction + normalizing pass. bench/sweep_softmax.py, H100, GB/s: fp32 accumulator, contiguous
+# rows of 32768: single-read 2558 vs row loop 1959 (fp32), 2050 vs 1773 (bf16); 65536: 1760 vs 1915
+# (fp32), 1683 vs 1811 (bf16), log_softmax bf16 700 vs 1880. fp64 accumulator: 8192: 2447 vs two-pass
+# 1346; 16384: 1720 vs row loop 1523 but 32768: 413 vs 1489 (spilled registers). Strided (dim=0),
+# fast: 256: 1732 vs 424, 1024: 969 vs 1335; fp64: 64: 528 vs 242, 256: 501 vs 822.
+SINGLE_READ_MAX_ROW = {4: 32768, 8: 8192}
 SINGLE_READ_MAX_STRIDED_ROW = {4: 256, 8: 64}
 SINGLE_READ_MIN_COLUMNS = 32
 # Elements of a program's tile (several short rows share one), and per thread, which sets the warps
@@ -274,19 +271,16 @@ SINGLE_READ_MAX_WARPS = 32
 
 
 @lru_cache(maxsize=4096)
-def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int, log: bool = False,
+def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int,
                      tile_elements: int = SINGLE_READ_TILE, per_thread: int | None = None,
                      max_row: int | None = None) -> RowPlan | None:
-    """The single-read plan of a softmax (log_softmax, `log`) over rows x red (both >= 1), or None where
-    rows do not fit on chip. tile_elements, per_thread, max_row override the defaults
-    (bench/sweep_softmax.py)."""
+    """The single-read plan of a softmax over rows x red (both >= 1), or None where rows do not fit on
+    chip. tile_elements, per_thread, max_row override the defaults (bench/sweep_softmax.py)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_single_read needs a non-empty softmax")
     block_j = _pow2_at_least(red)
     if max_row is None:
         max_row = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[accumulator_size]
-        if log:
-            max_row = min(max_row, SINGLE_READ_MAX_LOG_ROW)
     if block_j > max_row:
         return None
     if per_thread is None:
@@ -314,20 +308,22 @@ class LoopPlan:
 # Rows of at most this many bytes are read twice by one program (beyond the single-read limits): the
 # rows in flight at once must fit in L2 for the second read to hit it. Below ROW_LOOP_MIN_ROWS_PER_SM
 # rows per SM the two-pass path (whose reduction splits rows across programs) is used instead.
-# bench/sweep_softmax.py (H100) sets ROW_LOOP_TILE and ROW_LOOP_WARPS.
+# (lanes, warps) by the accumulator's bytes, from bench/sweep_softmax.py (H100; rows of 65536, fast:
+# 4096 x 16 at 1884 fp32 / 1811 bf16 GB/s, best 1915 / 1811; fp64: 2048 x 8 best, 1548 vs two-pass 1476).
 ROW_LOOP_MAX_ROW_BYTES = 256 << 10
 ROW_LOOP_MIN_ROWS_PER_SM = 2
-ROW_LOOP_TILE = 4096
-ROW_LOOP_WARPS = 16
+ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
 
 
 @lru_cache(maxsize=4096)
-def plan_row_loop(rows: int, red: int, *, element_size: int, sm_count: int, block_n: int = ROW_LOOP_TILE,
-                  num_warps: int = ROW_LOOP_WARPS) -> LoopPlan | None:
+def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: int, sm_count: int,
+                  block_n: int | None = None) -> LoopPlan | None:
     """The row-loop plan of a softmax over rows x red contiguous rows, or None where it does not pay
-    (rows longer than ROW_LOOP_MAX_ROW_BYTES, or too few rows to fill the GPU)."""
+    (rows longer than ROW_LOOP_MAX_ROW_BYTES, or too few rows to fill the GPU). block_n overrides the
+    lanes (tests)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_row_loop needs a non-empty softmax")
     if red * element_size > ROW_LOOP_MAX_ROW_BYTES or rows < ROW_LOOP_MIN_ROWS_PER_SM * sm_count:
         return None
-    return LoopPlan(red, min(block_n, _pow2_at_least(red)), num_warps)
+    lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
+    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)

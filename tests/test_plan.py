@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import (SINGLE_READ_MAX_LOG_ROW, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW,
-                          SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_single_read)
+from precred.plan import (ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
+                          SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
+                          plan_single_read)
 
 H100_SMS = 132
 DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
@@ -145,8 +146,21 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
             if not j_fast and rows >= SINGLE_READ_MIN_COLUMNS:
                 assert plan.block_rows >= SINGLE_READ_MIN_COLUMNS    # coalesced loads along the rows
         assert plan_single_read(rows, limit + 1, j_fast=j_fast, accumulator_size=acc) is None
-        log_limit = min(limit, SINGLE_READ_MAX_LOG_ROW)
-        assert plan_single_read(rows, log_limit, j_fast=j_fast, accumulator_size=acc, log=True) is not None
-        assert plan_single_read(rows, log_limit + 1, j_fast=j_fast, accumulator_size=acc, log=True) is None
     with pytest.raises(ValueError):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
+
+
+@pytest.mark.parametrize("acc", [4, 8])
+def test_row_loop_plans_cover_rows_up_to_the_l2_limit(acc):
+    for element_size in (2, 4, 8):
+        longest = ROW_LOOP_MAX_ROW_BYTES // element_size
+        for red in (1, 37, 4096, 5000, longest):
+            plan = plan_row_loop(1024, red, element_size=element_size, accumulator_size=acc, sm_count=132)
+            assert plan.red == red and plan.block_n & (plan.block_n - 1) == 0 and plan.block_n <= 2 * red
+            tiles = -(-red // plan.block_n)
+            assert plan.depth == tiles - 1 + int(math.log2(plan.block_n))   # the lane chain, then the tree
+        assert plan_row_loop(1024, longest + 1, element_size=element_size, accumulator_size=acc,
+                             sm_count=132) is None
+    # Too few rows to fill the GPU: the split two-pass path instead.
+    assert plan_row_loop(ROW_LOOP_MIN_ROWS_PER_SM * 132 - 1, 4096, element_size=4, accumulator_size=acc,
+                         sm_count=132) is None

@@ -69,10 +69,11 @@ def softmax_by_path(x, dim, mode, log, out_dtype, path):
     """(output, plan) of precred's softmax along dim of x (on its device) through `path`."""
     m = get_exp_mode(mode)
     if PATHS[path] is None:
-        plan = plan_softmax(x, dim, m, out_dtype, log)
+        plan = plan_softmax(x, dim, m, out_dtype)
         assert isinstance(plan, RowPlan), plan
     elif PATHS[path] == "loop":
-        plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(), sm_count=1,
+        plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(),
+                             accumulator_size=m.accumulator_dtype(x.dtype, out_dtype).itemsize, sm_count=1,
                              block_n=ROW_LOOP_LANES)
     else:
         plan = plan_for(x, (dim,), m, torch.float64, **PATHS[path])[1]
