@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from .modes import get_exp_mode, get_mode, get_var_mode
+from .modes import get_exp_mode, get_mode, get_prod_mode, get_var_mode
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -293,3 +293,25 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
         err = math.exp(shift + arg) * (1 + _EXP_ERROR_UNITS[acc] * u)
     err += _SMALLEST_NORMAL[acc]    # a result below the smallest normal may be flushed to 0
     return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
+
+
+def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
+                        out_dtype: torch.dtype | None = None) -> float:
+    """Upper bound on |computed - exact| of `precred.prod` in `mode`, where p is the exact product of
+    the n inputs (|p| for the bound's sake) and every partial product of the plan stays in the
+    accumulator's normal range (no overflow, no underflow, no subnormal).
+
+    Derivation (strategies/product.py): whatever the tree, a product of n factors is n - 1
+    multiplications, each computing fl(a b) = a b (1 + d) with |d| <= u of the accumulator, so the
+    accumulated value is p * prod(1 + d_k) with |prod(1 + d_k) - 1| <= gamma_(n-1) (Higham, Lemma 3.1).
+    The value is then rounded once to the output dtype (16-bit outputs through fp32), unless the
+    accumulator is the output dtype.
+    """
+    m = get_prod_mode(mode)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    acc_dtype = m.accumulator_dtype(dtype, out_dtype)
+    p = abs(float(p))
+    err = gamma(max(n - 1, 0), _UNIT_ROUNDOFF[acc_dtype]) * p
+    if _UNIT_ROUNDOFF[acc_dtype] < _UNIT_ROUNDOFF[out_dtype]:
+        err = _rounded_to_output(err, p, out_dtype)
+    return err * (1.0 + 16 * _UNIT_ROUNDOFF[torch.float64])

@@ -13,14 +13,15 @@ import triton.language as tl
 
 from .layout import reduction_view
 from .modes import Mode
-from .plan import (OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction, plan_row_loop,
-                   plan_single_read)
+from .plan import (ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction,
+                   plan_row_loop, plan_single_read, use_atomic)
+from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel
-from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
+from .strategies import COMPENSATED, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, WELFORD
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
@@ -58,7 +59,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
-                   heavy_state=mode.strategy != PLAIN,
+                   heavy_state=mode.strategy not in (PLAIN, PRODUCT),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
@@ -88,7 +89,8 @@ class Output:
     correction: float = 0.0     # Welford: m2 / max(0, n - correction)
     take_sqrt: bool = False     # Welford: the standard deviation instead of the variance
     with_mean: bool = False     # Welford: the mean as a second output; stable exp (softmax): log(s) and
-                                # the maximum m as two fp64 outputs instead of m + log(s)
+                                # the maximum m as two fp64 outputs instead of m + log(s); extremum: the
+                                # index as a second (int64) output
 
     def divisor(self, n: int, strategy: int) -> float:
         if strategy == WELFORD:
@@ -128,6 +130,55 @@ def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass)."""
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
+
+
+def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, plan: Plan | None = None,
+                    schedule: str | None = None, **planner_overrides):
+    """(flat values in x's dtype, flat int64 indices along the reduced axis or None): the maximum (or
+    minimum, by the mode's strategy) over dims. Indices count along the view's reduced axis, which is
+    the dim itself when one dim is reduced.
+
+    schedule: None (the planner's choice), "atomic" (schedules/atomic.py; its first pass is the
+    planned one, which must be an inner pass, split or not) or "passes" (the plan's passes, merged by
+    later passes when split). plan / planner_overrides shape the passes (tests)."""
+    if schedule is None:
+        view, planned = plan_for(x, dims, mode)
+        schedule = "atomic" if use_atomic(planned, x.dtype, view.red) else "passes"
+    if schedule == "atomic":
+        return _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides)
+    if planner_overrides:
+        plan = plan_for(x, dims, mode, **planner_overrides)[1]
+    return reduce(x, dims, mode, x.dtype, Output(with_mean=with_index), plan)
+
+
+_INT64_MIN = -(2 ** 63)
+
+
+def _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides):
+    view, planned = plan_for(x, dims, mode, **planner_overrides)
+    p = (plan or planned).passes[0]
+    if p.schedule != "inner" or x.dtype == torch.float64 or view.red > ATOMIC_MAX_RED:
+        raise ValueError(f"the atomic schedule takes inner passes over fp32/bf16/fp16 rows of at most "
+                         f"{ATOMIC_MAX_RED} elements; got a {p.schedule} pass, {x.dtype}, {view.red} elements")
+    rows = p.outer * p.inner
+    keys = torch.full((rows,), _INT64_MIN, dtype=torch.int64, device=x.device)
+    source = _bits_if_bf16(view.source)
+    strides = [view.inner, view.stride_outer, view.stride_inner, view.stride_red]
+    atomic_extremum_kernel[(triton.cdiv(rows, p.block_kept) * p.parts,)](
+        source, keys, rows, *strides, view.red, p.chunk, p.parts, STRATEGY=mode.strategy,
+        BLOCK_M=p.block_kept, BLOCK_N=p.lanes, num_warps=p.num_warps)
+    values = torch.empty(rows, dtype=x.dtype, device=x.device)
+    index = torch.empty(rows, dtype=torch.int64, device=x.device) if with_index else keys
+    block = 1024
+    atomic_finish_kernel[(triton.cdiv(rows, block),)](source, keys, _bits_if_bf16(values), index, rows, *strides,
+                                                     WITH_INDEX=with_index, BLOCK=block, num_warps=4)
+    return values, (index if with_index else None)
+
+
+def reduce_product(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype,
+                   plan: Plan | None = None) -> torch.Tensor:
+    """Flat product over dims, accumulated in the mode's dtype, rounded once to out_dtype."""
+    return reduce(x, dims, mode, out_dtype, Output(), plan)[0]
 
 
 # Tile of the normalizing pass (elements), rows x reduced.
@@ -288,12 +339,15 @@ class _Workspace:
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
         self.acc_dtype, self.out_dtype, self.n_out, self.with_mean = acc_dtype, out_dtype, n_out, with_mean
         self.uses_lo = strategy in (COMPENSATED, WELFORD)
-        # Welford's counts, or the stable exponential sum's running maxima (exact in fp64).
-        self.uses_cnt = strategy in (WELFORD, STABLE_EXP)
+        # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
+        # extremum's indices (int64).
+        self.uses_cnt = strategy in (WELFORD, STABLE_EXP, *EXTREMA)
+        self.cnt_dtype = torch.int64 if strategy in EXTREMA else torch.float64
+        self.second_dtype = torch.int64 if strategy in EXTREMA else out_dtype
 
     def outputs(self, device):
         out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)
-        mean = torch.empty_like(out) if self.with_mean else None
+        mean = torch.empty(self.n_out, dtype=self.second_dtype, device=device) if self.with_mean else None
         return out, mean
 
     def destination(self, out, mean, last, parts):
@@ -303,7 +357,7 @@ class _Workspace:
             return dst, (_bits_if_bf16(mean) if mean is not None else dst), dst
         hi = torch.empty(parts * self.n_out, dtype=self.acc_dtype, device=out.device)
         lo = torch.empty_like(hi) if self.uses_lo else hi
-        cnt = torch.empty(hi.shape, dtype=torch.float64, device=out.device) if self.uses_cnt else hi
+        cnt = torch.empty(hi.shape, dtype=self.cnt_dtype, device=out.device) if self.uses_cnt else hi
         return hi, lo, cnt
 
 

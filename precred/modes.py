@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import COMPENSATED, PLAIN, STABLE_EXP, WELFORD
+from .strategies import COMPENSATED, MAXIMUM, MINIMUM, PLAIN, PRODUCT, STABLE_EXP, WELFORD
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,27 @@ DEFAULT_EXP_MODE = "fp64"
 
 def get_exp_mode(mode: str) -> Mode:
     return _lookup(EXP_MODES, mode, " for logsumexp/softmax/log_softmax")
+
+
+# max / min / argmax / argmin / amax / amin: exact whatever the order (strategies/extremum.py), so there
+# is no precision to choose; these two internal modes only select the direction. The accumulator holds
+# the input dtype exactly (fp32 for 16-bit inputs).
+MAXIMUM_MODE = Mode("maximum", MAXIMUM, False, False, "the largest element and its first index (exact)")
+MINIMUM_MODE = Mode("minimum", MINIMUM, False, False, "the smallest element and its first index (exact)")
+
+# Modes of prod (strategies/product.py). Bound: precred.bounds.product_error_bound.
+PROD_MODES = {
+    "fast": Mode("fast", PRODUCT, False, False,
+                 "fp32 products (fp64 for fp64 input): relative error <= gamma_(n-1), fp32's range"),
+    "fp64": Mode("fp64", PRODUCT, True, False,
+                 "fp64 products rounded once: ~0.5 ulp for fp32 output, fp64's range"),
+}
+
+# The default rounds once for 32/16-bit outputs (the fp64 product's relative error is ~n * 2^-53 before
+# that rounding), and fp64's exponent range (8x fp32's) keeps partial products of fp32 factors normal
+# where an fp32 accumulator would overflow or underflow before the result is back in range.
+DEFAULT_PROD_MODE = "fp64"
+
+
+def get_prod_mode(mode: str) -> Mode:
+    return _lookup(PROD_MODES, mode, " for prod")

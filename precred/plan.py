@@ -237,6 +237,20 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     return Plan(tuple(passes))
 
 
+# The extrema's atomic schedule (schedules/atomic.py) replaces the split's merging pass with int64
+# atomics: for fp32/bf16/fp16 rows of at most 2^32 elements whose plan splits an inner pass.
+# ATOMIC_EXTREMA says whether the planner takes it there (bench/extrema_suite.py measures both).
+ATOMIC_EXTREMA = False
+ATOMIC_MAX_RED = 2 ** 32
+
+
+def use_atomic(plan: Plan, dtype, red: int) -> bool:
+    """Whether an extremum planned as `plan` runs on the atomic schedule (dtype: a torch dtype)."""
+    first = plan.passes[0]
+    return (ATOMIC_EXTREMA and len(plan.passes) > 1 and first.schedule == "inner"
+            and dtype.itemsize <= 4 and red <= ATOMIC_MAX_RED)
+
+
 @dataclass(frozen=True)
 class RowPlan:
     """softmax's single-read kernel (schedules/single_read.py): whole rows per program."""

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import accumulate_tile, load_shift, tile_weights, write_result
+from .steps import accumulate_tile, initial_state, load_shift, tile_weights, write_result
 from .tree import tree_reduce_last_axis
 
 
@@ -57,19 +57,12 @@ def inner_kernel(
     part_start = part.to(tl.int64) * chunk_len
     part_end = tl.minimum(part_start + chunk_len, red_len)
 
-    hi = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
-    lo = tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY)
     if STRATEGY == 2:
-        cnt = tl.zeros([BLOCK_M, BLOCK_N], tl.float64)
         shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
                            ACC_DTYPE)
         shift_tile = shift[:, None]
-    elif STRATEGY == 3:
-        cnt = tl.full([BLOCK_M, BLOCK_N], float("-inf"), ACC_DTYPE)   # the running maxima
-        shift = 0.0
-        shift_tile = 0.0
     else:
-        cnt = hi      # placeholders: the sum strategies never read them
         shift = 0.0
         shift_tile = 0.0
     lanes = tl.arange(0, BLOCK_N)
@@ -86,8 +79,9 @@ def inner_kernel(
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         else:
             reciprocal, complement = 1.0, 0.0
-        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile, reciprocal,
-                                      complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start + lanes)[None, :],
+                                      shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
+                                      USES_LO)
         hi_ptrs += step
         lo_ptrs += step
         cnt_ptrs += step

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import accumulate_tile, load_shift, tile_weights, write_result
+from .steps import accumulate_tile, initial_state, load_shift, tile_weights, write_result
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -82,19 +82,12 @@ def outer_kernel(
         shift = 0.0
     else:
         # Each lane chains its tiles; the BLOCK_R lanes of each column merge once, by the fixed tree.
-        hi = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
-        lo = tl.zeros([BLOCK_R, BLOCK_I], ACC_DTYPE)
+        hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY)
         if STRATEGY == 2:
-            cnt = tl.zeros([BLOCK_R, BLOCK_I], tl.float64)
             shift = load_shift(shift_ptr, out_index, col_mask, shift_inner, shift_stride_outer,
                                shift_stride_inner, ACC_DTYPE)
             shift_tile = shift[None, :]
-        elif STRATEGY == 3:
-            cnt = tl.full([BLOCK_R, BLOCK_I], float("-inf"), ACC_DTYPE)   # the running maxima
-            shift = 0.0
-            shift_tile = 0.0
         else:
-            cnt = hi      # placeholders: the sum strategies never read them
             shift = 0.0
             shift_tile = 0.0
         for start in range(part_start, part_end, BLOCK_R):
@@ -103,8 +96,9 @@ def outer_kernel(
                 reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
             else:
                 reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift_tile,
-                                          reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start + lanes)[:, None],
+                                          shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
+                                          USES_LO)
             hi_ptrs += step
             lo_ptrs += step
             cnt_ptrs += step

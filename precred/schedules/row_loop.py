@@ -31,7 +31,7 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
     for start in range(0, red_len, BLOCK_N):
         mask = ((start + lanes) < red_len)[None, :]
         ptrs = src_row + (start + lanes)[None, :]
-        s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
+        s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
                                   False, False)
     row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_N, _STABLE_EXP)
     log_s = tl.log(row_s.to(tl.float64))[:, None]

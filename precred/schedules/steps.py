@@ -2,18 +2,39 @@
 a merged state out (as a partial state, or finished into the output).
 
 A state is (hi, lo, cnt): the sum strategies use hi/lo and never touch cnt (the schedules pass a
-placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, count) there.
+placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, count) there, the stable
+exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 """
 import triton
 import triton.language as tl
 
-from ..strategies import (stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
-                          welford_update)
-from .finish import finish, finish_logsumexp, finish_mean, finish_moments, to_accumulator
+from ..strategies import (INDEX_NONE, extremum_combine, oriented, stable_exp_combine, stable_exp_update,
+                          state_combine, state_update, welford_combine, welford_update)
+from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
 @triton.jit
-def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, reciprocal, complement,
+def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr):
+    """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
+    Welford, (0, -, -inf) for the stable exponential sum, (-inf, -, INDEX_NONE) for the extremum and
+    (1, -, -) for the product. Unused parts are placeholders the compiler drops."""
+    hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
+    lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
+    cnt = hi
+    if STRATEGY == 2:
+        cnt = tl.zeros([ROWS, COLS], tl.float64)
+    elif STRATEGY == 3:
+        cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
+    elif STRATEGY == 4 or STRATEGY == 5:
+        hi = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)
+        cnt = tl.full([ROWS, COLS], INDEX_NONE, tl.int64)
+    elif STRATEGY == 6:
+        hi = tl.full([ROWS, COLS], 1.0, ACC_DTYPE)
+    return hi, lo, cnt
+
+
+@triton.jit
+def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, shift, reciprocal, complement,
                     ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                     USES_LO: tl.constexpr):
     """Fold one tile into the tile-shaped state: input elements by `update`, partial states (a later
@@ -21,9 +42,21 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, shift, recipr
     every sum strategy adds exactly; Welford's update skips them (`mask`), and masked partial states
     load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
     along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
-    after this tile. The stable exponential sum keeps (s, m) in (hi, cnt)."""
+    after this tile. The stable exponential sum keeps (s, m) in (hi, cnt). The extremum keeps (v, index)
+    there: `positions` are the tile's element indices along the reduced axis (broadcast to the tile),
+    masked lanes and states enter as the identity (-inf, INDEX_NONE). The product's masked lanes are 1."""
     x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-    if STRATEGY == 3:
+    if STRATEGY == 4 or STRATEGY == 5:
+        if SRC_IS_STATE:   # partial states are oriented already
+            x_v = tl.where(mask, x_hi, float("-inf"))
+            x_i = tl.load(cnt_ptrs, mask=mask, other=INDEX_NONE)
+        else:
+            x_v = tl.where(mask, oriented(x_hi, STRATEGY), float("-inf"))
+            x_i = tl.where(mask, positions.to(tl.int64), INDEX_NONE)
+        hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
+    elif STRATEGY == 6:
+        hi, lo = state_combine(hi, lo, tl.where(mask, x_hi, 1.0), lo, STRATEGY)
+    elif STRATEGY == 3:
         if SRC_IS_STATE:   # masked partial states load (0, -inf), the merge's identity
             x_m = tl.load(cnt_ptrs, mask=mask, other=float("-inf")).to(ACC_DTYPE)
             hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
@@ -73,13 +106,20 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
     input dtype), or finished and rounded into the output at out_index. Welford's finished output is
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
-    the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo)."""
+    the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo); the
+    extremum's is its value (exact in any output dtype that holds the input) and, WRITE_MEAN, its index
+    in dst_lo (int64)."""
     if DST_IS_STATE:
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2 or STRATEGY == 3:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
+    elif STRATEGY == 4 or STRATEGY == 5:
+        value = oriented(hi, STRATEGY).to(tl.float64)   # minima were negated on the way in
+        tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
+        if WRITE_MEAN:
+            tl.store(dst_lo_ptr + out_index, cnt, mask=mask)
     elif STRATEGY == 3:
         if WRITE_MEAN:   # softmax's reduction: log(s) and the maximum m apart, both in fp64 (exact m)
             tl.store(dst_hi_ptr + out_index, tl.log(hi.to(tl.float64)), mask=mask)

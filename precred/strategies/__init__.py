@@ -9,8 +9,9 @@ The sum strategies keep the same two-component state so workspaces of partial st
 `hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation). Welford's
 (mean, m2, count) state puts mean and m2 where hi and lo go and the count in a third array
 (strategies/welford.py); the stable exponential sum's (s, m) puts s in hi and the running maximum m in
-the third array (strategies/stable_exp.py). The schedules branch on WELFORD / STABLE_EXP at compile
-time where their updates differ.
+the third array (strategies/stable_exp.py); the extremum's (v, index) puts v in hi and the index in the
+third array (strategies/extremum.py); the product's p is hi (strategies/product.py). The schedules
+branch on the strategy id at compile time where their updates differ.
 """
 import triton
 import triton.language as tl
@@ -19,18 +20,26 @@ from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
 from .welford import welford_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
+from .extremum import INDEX_NONE, extremum_combine, oriented
+from .product import product_combine
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
 COMPENSATED = 1
 WELFORD = 2
 STABLE_EXP = 3
+MAXIMUM = 4    # extremum.py: max / argmax / amax
+MINIMUM = 5    # extremum.py on -x: min / argmin / amin
+PRODUCT = 6
+EXTREMA = (MAXIMUM, MINIMUM)
 
 
 @triton.jit
 def state_update(hi, lo, x, STRATEGY: tl.constexpr):
     if STRATEGY == 1:
         hi, lo = compensated_update(hi, lo, x)
+    elif STRATEGY == 6:
+        hi = hi * x
     else:
         hi, lo = plain_update(hi, lo, x)
     return hi, lo
@@ -40,6 +49,8 @@ def state_update(hi, lo, x, STRATEGY: tl.constexpr):
 def state_combine(hi_a, lo_a, hi_b, lo_b, STRATEGY: tl.constexpr):
     if STRATEGY == 1:
         hi, lo = compensated_combine(hi_a, lo_a, hi_b, lo_b)
+    elif STRATEGY == 6:
+        hi, lo = product_combine(hi_a, lo_a, hi_b, lo_b)
     else:
         hi, lo = plain_combine(hi_a, lo_a, hi_b, lo_b)
     return hi, lo
@@ -58,5 +69,6 @@ def state_finalize(hi, lo, STRATEGY: tl.constexpr):
 __all__ = [
     "PLAIN", "COMPENSATED", "WELFORD", "state_update", "state_combine", "state_finalize", "two_sum",
     "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
-    "stable_exp_combine",
+    "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "extremum_combine", "oriented",
+    "product_combine", "EXTREMA",
 ]

@@ -1,0 +1,178 @@
+"""`precred.amax`, `amin`, `max`, `min`, `argmax`, `argmin`: public function -> custom op -> launcher.
+
+All six are one strategy (strategies/extremum.py: the value and its first index under a total order in
+which NaN is largest and ties go to the smaller index), so they are exact and bitwise the same on every
+schedule and device. Values come back in the input dtype, indices as int64 along the reduced dim (the
+flattened row-major index when argmax/argmin reduce every dim, as torch).
+
+The custom ops (`precred::extremum_values`, `precred::extremum_with_index`) let torch.compile trace
+calls. Gradients are torch's: amax/amin share the upstream gradient evenly among the elements equal to
+the result; max/min(dim) send it to the element at the returned index.
+"""
+import torch
+
+from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
+from ..launch import reduce_extremum
+from ..modes import MAXIMUM_MODE, MINIMUM_MODE
+
+
+def _check_reducible(x: torch.Tensor, dims, op: str) -> None:
+    """torch's rule: an extremum of no elements has no identity, so a reduced dim of size 0 is an error."""
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _extremum(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool, with_index: bool):
+    """(values, indices or None) in the reduced shape; dims non-empty unless x is 0-d."""
+    shape = reduced_shape(x.shape, dims, keepdim)
+    if x.dim() == 0 or x.numel() == 0:   # a scalar is its own extremum; an empty output stays empty
+        values = x.clone().reshape(shape)
+        return values, (torch.zeros(shape, dtype=torch.int64, device=x.device) if with_index else None)
+    mode = MINIMUM_MODE if minimum else MAXIMUM_MODE
+    values, index = reduce_extremum(x, tuple(dims), mode, with_index)
+    return values.view(shape), (index.view(shape) if with_index else None)
+
+
+def _values_impl(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool) -> torch.Tensor:
+    return _extremum(x, dims, keepdim, minimum, with_index=False)[0]
+
+
+def _with_index_impl(x: torch.Tensor, dim: int, keepdim: bool, minimum: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return _extremum(x, [dim] if x.dim() else [], keepdim, minimum, with_index=True)
+
+
+_values = torch.library.custom_op("precred::extremum_values", _values_impl, mutates_args=())
+_with_index = torch.library.custom_op("precred::extremum_with_index", _with_index_impl, mutates_args=())
+
+
+@_values.register_fake
+def _(x, dims, keepdim, minimum):
+    return x.new_empty(reduced_shape(x.shape, dims, keepdim))
+
+
+@_with_index.register_fake
+def _(x, dim, keepdim, minimum):
+    shape = reduced_shape(x.shape, [dim] if x.dim() else [], keepdim)
+    return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+
+
+def _unsqueeze(t: torch.Tensor, dims, keepdim: bool) -> torch.Tensor:
+    if not keepdim:
+        for d in sorted(dims):
+            t = t.unsqueeze(d)
+    return t
+
+
+def _values_setup(ctx, inputs, output):
+    x, dims, keepdim, _ = inputs
+    ctx.save_for_backward(x, output)
+    ctx.dims, ctx.keepdim = dims, keepdim
+
+
+def _values_backward(ctx, grad):
+    x, result = ctx.saved_tensors
+    grad = _unsqueeze(grad, ctx.dims, ctx.keepdim)
+    hits = (x == _unsqueeze(result, ctx.dims, ctx.keepdim)).to(grad.dtype)
+    dims = ctx.dims if ctx.dims else None
+    return hits * grad / hits.sum(dim=dims, keepdim=True), None, None, None
+
+
+def _with_index_setup(ctx, inputs, output):
+    x, dim, keepdim, _ = inputs
+    ctx.save_for_backward(output[1])
+    ctx.shape, ctx.dtype, ctx.dim, ctx.keepdim = x.shape, x.dtype, dim, keepdim
+
+
+def _with_index_backward(ctx, grad_values, grad_index):
+    (index,) = ctx.saved_tensors
+    if len(ctx.shape) == 0:
+        return grad_values.to(ctx.dtype), None, None, None
+    grad = _unsqueeze(grad_values, [ctx.dim], ctx.keepdim)
+    index = _unsqueeze(index, [ctx.dim], ctx.keepdim)
+    out = torch.zeros(ctx.shape, dtype=ctx.dtype, device=grad.device)
+    return out.scatter(ctx.dim, index, grad.to(ctx.dtype)), None, None, None
+
+
+_values.register_autograd(_values_backward, setup_context=_values_setup)
+_with_index.register_autograd(_with_index_backward, setup_context=_with_index_setup)
+
+
+def _amax_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
+    check_float_tensor(x, "input")
+    check_keepdim(keepdim)
+    dims = list(normalize_dims(dim, x.dim()))
+    _check_reducible(x, dims, op)
+    if through_custom_op(x):
+        return _values(x, dims, keepdim, minimum)
+    return _values_impl(x, dims, keepdim, minimum)
+
+
+def _single_dim(dim, ndim: int) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    dims = normalize_dims(dim, ndim)
+    return dims[0] if dims else 0
+
+
+def _with_index_call(x, dim, keepdim, minimum: bool, op: str):
+    check_float_tensor(x, "input")
+    check_keepdim(keepdim)
+    d = _single_dim(dim, x.dim())
+    _check_reducible(x, [d] if x.dim() else [], op)
+    if through_custom_op(x):
+        return _with_index(x, d, keepdim, minimum)
+    return _with_index_impl(x, d, keepdim, minimum)
+
+
+def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
+    check_float_tensor(x, "input")
+    check_keepdim(keepdim)
+    if dim is None:   # torch: the index into the flattened (row-major) tensor
+        if x.numel() == 0:
+            raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+        index = _with_index_impl(x.reshape(-1), 0, False, minimum)[1]
+        return index.reshape([1] * x.dim()) if keepdim else index
+    d = _single_dim(dim, x.dim())
+    _check_reducible(x, [d] if x.dim() else [], op)
+    return _with_index_impl(x, d, keepdim, minimum)[1]
+
+
+def amax(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
+    """The largest element over `dim` (torch.amax's semantics): dim an int or tuple of ints, () or None
+    for every dim; a NaN anywhere gives NaN; a reduced dim of size 0 is an IndexError. Exact (no
+    rounding). Between equal values (-0.0 and 0.0 included) the first in the tensor's order is returned,
+    as torch does on the CPU. CPU tensors run the same kernels in Triton's interpreter."""
+    return _amax_call(x, dim, keepdim, minimum=False, op="amax")
+
+
+def amin(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
+    """The smallest element over `dim`; as precred.amax."""
+    return _amax_call(x, dim, keepdim, minimum=True, op="amin")
+
+
+def max(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirrors torch.max
+    """torch.max's reductions: `max(x)` is amax over every dim; `max(x, dim)` returns
+    torch.return_types.max(values, indices), the index being the first occurrence of the maximum along
+    dim (a NaN is the maximum when present)."""
+    if dim is None:
+        return _amax_call(x, None, keepdim, minimum=False, op="max")
+    return torch.return_types.max(_with_index_call(x, dim, keepdim, minimum=False, op="max"))
+
+
+def min(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirrors torch.min
+    """torch.min's reductions; as precred.max."""
+    if dim is None:
+        return _amax_call(x, None, keepdim, minimum=True, op="min")
+    return torch.return_types.min(_with_index_call(x, dim, keepdim, minimum=True, op="min"))
+
+
+def argmax(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
+    """The index of the first maximum (torch.argmax's semantics): along dim, or into the flattened tensor
+    when dim is None. int64, not differentiable."""
+    return _arg_call(x, dim, keepdim, minimum=False, op="argmax")
+
+
+def argmin(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
+    """The index of the first minimum; as precred.argmax."""
+    return _arg_call(x, dim, keepdim, minimum=True, op="argmin")

@@ -1,0 +1,96 @@
+"""`precred.prod`: public function -> torch.library custom op -> launcher.
+
+The product runs on the sums' schedules and plans (strategies/product.py, one multiplication per element
+and per merge). Its gradient is torch's: the product of the other factors, formed by exclusive
+cumulative products from both ends, so zeros in the row are handled without dividing by them.
+"""
+import math
+
+import torch
+
+from ..checks import check_float_tensor, check_keepdim, check_out_dtype, reduced_shape, through_custom_op
+from ..launch import reduce_product
+from ..modes import DEFAULT_PROD_MODE, get_prod_mode
+
+
+def _prod_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str) -> torch.Tensor:
+    shape = reduced_shape(x.shape, dims, keepdim)
+    if x.numel() == 0 or math.prod(x.shape[d] for d in dims) == 0:
+        return torch.ones(shape, dtype=out_dtype, device=x.device)   # torch: the empty product is 1
+    if x.dim() == 0:
+        return x.to(out_dtype).clone().reshape(shape)
+    return reduce_product(x, tuple(dims), get_prod_mode(mode), out_dtype).view(shape)
+
+
+_prod = torch.library.custom_op("precred::prod", _prod_impl, mutates_args=())
+
+
+@_prod.register_fake
+def _(x, dims, keepdim, out_dtype, mode):
+    return x.new_empty(reduced_shape(x.shape, dims, keepdim), dtype=out_dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    x, dims, keepdim, _, _ = inputs
+    ctx.save_for_backward(x)
+    ctx.dims, ctx.keepdim = dims, keepdim
+
+
+def _others_product(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """prod_{j != i} x_j along dim, without division: exclusive cumulative products from both ends."""
+    ones = torch.ones_like(x.narrow(dim, 0, 1))
+    before = torch.cat([ones, x.narrow(dim, 0, x.shape[dim] - 1)], dim).cumprod(dim)
+    after = torch.cat([x.narrow(dim, 1, x.shape[dim] - 1), ones], dim).flip(dim).cumprod(dim).flip(dim)
+    return before * after
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xw = x.to(wide)
+    if x.dim() == 0:
+        return grad.to(x.dtype), None, None, None, None
+    flat = xw.movedim(ctx.dims, list(range(x.dim() - len(ctx.dims), x.dim())))
+    flat = flat.reshape(*flat.shape[:x.dim() - len(ctx.dims)], -1)
+    others = _others_product(flat, flat.dim() - 1)
+    others = others.reshape(*flat.shape[:-1], *[x.shape[d] for d in ctx.dims])
+    others = others.movedim(list(range(x.dim() - len(ctx.dims), x.dim())), ctx.dims)
+    if not ctx.keepdim:
+        for d in ctx.dims:
+            grad = grad.unsqueeze(d)
+    return (grad.to(wide) * others).to(x.dtype), None, None, None, None
+
+
+_prod.register_autograd(_backward, setup_context=_setup_context)
+
+
+def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None,
+         mode: str = DEFAULT_PROD_MODE) -> torch.Tensor:
+    """Product of `x` over `dim` (torch.prod's semantics: dim an int, or None for every element).
+
+    dtype: the output dtype (default x's). mode: "fp64" (default: fp64 products, rounded once) or "fast"
+    (fp32 products for 16/32-bit inputs, fp64 for fp64) -- bound in precred.product_error_bound, valid
+    while partial products stay in the accumulator's normal range; beyond it the accumulator dictates
+    (overflow to +-inf, underflow to subnormals or 0). The empty product is 1; 0 * inf is NaN and NaN
+    propagates, as in torch. CPU tensors run the same kernels in Triton's interpreter.
+    """
+    check_float_tensor(x, "input")
+    check_keepdim(keepdim)
+    out_dtype = check_out_dtype(dtype) or x.dtype
+    get_prod_mode(mode)
+    if dim is None:
+        dims = list(range(x.dim()))
+        if keepdim:
+            raise TypeError("prod: keepdim needs an int dim (torch.prod(input, dim, keepdim)), got dim=None")
+    else:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"prod: dim must be an int or None, got {type(dim).__name__}")
+        bound = max(x.dim(), 1)
+        if not -bound <= dim < bound:
+            raise IndexError(f"dim={dim} is out of range for a tensor of {x.dim()} dimension(s) "
+                             f"(expected to be in range of [{-bound}, {bound - 1}])")
+        dims = [dim % bound] if x.dim() else []
+    if through_custom_op(x):
+        return _prod(x, dims, keepdim, out_dtype, mode)
+    return _prod_impl(x, dims, keepdim, out_dtype, mode)
+

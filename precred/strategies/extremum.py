@@ -1,0 +1,45 @@
+"""The extremum with its index (max / min / argmax / argmin / amax / amin): state (v, index).
+
+Placement in the schedules' (hi, lo, cnt) state: hi = v (the accumulator dtype: fp32 for 16/32-bit
+inputs, fp64 for fp64 -- both hold every input value exactly), cnt = the index along the reduced axis
+(int64); lo is unused (passed through). Minima run as maxima of -x (negation is exact, -0.0 included)
+and are negated back when written, so one comparison serves both.
+
+The order is total and order-free, so the result does not depend on how lanes, tiles, parts or
+atomics meet (bitwise the same on every schedule):
+* NaN is above every number (torch: a NaN anywhere wins); two NaNs tie;
+* ties (equal values, and -0.0 == 0.0) go to the smaller index: the first occurrence, as torch;
+  the value returned is the element at that index, so its sign of zero (and NaN payload) is the input's.
+The identity (the state of an empty lane) is (-inf, INDEX_NONE): any element beats it, an element of
+value -inf included, because its index is smaller.
+"""
+import triton
+import triton.language as tl
+
+# Index of the identity state: above any real index, so a real element of equal value (-inf) wins.
+INDEX_NONE = tl.constexpr(2**62)
+
+
+@triton.jit
+def extremum_beats(v_a, i_a, v_b, i_b):
+    """Whether (v_a, i_a) comes first in the order above."""
+    a_nan = v_a != v_a
+    b_nan = v_b != v_b
+    tie = (v_a == v_b) | (a_nan & b_nan)
+    return (v_a > v_b) | (a_nan & ~b_nan) | (tie & (i_a < i_b))
+
+
+@triton.jit
+def extremum_combine(v_a, lo_a, i_a, v_b, lo_b, i_b):
+    """Merge two states: the winner of the order (symmetric: the same bits in either order, since only
+    identical states tie on both value and index)."""
+    a_wins = extremum_beats(v_a, i_a, v_b, i_b)
+    return tl.where(a_wins, v_a, v_b), lo_a, tl.where(a_wins, i_a, i_b)
+
+
+@triton.jit
+def oriented(x, STRATEGY: tl.constexpr):
+    """The value the order compares: x for maxima (strategy 4), -x for minima (strategy 5)."""
+    if STRATEGY == 5:
+        x = -x
+    return x
