@@ -131,11 +131,9 @@ def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
     if dim is None:   # torch: the index into the flattened (row-major) tensor
         if x.numel() == 0:
             raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
-        index = _with_index_impl(x.reshape(-1), 0, False, minimum)[1]
+        index = _with_index_call(x.reshape(-1), 0, False, minimum, op)[1]
         return index.reshape([1] * x.dim()) if keepdim else index
-    d = _single_dim(dim, x.dim())
-    _check_reducible(x, [d] if x.dim() else [], op)
-    return _with_index_impl(x, d, keepdim, minimum)[1]
+    return _with_index_call(x, dim, keepdim, minimum, op)[1]
 
 
 def amax(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:

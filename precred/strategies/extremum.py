@@ -39,7 +39,9 @@ def extremum_combine(v_a, lo_a, i_a, v_b, lo_b, i_b):
 
 @triton.jit
 def oriented(x, STRATEGY: tl.constexpr):
-    """The value the order compares: x for maxima (strategy 4), -x for minima (strategy 5)."""
+    """The value the order compares: x for maxima (strategy 4), -x for minima (strategy 5). Written as
+    x * -1, which flips the sign bit of zeros too (Triton's unary minus is 0 - x, which maps -0.0 to
+    +0.0)."""
     if STRATEGY == 5:
-        x = -x
+        x = x * -1.0
     return x

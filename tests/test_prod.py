@@ -1,0 +1,127 @@
+"""prod: every mode x dtype x schedule within precred.product_error_bound against the exact product
+(Python fractions), on rows whose partial products stay in range; the accumulator's range decides
+overflow and underflow (documented); torch's semantics for zeros, inf, NaN, empty and dims; autograd."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+import precred
+from precred.launch import plan_for, reduce_product
+from precred.modes import get_prod_mode
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+PLANNER_SETTINGS = {"default": {}, "split": dict(tile_elements=16, sm_count=64, split_min_bytes=0)}
+
+
+def exact_products(rows: np.ndarray) -> list:
+    out = []
+    for row in rows:
+        p = Fraction(1)
+        for v in row.tolist():
+            p *= Fraction(v)
+        out.append(p)
+    return out
+
+
+def family(name: str, rows: int, n: int, rng, dtype) -> torch.Tensor:
+    if name == "near_one":          # partial products stay near 1 whatever the order
+        a = rng.uniform(0.5, 2.0, (rows, n))
+    elif name == "signs":           # mixed signs, factors from 1/8 to 8 whose powers of two cancel over the row
+        k = rng.integers(-3, 4, (rows, n // 2))
+        k = rng.permuted(np.concatenate([k, -k, np.zeros((rows, n % 2), dtype=k.dtype)], axis=1), axis=1)
+        a = rng.choice([-1.0, 1.0], (rows, n)) * 2.0 ** k * 2.0 ** rng.uniform(-0.5, 0.5, (rows, n))
+    elif name == "zeros":           # an exact zero in some rows
+        a = rng.uniform(0.5, 2.0, (rows, n))
+        a[0, n // 2] = 0.0
+    else:
+        raise ValueError(name)
+    return torch.from_numpy(a).to(dtype)
+
+
+def assert_within_bound(x: torch.Tensor, dim: int, mode: str, device, planner: dict):
+    xd = x.to(device)
+    m = get_prod_mode(mode)
+    d = dim % 2
+    _, plan = plan_for(xd, (d,), m, **planner)
+    got = reduce_product(xd, (d,), m, x.dtype, plan=plan).cpu().double().tolist()
+    rows = (x if d == 1 else x.t()).double().numpy()
+    n = rows.shape[1]
+    for value, p in zip(got, exact_products(rows)):
+        bound = precred.product_error_bound(mode, n, float(p), x.dtype)
+        assert abs(Fraction(value) - p) <= Fraction(bound), (mode, x.dtype, value, float(p), bound)
+
+
+@pytest.mark.parametrize("planner", list(PLANNER_SETTINGS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mode", list(precred.PROD_MODES))
+def test_within_bound_on_every_schedule(device, mode, dtype, planner):
+    rng = np.random.default_rng(5 + DTYPES.index(dtype))
+    n = 40 if dtype in (torch.bfloat16, torch.float16) else 200   # 16-bit: partial products stay in range
+    for name in ("near_one", "signs", "zeros"):
+        x = family(name, 3, n, rng, dtype)
+        assert_within_bound(x, -1, mode, device, PLANNER_SETTINGS[planner])
+    assert_within_bound(family("signs", 50, 8, rng, dtype), 0, mode, device, PLANNER_SETTINGS[planner])
+
+
+def test_default_mode_rounds_once(device):
+    """fp64 products of 200 fp32 factors: |error| <= 0.5 ulp of the fp32 result plus gamma_199 in fp64."""
+    rng = np.random.default_rng(9)
+    x = family("near_one", 4, 200, rng, torch.float32)
+    got = precred.prod(x.to(device), 1).cpu().double().tolist()
+    for value, p in zip(got, exact_products(x.double().numpy())):
+        ulp = np.spacing(np.float32(abs(float(p))))
+        assert abs(Fraction(value) - p) <= Fraction(float(ulp)) * Fraction(1, 2) * (1 + Fraction(1, 2**40))
+
+
+def test_the_accumulator_decides_overflow(device):
+    """1e30 * 1e30 * 1e-30 * 1e-30 = 1: fp64 products keep it, fp32 products overflow first (as
+    torch's fp32 prod does)."""
+    x = torch.tensor([1e30, 1e30, 1e-30, 1e-30], device=device)
+    assert precred.prod(x, mode="fp64").item() == pytest.approx(1.0, rel=1e-6)
+    assert not torch.isfinite(precred.prod(x, mode="fast")).item()
+    assert not torch.isfinite(torch.prod(x.cpu())).item()
+
+
+def test_specials_and_shapes_follow_torch(device):
+    x = torch.tensor([[2.0, float("inf"), 0.5], [0.0, float("inf"), 1.0], [float("nan"), 1.0, 2.0],
+                      [-1.0, -2.0, -0.0]], device=device)
+    got, want = precred.prod(x, 1), torch.prod(x, 1)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(), want.nan_to_num()) and torch.equal(got.signbit(), want.signbit())
+    assert precred.prod(torch.empty(0, 3, device=device), 0).tolist() == [1.0, 1.0, 1.0]
+    assert precred.prod(torch.empty(0, device=device)).item() == 1.0
+    assert precred.prod(torch.tensor(3.0, device=device)).item() == 3.0
+    y = torch.rand(2, 3, 4, device=device) + 0.5
+    for dim in (None, 0, 1, 2, -1):
+        for keepdim in ((False, True) if dim is not None else (False,)):
+            want = torch.prod(y, dim, keepdim) if dim is not None else torch.prod(y)
+            got = precred.prod(y, dim, keepdim)
+            assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-6)
+    assert precred.prod(y, 1, dtype=torch.float64).dtype == torch.float64
+    with pytest.raises(TypeError, match="dim"):
+        precred.prod(y, (0, 1))
+    with pytest.raises(IndexError, match="dim"):
+        precred.prod(y, 3)
+    with pytest.raises(ValueError, match="mode"):
+        precred.prod(y, 0, mode="kahan")
+    with pytest.raises(TypeError, match="input"):
+        precred.prod(torch.ones(3, dtype=torch.int32, device=device))
+
+
+def test_gradient_handles_zeros(device):
+    x = torch.tensor([[2.0, 0.0, 3.0], [1.5, -2.0, 4.0], [0.0, 0.0, 1.0]], dtype=torch.float64, device=device,
+                     requires_grad=True)
+    xt = x.detach().clone().requires_grad_(True)
+    precred.prod(x, 1).sum().backward()
+    torch.prod(xt, 1).sum().backward()
+    assert torch.equal(x.grad, xt.grad)
+    z = (torch.rand(3, 4, dtype=torch.float64, device=device) + 0.5).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: precred.prod(t), (z,))
+    assert torch.autograd.gradcheck(lambda t: precred.prod(t, 0, keepdim=True), (z,))
+
+
+def test_deterministic(device):
+    x = (torch.rand(16, 999, device=device) + 0.5)
+    assert torch.equal(precred.prod(x, 1, mode="fast"), precred.prod(x, 1, mode="fast"))
