@@ -1,7 +1,7 @@
 """Compile every kernel variant for sm_90 on a machine without a GPU (Triton ships ptxas).
 
 Catches Triton front-end and lowering errors before device time is spent:
-    TRITON_INTERPRET=0 python bench/compile_check.py
+    TRITON_INTERPRET=0 python bench/compile_check.py [--strategies 4,5,6]
 """
 import itertools
 import os
@@ -16,6 +16,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from precred.schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel  # noqa: E402
 from precred.schedules.inner import inner_kernel  # noqa: E402
 from precred.schedules.normalize import normalize_kernel  # noqa: E402
 from precred.schedules.outer import outer_kernel  # noqa: E402
@@ -27,12 +28,15 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state):
     names = kernel.arg_names
+    extremum = strategy in (4, 5)
     sig = {}
     for name in names:
         if name == "shift_ptr":
             sig[name] = "*" + src_ty
         elif name.endswith("cnt_ptr"):
-            sig[name] = "*fp64"
+            sig[name] = "*i64" if extremum else "*fp64"
+        elif name == "dst_lo_ptr" and extremum and not dst_state:
+            sig[name] = "*i64"   # the indices
         elif name.endswith("_ptr"):
             is_src = name.startswith("src")
             ty = (acc if src_state else src_ty) if is_src else (acc if dst_state else dst_ty)
@@ -45,7 +49,7 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
             sig[name] = "i64" if name.startswith("stride") or name in ("chunk_len", "red_len") else "i32"
     consts = dict(STRATEGY=strategy, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32,
                   SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy in (0, 1), USES_LO=strategy in (1, 2),
-                  TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2, **blocks)
+                  TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2 or extremum, **blocks)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
     compiled = triton.compile(src, target=TARGET, options={"num_warps": 8})
     if strategy == 2 and not dst_state:
@@ -79,8 +83,33 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
         assert "cvt.rn.bf16.f32" in ptx and "cvt.rz" not in ptx, "bf16 output not rounded to nearest"
 
 
-def main():
+def compile_atomic_variants() -> int:
+    """The extrema's atomic schedule: the streaming kernel (max / min over fp32, bf16 bits, fp16) and
+    the finishing gather."""
     cases = 0
+    for src_ty, strategy in itertools.product(["fp32", "i16", "fp16"], [4, 5]):
+        sig = {name: ("*" + src_ty if name == "src_ptr" else "*i64" if name == "key_ptr" else
+                      "constexpr" if name.isupper() else "i64" if name.startswith("stride") or name in
+                      ("chunk_len", "red_len") else "i32") for name in atomic_extremum_kernel.arg_names}
+        consts = dict(STRATEGY=strategy, BLOCK_M=1, BLOCK_N=2048)
+        ptx = triton.compile(ASTSource(fn=atomic_extremum_kernel, signature=sig, constexprs=consts), target=TARGET,
+                             options={"num_warps": 8}).asm["ptx"]
+        assert "atom.global" in ptx and "max.s64" in ptx, "the atomic schedule lost its int64 atomic max"
+        cases += 1
+    for src_ty in ("fp32", "i16", "fp64"):
+        sig = {name: ("*" + src_ty if name in ("src_ptr", "values_ptr") else "*i64" if name.endswith("_ptr") else
+                      "constexpr" if name.isupper() else "i32") for name in atomic_finish_kernel.arg_names}
+        triton.compile(ASTSource(fn=atomic_finish_kernel, signature=sig, constexprs=dict(WITH_INDEX=True, BLOCK=1024)),
+                       target=TARGET, options={"num_warps": 4})
+        cases += 1
+    print(f"atomic schedule: {cases} variants", flush=True)
+    return cases
+
+
+def main():
+    only_strategies = [int(s) for s in sys.argv[sys.argv.index("--strategies") + 1].split(",")] \
+        if "--strategies" in sys.argv else None
+    cases = compile_atomic_variants()
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
@@ -95,6 +124,8 @@ def main():
             continue   # contiguous rows only
         if kernel is single_read_kernel and acc == "fp64" and blocks["BLOCK_J"] > 8192:
             continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
+        if only_strategies is not None:
+            continue   # --strategies: the reduction kernels of those strategies only
         started = time.time()
         compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps)
         cases += 1
@@ -106,9 +137,11 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1, 2, 3], [(False, False), (False, True), (True, False)]):
+            [0, 1, 2, 3, 4, 5, 6], [(False, False), (False, True), (True, False)]):
         if strategy >= 2 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
+        if only_strategies is not None and strategy not in only_strategies:
+            continue
         started = time.time()
         compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state)
         cases += 1

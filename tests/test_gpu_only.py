@@ -71,3 +71,45 @@ def test_var_mean_within_bound_on_gpu_sized_plans(device, shape, dim):
     x = torch.randn(shape, generator=g) * 0.5 + 1e3
     for mode in precred.VAR_MODES:
         check_moments_within_bound(x, (dim,), mode, device=device, std=False)
+
+
+def test_extrema_past_2_pow_31_elements(device):
+    """argmax / argmin / amax of a 2^31 + 17 element bf16 tensor whose extremes sit past 2^31, on the
+    planner's schedule and on the atomic one (ties before them must not win: they come later in the
+    order only by value)."""
+    from precred.launch import reduce_extremum
+    from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
+    n = 2 ** 31 + 17
+    x = torch.zeros(n, dtype=torch.bfloat16, device=device)
+    x[5] = 3.0
+    x[-3] = 4.0
+    x[-2] = -4.0
+    x[-1] = 4.0                        # a tie of the maximum: the first (n - 3) wins
+    assert precred.argmax(x).item() == n - 3 and precred.argmin(x).item() == n - 2
+    assert precred.amax(x).item() == 4.0 and precred.amin(x).item() == -4.0
+    for schedule in ("atomic", "passes"):
+        values, index = reduce_extremum(x, (0,), MAXIMUM_MODE, True, schedule=schedule)
+        assert index.item() == n - 3 and values.item() == 4.0
+        values, index = reduce_extremum(x, (0,), MINIMUM_MODE, True, schedule=schedule)
+        assert index.item() == n - 2 and values.item() == -4.0
+    del x
+
+
+@pytest.mark.parametrize("shape,dim", [((16, 262144), 1), ((4096, 4096), 0), ((64, 1 << 20), 1)])
+def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
+    """Sizes that take the split (and, forced, the atomic) schedule with the GPU's tiles: values and
+    indices equal torch's on data with many ties and a NaN."""
+    from precred.launch import reduce_extremum
+    from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
+    g = torch.Generator(device=device).manual_seed(3)
+    x = torch.randint(-50, 51, shape, generator=g, device=device).float()
+    x[1, 77] = float("nan")
+    for ours, theirs in ((precred.max, torch.max), (precred.min, torch.min)):
+        v, i = ours(x, dim)
+        tv, ti = theirs(x, dim)
+        assert torch.equal(i, ti) and torch.equal(v.nan_to_num(), tv.nan_to_num())
+    if dim == 1:
+        for mode, theirs in ((MAXIMUM_MODE, torch.max), (MINIMUM_MODE, torch.min)):
+            v, i = reduce_extremum(x, (1,), mode, True, schedule="atomic")
+            tv, ti = theirs(x, 1)
+            assert torch.equal(i, ti) and torch.equal(v.nan_to_num(), tv.nan_to_num())
