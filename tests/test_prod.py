@@ -89,7 +89,9 @@ def test_specials_and_shapes_follow_torch(device):
                       [-1.0, -2.0, -0.0]], device=device)
     got, want = precred.prod(x, 1), torch.prod(x, 1)
     assert torch.equal(got.isnan(), want.isnan())
-    assert torch.equal(got.nan_to_num(), want.nan_to_num()) and torch.equal(got.signbit(), want.signbit())
+    assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    finite = ~want.isnan()   # a NaN's sign bit carries no meaning (the GPU's 0 * inf sets it)
+    assert torch.equal(got.signbit()[finite], want.signbit()[finite])
     assert precred.prod(torch.empty(0, 3, device=device), 0).tolist() == [1.0, 1.0, 1.0]
     assert precred.prod(torch.empty(0, device=device)).item() == 1.0
     assert precred.prod(torch.tensor(3.0, device=device)).item() == 3.0
