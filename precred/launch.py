@@ -59,7 +59,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
-                   heavy_state=mode.strategy not in (PLAIN, PRODUCT),
+                   heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
@@ -148,6 +148,9 @@ def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, 
         return _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides)
     if planner_overrides:
         plan = plan_for(x, dims, mode, **planner_overrides)[1]
+    first = (plan or plan_for(x, dims, mode)[1]).passes[0]
+    if first.chunk > 2 ** 31:   # the first pass counts indices within its part in int32
+        raise RuntimeError(f"extremum plan with parts of {first.chunk} elements: over int32 relative indices")
     return reduce(x, dims, mode, x.dtype, Output(with_mean=with_index), plan)
 
 

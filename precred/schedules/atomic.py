@@ -21,7 +21,7 @@ index per row.
 import triton
 import triton.language as tl
 
-from .steps import accumulate_tile, initial_state
+from .steps import accumulate_tile, finished_index, initial_state
 from .tree import tree_reduce_last_axis
 
 INDEX_MASK = tl.constexpr(0xFFFFFFFF)
@@ -56,16 +56,17 @@ def atomic_extremum_kernel(
     part_start = part.to(tl.int64) * chunk_len
     part_end = tl.minimum(part_start + chunk_len, red_len)
 
-    v, lo, index = initial_state(BLOCK_M, BLOCK_N, tl.float32, STRATEGY)
+    v, lo, index = initial_state(BLOCK_M, BLOCK_N, tl.float32, STRATEGY, False)
     lanes = tl.arange(0, BLOCK_N)
     ptrs = src_ptr + row_base[:, None] + (part_start + lanes)[None, :] * stride_red
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_N):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-        v, lo, index = accumulate_tile(v, lo, index, ptrs, ptrs, ptrs, mask, (start + lanes)[None, :], 0.0, 1.0,
+        v, lo, index = accumulate_tile(v, lo, index, ptrs, ptrs, ptrs, mask, (start - part_start + lanes)[None, :], 0.0, 1.0,
                                        0.0, tl.float32, STRATEGY, False, False)
         ptrs += step
     row_v, _, row_index = tree_reduce_last_axis(v, lo, index, BLOCK_M, BLOCK_N, STRATEGY)
+    row_index = finished_index(row_index, part_start, STRATEGY, False)
     # A part of only padding (none here: parts cover the row) would keep INDEX_NONE; masked rows skip.
     tl.atomic_max(key_ptr + rows, extremum_key(row_v, row_index), mask=row_mask)
 

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import accumulate_tile, initial_state, load_shift, tile_weights, write_result
+from .steps import accumulate_tile, finished_index, initial_state, load_shift, tile_weights, write_result
 from .tree import tree_reduce_last_axis
 
 
@@ -57,7 +57,7 @@ def inner_kernel(
     part_start = part.to(tl.int64) * chunk_len
     part_end = tl.minimum(part_start + chunk_len, red_len)
 
-    hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY)
+    hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2:
         shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
                            ACC_DTYPE)
@@ -79,7 +79,7 @@ def inner_kernel(
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         else:
             reciprocal, complement = 1.0, 0.0
-        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start + lanes)[None, :],
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start - part_start + lanes)[None, :],
                                       shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
                                       USES_LO)
         hi_ptrs += step
@@ -90,6 +90,7 @@ def inner_kernel(
                               (BLOCK_M, BLOCK_N))
 
     row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY)
+    row_cnt = finished_index(row_cnt, part_start, STRATEGY, SRC_IS_STATE)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,

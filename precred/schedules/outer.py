@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import accumulate_tile, initial_state, load_shift, tile_weights, write_result
+from .steps import accumulate_tile, finished_index, initial_state, load_shift, tile_weights, write_result
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -82,7 +82,7 @@ def outer_kernel(
         shift = 0.0
     else:
         # Each lane chains its tiles; the BLOCK_R lanes of each column merge once, by the fixed tree.
-        hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY)
+        hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
         if STRATEGY == 2:
             shift = load_shift(shift_ptr, out_index, col_mask, shift_inner, shift_stride_outer,
                                shift_stride_inner, ACC_DTYPE)
@@ -96,7 +96,7 @@ def outer_kernel(
                 reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
             else:
                 reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start + lanes)[:, None],
+            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start - part_start + lanes)[:, None],
                                           shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
                                           USES_LO)
             hi_ptrs += step
@@ -106,6 +106,7 @@ def outer_kernel(
             cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
                                   (BLOCK_R, BLOCK_I))
         col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
+        col_cnt = finished_index(col_cnt, part_start, STRATEGY, SRC_IS_STATE)
 
     state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
     write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,

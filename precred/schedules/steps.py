@@ -8,16 +8,19 @@ exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 import triton
 import triton.language as tl
 
-from ..strategies import (INDEX_NONE, extremum_combine, oriented, stable_exp_combine, stable_exp_update,
-                          state_combine, state_update, welford_combine, welford_update)
+from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented,
+                          stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
+                          welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
 @triton.jit
-def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr):
+def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr,
+                  SRC_IS_STATE: tl.constexpr):
     """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
-    Welford, (0, -, -inf) for the stable exponential sum, (-inf, -, INDEX_NONE) for the extremum and
-    (1, -, -) for the product. Unused parts are placeholders the compiler drops."""
+    Welford, (0, -, -inf) for the stable exponential sum, (-inf, -, no index) for the extremum (int32
+    relative indices on the input, int64 on partial states) and (1, -, -) for the product. Unused
+    parts are placeholders the compiler drops."""
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
     lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
     cnt = hi
@@ -27,7 +30,10 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
         cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
     elif STRATEGY == 4 or STRATEGY == 5:
         hi = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)
-        cnt = tl.full([ROWS, COLS], INDEX_NONE, tl.int64)
+        if SRC_IS_STATE:
+            cnt = tl.full([ROWS, COLS], INDEX_NONE, tl.int64)
+        else:
+            cnt = tl.full([ROWS, COLS], INDEX_NONE_32, tl.int32)
     elif STRATEGY == 6:
         hi = tl.full([ROWS, COLS], 1.0, ACC_DTYPE)
     return hi, lo, cnt
@@ -43,17 +49,17 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
     load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
     along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
     after this tile. The stable exponential sum keeps (s, m) in (hi, cnt). The extremum keeps (v, index)
-    there: `positions` are the tile's element indices along the reduced axis (broadcast to the tile),
-    masked lanes and states enter as the identity (-inf, INDEX_NONE). The product's masked lanes are 1."""
+    there: `positions` are the tile's element indices relative to the part's start (broadcast to the
+    tile), masked partial states enter as the identity (-inf, INDEX_NONE). The product's masked lanes
+    are 1."""
     x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
     if STRATEGY == 4 or STRATEGY == 5:
-        if SRC_IS_STATE:   # partial states are oriented already
+        if SRC_IS_STATE:   # partial states are oriented already, their indices absolute
             x_v = tl.where(mask, x_hi, float("-inf"))
             x_i = tl.load(cnt_ptrs, mask=mask, other=INDEX_NONE)
+            hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
         else:
-            x_v = tl.where(mask, oriented(x_hi, STRATEGY), float("-inf"))
-            x_i = tl.where(mask, positions.to(tl.int64), INDEX_NONE)
-        hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
+            hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), positions.to(tl.int32), mask)
     elif STRATEGY == 6:
         hi, lo = state_combine(hi, lo, tl.where(mask, x_hi, 1.0), lo, STRATEGY)
     elif STRATEGY == 3:
@@ -78,6 +84,15 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
     else:
         hi, lo = state_update(hi, lo, x_hi, STRATEGY)
     return hi, lo, cnt
+
+
+@triton.jit
+def finished_index(cnt, part_start, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr):
+    """The extremum's merged index as written: int64 along the reduced axis (first passes hold int32
+    indices relative to part_start). Other strategies' cnt passes through."""
+    if (STRATEGY == 4 or STRATEGY == 5) and not SRC_IS_STATE:
+        cnt = absolute_index(cnt, part_start)
+    return cnt
 
 
 @triton.jit

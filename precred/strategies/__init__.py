@@ -20,7 +20,7 @@ from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
 from .welford import welford_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
-from .extremum import INDEX_NONE, extremum_combine, oriented
+from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
 from .product import product_combine
 
 # Strategy ids (compile-time constants in kernels).
@@ -69,6 +69,7 @@ def state_finalize(hi, lo, STRATEGY: tl.constexpr):
 __all__ = [
     "PLAIN", "COMPENSATED", "WELFORD", "state_update", "state_combine", "state_finalize", "two_sum",
     "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
-    "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "extremum_combine", "oriented",
+    "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine",
+    "extremum_update", "oriented",
     "product_combine", "EXTREMA",
 ]

@@ -17,7 +17,26 @@ import triton
 import triton.language as tl
 
 # Index of the identity state: above any real index, so a real element of equal value (-inf) wins.
+# First passes keep int32 indices relative to their part's start (half the registers of int64; the
+# schedules make them absolute, int64, before writing), whose identity is INDEX_NONE_32.
 INDEX_NONE = tl.constexpr(2**62)
+INDEX_NONE_32 = tl.constexpr(2**31 - 1)
+
+
+@triton.jit
+def extremum_update(v, i, x, positions, mask):
+    """Fold a tile of oriented elements x at `positions` (int32, after every index the lanes hold) into
+    the lanes' (v, i): an element replaces the lane's state when it is larger, or a NaN over a number,
+    or the lane is still empty -- never on a tie, since the lane's index is the earlier one. Cheaper
+    than the merge, which must order the indices."""
+    take = mask & ((x > v) | ((x != x) & (v == v)) | (i == INDEX_NONE_32))
+    return tl.where(take, x, v), tl.where(take, positions, i)
+
+
+@triton.jit
+def absolute_index(i, part_start):
+    """A first pass's relative int32 index -> the int64 index along the reduced axis."""
+    return tl.where(i == INDEX_NONE_32, INDEX_NONE, i.to(tl.int64) + part_start)
 
 
 @triton.jit
