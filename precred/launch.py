@@ -13,7 +13,7 @@ import triton.language as tl
 
 from .layout import reduction_view
 from .modes import Mode
-from .plan import (ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction,
+from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction,
                    plan_row_loop, plan_single_read, use_atomic)
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
@@ -141,16 +141,18 @@ def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, 
     schedule: None (the planner's choice), "atomic" (schedules/atomic.py; its first pass is the
     planned one, which must be an inner pass, split or not) or "passes" (the plan's passes, merged by
     later passes when split). plan / planner_overrides shape the passes (tests)."""
-    if schedule is None:
-        view, planned = plan_for(x, dims, mode)
-        schedule = "atomic" if use_atomic(planned, x.dtype, view.red) else "passes"
+    if schedule is None:   # planning twice costs host time that small calls feel: only when it may pay
+        schedule = "passes"
+        if ATOMIC_EXTREMA:
+            view, planned = plan_for(x, dims, mode)
+            schedule = "atomic" if use_atomic(planned, x.dtype, view.red) else "passes"
     if schedule == "atomic":
         return _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides)
     if planner_overrides:
         plan = plan_for(x, dims, mode, **planner_overrides)[1]
-    first = (plan or plan_for(x, dims, mode)[1]).passes[0]
-    if first.chunk > 2 ** 31:   # the first pass counts indices within its part in int32
-        raise RuntimeError(f"extremum plan with parts of {first.chunk} elements: over int32 relative indices")
+    if x.numel() > 2 ** 31 and (plan or plan_for(x, dims, mode)[1]).passes[0].chunk > 2 ** 31:
+        # the first pass counts indices within its part in int32
+        raise RuntimeError("extremum plan with parts of more than 2^31 elements: over int32 relative indices")
     return reduce(x, dims, mode, x.dtype, Output(with_mean=with_index), plan)
 
 
