@@ -1,9 +1,9 @@
 """`precred.logsumexp`, `softmax`, `log_softmax`: public function -> torch.library custom op -> launcher.
 
 logsumexp reads the data once in every schedule: the online (max, sum of exp) state of
-strategies/stable_exp.py. softmax / log_softmax run that reduction (its result kept in fp64), then one
-normalizing pass: read twice, written once, for every row length (a single-read kernel for rows that
-fit on chip is not written yet). The custom ops (`precred::logsumexp`, `precred::softmax`) let
+strategies/stable_exp.py. softmax / log_softmax read rows that fit on chip once (schedules/single_read.py),
+longer contiguous rows twice in one program (schedules/row_loop.py), and otherwise run that reduction
+(its result kept in fp64), then one normalizing pass (launch.plan_softmax chooses). The custom ops (`precred::logsumexp`, `precred::softmax`) let
 torch.compile trace calls; their autograd formulas are torch's, evaluated in fp32 (fp64 for fp64).
 """
 import math
