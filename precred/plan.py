@@ -240,9 +240,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
 # The extrema's atomic schedule (schedules/atomic.py) replaces the split's merging pass with int64
 # atomics: for fp32/bf16/fp16 rows of at most 2^32 elements whose plan splits an inner pass.
 # ATOMIC_EXTREMA says whether the planner takes it there (bench/extrema_suite.py measures both). Off:
-# on the H100 it measured no faster than the split (2^28 elements: 2204-2408 vs 2210-2406 GB/s) and
-# slower on 16 x 262144 (fp32 124 vs 109, bf16 66-83 vs 77-115 GB/s: the key fill and the gather are
-# launches too).
+# on the H100 it was no faster than the split on 2^28 elements (amax / argmax fp32 2214 / 2214 vs
+# 2211 / 2209 GB/s, bf16 2411 / 2417 vs 2405 / 2405) and slower on 16 x 262144 over dim=-1 in three
+# of four cases (276 / 143 / 178 / 57 vs 235 / 476 / 330 / 106): the key fill and the gather are
+# launches too.
 ATOMIC_EXTREMA = False
 ATOMIC_MAX_RED = 2 ** 32
 
