@@ -21,6 +21,7 @@ index per row.
 import triton
 import triton.language as tl
 
+from .inner import program_rows
 from .steps import accumulate_tile, finished_index, initial_state
 from .tree import tree_reduce_last_axis
 
@@ -47,14 +48,8 @@ def atomic_extremum_kernel(
     STRATEGY: tl.constexpr,       # strategies.MAXIMUM or MINIMUM
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    row_block = pid // n_parts
-    part = pid % n_parts
-    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < n_rows
-    row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner
-    part_start = part.to(tl.int64) * chunk_len
-    part_end = tl.minimum(part_start + chunk_len, red_len)
+    rows, row_mask, row_base, _, part_start, part_end = program_rows(
+        n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
 
     v, lo, index = initial_state(BLOCK_M, BLOCK_N, tl.float32, STRATEGY, False)
     lanes = tl.arange(0, BLOCK_N)

@@ -24,6 +24,22 @@ from .tree import tree_reduce_last_axis
 
 
 @triton.jit
+def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M: tl.constexpr):
+    """This program's rows and part: (rows, row mask, int64 offsets of the rows' first elements, part,
+    the part's first and end positions along the reduced axis). Programs are numbered row block-major."""
+    pid = tl.program_id(0)
+    row_block = pid // n_parts
+    part = pid % n_parts
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    # int64 offsets: a tensor may hold more than 2^31 elements.
+    row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner
+    part_start = part.to(tl.int64) * chunk_len
+    part_end = tl.minimum(part_start + chunk_len, red_len)
+    return rows, row_mask, row_base, part, part_start, part_end
+
+
+@triton.jit
 def inner_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
@@ -45,17 +61,8 @@ def inner_kernel(
     TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    row_block = pid // n_parts
-    part = pid % n_parts
-
-    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < n_rows
-    # int64 offsets: a tensor may hold more than 2^31 elements.
-    row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner
-
-    part_start = part.to(tl.int64) * chunk_len
-    part_end = tl.minimum(part_start + chunk_len, red_len)
+    rows, row_mask, row_base, part, part_start, part_end = program_rows(
+        n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
 
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2:
