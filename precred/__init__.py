@@ -13,18 +13,19 @@ if "TRITON_INTERPRET" not in os.environ:
         os.environ["TRITON_INTERPRET"] = "1"
 
 from .bounds import (error_bound, gamma, logsumexp_error_bound, moments_error_bound,  # noqa: E402
-                     product_error_bound, softmax_error_bound, unit_roundoff)
-from .modes import (DEFAULT_EXP_MODE, DEFAULT_MODE, DEFAULT_PROD_MODE, DEFAULT_VAR_MODE, EXP_MODES,  # noqa: E402
-                    MODES, PROD_MODES, VAR_MODES)
-from .ops import (amax, amin, argmax, argmin, log_softmax, logsumexp, max, mean, min, prod,  # noqa: E402,A004
-                  softmax, std, std_mean, sum, var, var_mean)
+                     norm_error_bound, product_error_bound, softmax_error_bound, unit_roundoff)
+from .modes import (DEFAULT_EXP_MODE, DEFAULT_MODE, DEFAULT_NORM_MODE, DEFAULT_PROD_MODE,  # noqa: E402
+                    DEFAULT_VAR_MODE, EXP_MODES, MODES, NORM_MODES, PROD_MODES, VAR_MODES)
+from .ops import (amax, amin, argmax, argmin, layer_norm, log_softmax, logsumexp, max, mean, min,  # noqa: E402,A004
+                  prod, rms_norm, softmax, std, std_mean, sum, var, var_mean)
+from . import nn  # noqa: E402
 from .plan import Plan, plan_reduction  # noqa: E402
 
 MODE_NAMES = tuple(MODES)
 
 __all__ = ["sum", "mean", "var", "std", "var_mean", "std_mean", "logsumexp", "softmax", "log_softmax",
            "amax", "amin", "max", "min", "argmax", "argmin", "prod", "product_error_bound", "PROD_MODES",
-           "DEFAULT_PROD_MODE",
+           "DEFAULT_PROD_MODE", "layer_norm", "rms_norm", "norm_error_bound", "NORM_MODES", "DEFAULT_NORM_MODE", "nn",
            "error_bound", "moments_error_bound", "logsumexp_error_bound", "softmax_error_bound", "gamma",
            "unit_roundoff", "MODES", "MODE_NAMES", "DEFAULT_MODE", "VAR_MODES", "DEFAULT_VAR_MODE", "EXP_MODES",
            "DEFAULT_EXP_MODE", "Plan", "plan_reduction"]

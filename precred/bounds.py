@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from .modes import get_exp_mode, get_mode, get_prod_mode, get_var_mode
+from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -315,3 +315,82 @@ def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
     if _UNIT_ROUNDOFF[acc_dtype] < _UNIT_ROUNDOFF[out_dtype]:
         err = _rounded_to_output(err, p, out_dtype)
     return err * (1.0 + 16 * _UNIT_ROUNDOFF[torch.float64])
+
+
+
+def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
+                     eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered, xhat,
+                     weight=None, y=None, row_mean: float = 0.0, row_m2: float | None = None,
+                     out_dtype: torch.dtype | None = None):
+    """Upper bounds on |computed - exact| of the outputs of one row of precred.layer_norm / rms_norm.
+
+    Exact per-row values: n elements; var the normalizing variance (layer_norm: sum (x - mean)^2 / n;
+    rms_norm: mean(x^2)); eps; radius >= max |x - K| (K the row's first element); abs_dev_mean >=
+    mean |x - K|; abs_centered_sum >= sum |c| with c = x - mean (rms_norm: c = x). Per element (numpy
+    arrays): centered = |c|, xhat = |c rstd|, weight = |w| (None: 1), y = |y| (default |xhat w|).
+    depth: the single-read plan's tree depth (precred.plan.RowPlan.depth); None for a row on the
+    streaming path, which also needs the row's exact mean and m2 (row_mean, row_m2; rms_norm too). inf
+    where no bound is claimed (the variance's error not below a quarter of var + eps).
+
+    Derivation, first order in the accumulator's unit roundoff u (fp32 for `fast`, fp64 for `precise`
+    and for fp64 inputs), gamma_k as in error_bound:
+    * single-read rows (layer_norm): d = x - K rounded (u|d_j|, |d_j| <= |c_j| + radius); the tree sum
+      (gamma_D sum|d|), divided in fp64 and rounded (u): the shifted mean is off by
+      e_mu <= (gamma_D + 3u) abs_dev_mean; c = d - mu' rounded: |dc_j| <= u|d_j| + e_mu + u|c_j|.
+      rms_norm: c = x exactly. The power-of-two scale is exact; the squares and the tree cost
+      gamma_(D+1) of sum c^2, and the perturbed c's add 2 E sum|c| + n E^2 (E = max_j |dc_j|), over n;
+    * streaming rows: mean and variance from the fp64 Welford reduction (moments_error_bound, depth
+      n), rms_norm's mean(x^2) = var + mean^2 (adding 2|mean| e_mu + e_mu^2); c = (x - hi) - lo with
+      the mean as hi + lo in the accumulator: |dc_j| <= 2u|c_j| + 2u^2|mean| + e_mu (layer_norm);
+    * then var + eps is off by e_v (plus 4 u_64 of fp64 arithmetic) and rstd by a relative
+      rho_r <= e_v / (2 v) / (1 - e_v / v) + u (rounded to the accumulator) + 4 u_64, v = var + eps;
+      xhat = c rstd rounded: |dxhat_j| <= rstd |dc_j| + |xhat_j| (rho_r + u); y = xhat w + b, two
+      roundings (u |xhat w| + u |y|); the rounding to the output dtype (through fp32 for 16-bit
+      outputs of an fp64 accumulator) and half its smallest subnormal. Padded by (1 + 16u) for the
+      second-order terms.
+    """
+    import numpy as np
+
+    m = get_norm_mode(mode)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    acc = m.accumulator_dtype(dtype, out_dtype)
+    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    centered, xhat = np.abs(np.asarray(centered, float)), np.abs(np.asarray(xhat, float))
+    w = np.ones_like(xhat) if weight is None else np.abs(np.asarray(weight, float))
+    y = xhat * w if y is None else np.abs(np.asarray(y, float))
+    var, eps, v = float(var), float(eps), float(var) + float(eps)
+    if depth is not None:
+        D = max(int(depth), 1)
+        if rms:
+            dc = np.zeros_like(centered)
+        else:
+            e_mu = (gamma(D, u) + 3 * u) * abs_dev_mean
+            dc = u * (centered + radius) + e_mu + u * centered
+        big_e = float(np.max(dc))
+        perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
+        e_v = gamma(D + 1, u) * (var + perturbation) + perturbation + 4 * u64 * v
+    else:
+        if row_m2 is None:
+            raise ValueError("norm_error_bound: a streaming row (depth=None) needs row_m2 and row_mean")
+        moments = dict(depth=n, out_dtype=torch.float64)
+        e_mu = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="mean", **moments)
+        e_v = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="var", correction=0.0, **moments)
+        if rms:
+            e_v += 2 * abs(row_mean) * e_mu + e_mu ** 2 + 2 * u64 * var
+            dc = np.zeros_like(centered)
+        else:
+            dc = 2 * u * centered + 2 * u * u * abs(row_mean) + e_mu
+        e_v += 4 * u64 * v
+    if not math.isfinite(e_v) or e_v >= 0.25 * v:
+        return np.full(xhat.shape, math.inf)
+    rstd = 1.0 / math.sqrt(v)
+    rho_r = e_v / (2 * v) / (1 - e_v / v) + u + 4 * u64
+    d_xhat = rstd * dc + xhat * (rho_r + u)
+    err = w * d_xhat + u * xhat * w + u * (y + w * d_xhat)
+    u_out = _UNIT_ROUNDOFF[out_dtype]
+    if u_out > u:
+        err = err + u_out * (y + err)
+        if acc == torch.float64 and out_dtype in (torch.bfloat16, torch.float16):
+            err = err + _UNIT_ROUNDOFF[torch.float32] * (y + err)
+        err = err + _HALF_TINY[out_dtype]
+    return err * (1.0 + 16 * u)

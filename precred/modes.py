@@ -113,3 +113,21 @@ DEFAULT_PROD_MODE = "fp64"
 
 def get_prod_mode(mode: str) -> Mode:
     return _lookup(PROD_MODES, mode, " for prod")
+
+
+# Modes of layer_norm / rms_norm (precred/schedules/norm_rows.py, norm_stream.py): the accumulator of
+# the row statistics and of the output's arithmetic. Both shift each row by one of its elements before
+# summing, so neither loses accuracy to a large mean. Bounds: precred.bounds.norm_error_bound.
+NORM_MODES = {
+    "fast": Mode("fast", WELFORD, False, False,
+                 "fp32 statistics and arithmetic (fp64 for fp64 input): a few ulps of O(1) outputs, any mean"),
+    "precise": Mode("precise", WELFORD, True, False,
+                    "fp64 statistics and arithmetic, rounded once: ~0.5 ulp of each output plus ~2^-45 of |w|"),
+}
+
+# The default is the mode a training step can afford everywhere; `precise` is for reference outputs.
+DEFAULT_NORM_MODE = "fast"
+
+
+def get_norm_mode(mode: str) -> Mode:
+    return _lookup(NORM_MODES, mode, " for layer_norm/rms_norm")

@@ -345,3 +345,56 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
     return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)
+
+
+# layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by
+# the accumulator's bytes) are read once by the single-read kernel, with softmax's tile shapes
+# (plan_single_read); longer rows take the Welford statistics and a normalizing pass over
+# NORM_APPLY_TILE (rows x columns) tiles. Backward: rows up to NORM_BACKWARD_MAX_ROW are held on chip
+# (x, g, xhat, g*w and two partial tiles: more registers than the forward), NORM_BACKWARD_TILE elements
+# a program at a time; longer rows loop twice over NORM_BACKWARD_LOOP_LANES lanes. A backward program
+# owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
+NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
+NORM_APPLY_TILE = (8, 512)
+NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
+NORM_BACKWARD_TILE = 2048
+NORM_BACKWARD_PER_THREAD = 8
+NORM_BACKWARD_LOOP_LANES = 2048
+NORM_BACKWARD_PROGRAMS_PER_SM = 2
+
+
+def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | None:
+    """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
+    where rows are too long for it."""
+    return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
+                            max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
+
+
+@dataclass(frozen=True)
+class NormBackwardPlan:
+    on_chip: bool          # rows held in registers (norm_backward_kernel), else looped twice
+    block_rows: int        # rows per tile (1 for the loop)
+    block_n: int           # the row padded to a power of two (on chip), or the loop's lanes
+    num_warps: int
+    rows_per_program: int  # a multiple of block_rows
+    n: int                 # row length
+
+    @property
+    def depth(self) -> int:
+        """Roundings of a row sum (mean(g w), mean(g w xhat)): lane chain, then the fixed tree."""
+        return (-(-self.n // self.block_n) - 1) + (self.block_n.bit_length() - 1)
+
+
+@lru_cache(maxsize=4096)
+def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: int) -> NormBackwardPlan:
+    if rows < 1 or n < 1:
+        raise ValueError("plan_norm_backward needs a non-empty input")
+    programs_wanted = NORM_BACKWARD_PROGRAMS_PER_SM * sm_count
+    block_n = _pow2_at_least(n)
+    if block_n <= NORM_BACKWARD_MAX_ROW[accumulator_size]:
+        block_rows = max(1, min(_pow2_at_least(rows), NORM_BACKWARD_TILE // block_n))
+        warps = _pow2_at_most(max(1, min(16, block_rows * block_n // (32 * NORM_BACKWARD_PER_THREAD))))
+        blocks_per_program = -(-(-(-rows // block_rows)) // programs_wanted)
+        return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n)
+    lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
+    return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)

@@ -1,0 +1,147 @@
+"""`precred.layer_norm`, `rms_norm`: public function -> torch.library custom op -> launcher.
+
+One custom op (`precred::norm`) serves both (the `rms` flag) and returns (y, mean, rstd): the per-row
+statistics in fp64, which the backward pass reuses instead of recomputing them (they are
+non-differentiable outputs; the public functions return y alone). The backward is precred's own
+kernels (precred/norm_launch.py): dx per row, dw / db as per-program partials merged in a fixed order.
+"""
+import math
+import numbers
+from typing import Optional
+
+import torch
+
+from ..checks import check_float_tensor, through_custom_op
+from ..modes import DEFAULT_NORM_MODE, get_norm_mode
+from ..norm_launch import NormStats, norm_backward, norm_forward
+
+
+def _rows(x: torch.Tensor, normalized_ndim: int) -> tuple[int, int]:
+    n = math.prod(x.shape[x.dim() - normalized_ndim:])
+    return (x.numel() // n if n else 0), n
+
+
+def _norm_impl(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+               eps: float, rms: bool, mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows, n = _rows(x, normalized_ndim)
+    if x.numel() == 0:
+        stat = torch.empty(rows, dtype=torch.float64, device=x.device)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device), stat, stat.clone()
+    flat = lambda t: t.contiguous().view(n) if t is not None else None  # noqa: E731
+    y, stats = norm_forward(x.contiguous().view(rows, n), flat(weight), flat(bias), eps, rms, get_norm_mode(mode),
+                            x.dtype)
+    return y.view(x.shape), stats.mean, stats.rstd
+
+
+_norm = torch.library.custom_op("precred::norm", _norm_impl, mutates_args=())
+
+
+@_norm.register_fake
+def _(x, normalized_ndim, weight, bias, eps, rms, mode):
+    rows, _ = _rows(x, normalized_ndim)
+    stat = x.new_empty((rows,), dtype=torch.float64)
+    return x.new_empty(x.shape), stat, stat.clone()
+
+
+def _setup_context(ctx, inputs, output):
+    x, normalized_ndim, weight, bias, eps, rms, mode = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, mean, rstd)
+    ctx.normalized_ndim, ctx.rms, ctx.mode = normalized_ndim, rms, mode
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+    ctx.mark_non_differentiable(mean, rstd)
+
+
+def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    rows, n = _rows(x, ctx.normalized_ndim)
+    weight_dtype = weight.dtype if weight is not None and ctx.needs_input_grad[2] else None
+    bias_dtype = ctx.bias_dtype if ctx.needs_input_grad[3] else None
+    if x.numel() == 0:
+        zeros = lambda dtype: None if dtype is None else torch.zeros(x.shape[x.dim() - ctx.normalized_ndim:],  # noqa: E731
+                                                                     dtype=dtype, device=x.device)
+        return torch.zeros_like(x), None, zeros(weight_dtype), zeros(bias_dtype), None, None, None
+    w = weight.contiguous().view(n) if weight is not None else None
+    dx, dw, db = norm_backward(grad_y.contiguous().view(rows, n), x.contiguous().view(rows, n), w,
+                               NormStats(mean, rstd), ctx.rms, get_norm_mode(ctx.mode), weight_dtype, bias_dtype)
+    shape = x.shape[x.dim() - ctx.normalized_ndim:]
+    return (dx.view(x.shape), None, dw.view(shape) if dw is not None else None,
+            db.view(shape) if db is not None else None, None, None, None)
+
+
+_norm.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _check_normalized_shape(x: torch.Tensor, normalized_shape) -> int:
+    if isinstance(normalized_shape, bool) or not isinstance(normalized_shape, (int, tuple, list, torch.Size)):
+        raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {type(normalized_shape).__name__}")
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in shape):
+        raise TypeError(f"normalized_shape must contain ints, got {normalized_shape!r}")
+    if not shape:
+        raise ValueError("normalized_shape must name at least one trailing dimension, got ()")
+    if len(shape) > x.dim() or list(x.shape[x.dim() - len(shape):]) != shape:
+        raise RuntimeError(f"normalized_shape={tuple(shape)} does not match the trailing dimensions of the input "
+                           f"of shape {tuple(x.shape)}")
+    return len(shape)
+
+
+def _check_parameter(t, name: str, x: torch.Tensor, normalized_ndim: int) -> None:
+    if t is None:
+        return
+    check_float_tensor(t, name)
+    expected = x.shape[x.dim() - normalized_ndim:]
+    if t.shape != expected:
+        raise RuntimeError(f"{name} must have the normalized shape {tuple(expected)}, got {tuple(t.shape)}")
+    if t.device != x.device:
+        raise RuntimeError(f"{name} is on {t.device} but the input is on {x.device}")
+
+
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    return float(eps)
+
+
+def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch.Tensor:
+    check_float_tensor(x, "input")
+    normalized_ndim = _check_normalized_shape(x, normalized_shape)
+    _check_parameter(weight, "weight", x, normalized_ndim)
+    _check_parameter(bias, "bias", x, normalized_ndim)
+    get_norm_mode(mode)
+    if eps is None:   # torch.nn.functional.rms_norm: the input dtype's machine epsilon
+        eps = torch.finfo(x.dtype).eps
+    eps = _check_eps(eps)
+    tensors = (x, weight, bias)
+    if torch.compiler.is_compiling() or any(t is not None and through_custom_op(t) for t in tensors):
+        return _norm(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
+    return _norm_impl(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
+
+
+def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, eps: float = 1e-5, *, mode: str = DEFAULT_NORM_MODE) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape` dims
+    (torch.nn.functional.layer_norm's semantics; var is the biased variance; the output is contiguous,
+    of x's dtype).
+
+    mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64;
+    the output rounded once) -- bounds in precred.norm_error_bound. Each row is shifted by one of its
+    own elements before it is summed, so a mean far larger than the spread costs no accuracy in either
+    mode. bf16/fp16 inputs compute in fp32 or fp64. Rows holding NaN or inf give NaN, as torch. Rows up
+    to 16384 elements (8192 for an fp64 accumulator) are read once; longer rows are read twice (the
+    Welford statistics in fp64, then the normalizing pass). Backward: precred's kernels, dweight /
+    dbias merged in a fixed order (bitwise reproducible). CPU tensors run in Triton's interpreter.
+    Non-contiguous inputs are copied once, contiguous.
+    """
+    return _norm_call(x, normalized_shape, weight, bias, eps, mode, rms=False)
+
+
+def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None, *,
+             mode: str = DEFAULT_NORM_MODE) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims
+    (torch.nn.functional.rms_norm's semantics: eps=None means torch.finfo(x.dtype).eps). Modes, bounds,
+    specials and paths as precred.layer_norm; an inf in a row makes its finite outputs 0 and its inf
+    outputs NaN, as torch."""
+    return _norm_call(x, normalized_shape, weight, None, eps, mode, rms=True)

@@ -1,0 +1,162 @@
+"""layer_norm / rms_norm over rows that fit on chip: forward and backward kernels that load each row once.
+
+Rows are the contiguous [n_rows, n_cols] view of the input (the normalized dims are the trailing ones).
+A program holds BLOCK_ROWS whole rows ([BLOCK_ROWS, BLOCK_N] tiles, BLOCK_N >= n_cols a power of two)
+in registers and does every pass there. Arithmetic runs in ACC_DTYPE (fp32 for the `fast` mode, fp64
+for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 (correctly
+rounded on the GPU and in the interpreter alike). Sums use the fixed pairwise tree (schedules/tree.py),
+the same order on every device.
+
+Forward numerics (bounds: precred.bounds.norm_error_bound):
+* layer_norm: shift K = the row's first element (0 if not finite); d = x - K; shifted mean
+  mu' = sum(d) / n; c = d - mu'. The rounding errors then scale with the spread of the row, not with
+  |mean| (a mean 1e6 times the spread costs nothing; the Welford strategy uses the same shift);
+* rms_norm: c = x;
+* a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
+  top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
+  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b.
+The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and
+rstd = 1 / sqrt(sum(t^2) / n * 2^(2E) + eps), which the backward pass reuses.
+
+Specials, torch's: a NaN or inf in a layer_norm row makes the whole row NaN (inf - inf); in rms_norm
+an inf makes rstd 0, so the row's finite elements give 0 and the inf elements NaN.
+"""
+import triton
+import triton.language as tl
+
+from .finish import round_to_output, to_accumulator
+from .tree import tree_reduce_first_axis, tree_reduce_last_axis
+
+_PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
+
+
+@triton.jit
+def power_of_two_scale(a):
+    """2^-E for the largest power of two 2^E <= a (a >= 0, per row), in a's dtype, built from the
+    exponent bits so that it is exact: a subnormal or zero a gives the largest scale (2^127 for fp32;
+    2^511 for fp64, whose square must stay finite), a huge, infinite or NaN a the smallest normal one
+    (2^-126 / 2^-1022)."""
+    if a.dtype == tl.float64:
+        biased = ((a.to(tl.int64, bitcast=True) >> 52) & 0x7FF).to(tl.int32)
+        scale_biased = tl.minimum(tl.maximum(2046 - biased, 1), 1534).to(tl.int64)   # <= 2^511: squares stay finite
+        scale = (scale_biased << 52).to(tl.float64, bitcast=True)
+    else:
+        biased = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF
+        scale_biased = tl.minimum(tl.maximum(254 - biased, 1), 254)
+        scale = (scale_biased << 23).to(tl.float32, bitcast=True)
+    return scale
+
+
+@triton.jit
+def split_to_accumulator(value, ACC_DTYPE: tl.constexpr):
+    """An fp64 per-row value as hi + lo in ACC_DTYPE (hi = value rounded, lo = the rest rounded): for an
+    fp32 accumulator, (x - hi) - lo keeps a mean to ~2^-48 of itself."""
+    hi = value.to(ACC_DTYPE)
+    lo = (value - hi.to(tl.float64)).to(ACC_DTYPE)
+    return hi, lo
+
+
+@triton.jit(do_not_specialize=["eps_bits"])
+def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
+                        RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                        ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
+    # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
+    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    mask = row_ok[:, None] & (cols < n_cols)[None, :]
+    offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
+    x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+    if RMS:
+        c = tl.where(mask, x, 0.0)
+        mean = tl.zeros([BLOCK_ROWS], tl.float64)
+    else:
+        first = to_accumulator(tl.load(x_ptr + rows.to(tl.int64) * n_cols, mask=row_ok, other=0), ACC_DTYPE)
+        shift = tl.where(first - first == 0, first, 0.0)       # a finite shift, else 0
+        d = tl.where(mask, x - shift[:, None], 0.0)
+        s, _, _ = tree_reduce_last_axis(d, d, d, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        shifted_mean = s.to(tl.float64) / n_cols
+        c = tl.where(mask, d - shifted_mean.to(ACC_DTYPE)[:, None], 0.0)
+        mean = shift.to(tl.float64) + shifted_mean
+    scale = power_of_two_scale(tl.max(tl.abs(c), 1))
+    t = c * scale[:, None]
+    q, _, _ = tree_reduce_last_axis(t * t, t, t, BLOCK_ROWS, BLOCK_N, _PLAIN)
+    scale64 = scale.to(tl.float64)
+    scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
+    rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale
+    # rstd apart (not rs * scale): fp64 scales reach 2^1023, whose square overflows.
+    rstd = 1.0 / tl.sqrt(scaled_var / (scale64 * scale64) + eps)
+    y = t * rs.to(ACC_DTYPE)[:, None]
+    if HAS_W:
+        y = y * to_accumulator(tl.load(w_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
+    if HAS_B:
+        y = y + to_accumulator(tl.load(b_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
+    tl.store(y_ptr + offsets, round_to_output(y.to(tl.float64), y_ptr.dtype.element_ty), mask=mask)
+    tl.store(mean_ptr + rows, mean, mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr,
+                 BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(dx, xhat) of [BLOCK_ROWS, BLOCK_N] whole rows (masked lanes 0): xhat = (x - mean) * rstd (mean
+    as hi + lo), gw = g * w, and
+      layer_norm: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),
+      rms_norm:   dx = rstd * (gw - xhat * mean(gw * xhat)),
+    the row means by the fixed tree, divided in fp64."""
+    mean_hi, mean_lo = split_to_accumulator(mean, ACC_DTYPE)
+    r = rstd.to(ACC_DTYPE)[:, None]
+    if RMS:
+        xhat = tl.where(mask, x * r, 0.0)
+    else:
+        xhat = tl.where(mask, ((x - mean_hi[:, None]) - mean_lo[:, None]) * r, 0.0)
+    gw = tl.where(mask, g * w, 0.0)
+    projection, _, _ = tree_reduce_last_axis(gw * xhat, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
+    inner = gw - xhat * (projection.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+    if not RMS:
+        total, _, _ = tree_reduce_last_axis(gw, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        inner = inner - (total.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+    return tl.where(mask, inner * r, 0.0), xhat
+
+
+@triton.jit
+def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                         n_rows, n_cols, rows_per_program,
+                         RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
+                         BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    # Program p owns rows [p * rows_per_program, (p + 1) * rows_per_program) (a multiple of BLOCK_ROWS),
+    # writes their dx, and its partial dw / db (the sums over its rows, in ACC_DTYPE) to row p of
+    # dw_part / db_part ([programs, n_cols]); the launcher merges the partials in a fixed order. No
+    # float atomics: every bit of dx, dw and db is the same run to run.
+    program = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    if HAS_W:
+        w = to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
+    else:
+        w = tl.full([1, BLOCK_N], 1.0, ACC_DTYPE)
+    dw = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
+    db = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
+    first_row = program * rows_per_program
+    for start in range(0, rows_per_program, BLOCK_ROWS):
+        rows = first_row + start + tl.arange(0, BLOCK_ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
+        x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        g = to_accumulator(tl.load(g_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        dx, xhat = row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS, ACC_DTYPE, BLOCK_ROWS, BLOCK_N)
+        tl.store(dx_ptr + offsets, round_to_output(dx.to(tl.float64), dx_ptr.dtype.element_ty), mask=mask)
+        dw += tl.where(mask, g * xhat, 0.0)
+        db += tl.where(mask, g, 0.0)
+    if WEIGHT_GRAD:
+        dw_sum, _, _ = tree_reduce_first_axis(dw, dw, dw, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        tl.store(dw_part_ptr + program.to(tl.int64) * n_cols + cols, dw_sum, mask=col_ok)
+    if BIAS_GRAD:
+        db_sum, _, _ = tree_reduce_first_axis(db, db, db, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        tl.store(db_part_ptr + program.to(tl.int64) * n_cols + cols, db_sum, mask=col_ok)

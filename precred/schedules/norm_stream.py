@@ -1,0 +1,111 @@
+"""layer_norm / rms_norm over rows too long for registers: the data stream through in tiles.
+
+Forward: the row statistics come first from the Welford reduction (schedules inner/split, fp64
+accumulator, precred.launch.reduce_moments), as fp64 mean and rstd per row; `norm_apply_kernel` then
+reads x again in [BLOCK_ROWS, BLOCK_J] tiles (a 2-D grid, so a few very long rows still fill the GPU)
+and writes y = (x - mean) * rstd * w + b, the mean subtracted as hi + lo in ACC_DTYPE.
+
+Backward: `norm_backward_loop_kernel` gives each program a range of rows, one row at a time: a first
+loop over the row accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree),
+a second writes dx and adds g * xhat and g into the program's own row of the dw / db partials
+([programs, n_cols], ACC_DTYPE; read-modify-write by that program alone, so deterministic). The
+launcher merges the partials in a fixed order, as for rows on chip (schedules/norm_rows.py).
+"""
+import triton
+import triton.language as tl
+
+from .finish import round_to_output, to_accumulator
+from .norm_rows import split_to_accumulator
+from .tree import tree_reduce_last_axis
+
+_PLAIN = tl.constexpr(0)   # strategies.PLAIN
+
+
+@triton.jit
+def normalized_chunk(x, mean, rstd, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """xhat = (x - mean) * rstd in ACC_DTYPE, mean and rstd fp64 (broadcastable to x)."""
+    r = rstd.to(ACC_DTYPE)
+    if RMS:
+        xhat = x * r
+    else:
+        mean_hi, mean_lo = split_to_accumulator(mean, ACC_DTYPE)
+        xhat = ((x - mean_hi) - mean_lo) * r
+    return xhat
+
+
+@triton.jit
+def norm_apply_kernel(x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, y_ptr, n_rows, n_cols,
+                      RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
+                      BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
+    # x, y: [n_rows, n_cols] contiguous; mean, rstd: [n_rows] fp64; grid (row blocks, column blocks).
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
+    x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+    mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)[:, None]
+    rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)[:, None]
+    y = normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE)
+    if HAS_W:
+        y = y * to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
+    if HAS_B:
+        y = y + to_accumulator(tl.load(b_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
+    tl.store(y_ptr + offsets, round_to_output(y.to(tl.float64), y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def norm_backward_loop_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                              n_rows, n_cols, rows_per_program,
+                              RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
+                              BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr):
+    program = tl.program_id(0)
+    first_row = program.to(tl.int64) * rows_per_program
+    last_row = tl.minimum(first_row + rows_per_program, n_rows)
+    lanes = tl.arange(0, BLOCK_N)[None, :]
+    dw_row = dw_part_ptr + program.to(tl.int64) * n_cols
+    db_row = db_part_ptr + program.to(tl.int64) * n_cols
+    for i in range(0, last_row - first_row):
+        row = first_row + i
+        base = row * n_cols
+        mean = tl.load(mean_ptr + row)
+        rstd = tl.load(rstd_ptr + row)
+        projection = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+        total = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + lanes
+            mask = cols < n_cols
+            x = to_accumulator(tl.load(x_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
+            g = to_accumulator(tl.load(g_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
+            if HAS_W:
+                g = g * to_accumulator(tl.load(w_ptr + cols, mask=mask, other=0), ACC_DTYPE)
+            xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
+            projection += g * xhat
+            total += g
+        projection_sum, _, _ = tree_reduce_last_axis(projection, projection, projection, 1, BLOCK_N, _PLAIN)
+        total_sum, _, _ = tree_reduce_last_axis(total, total, total, 1, BLOCK_N, _PLAIN)
+        projection_mean = (projection_sum.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+        total_mean = (total_sum.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+        r = rstd.to(ACC_DTYPE)
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + lanes
+            mask = cols < n_cols
+            x = to_accumulator(tl.load(x_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
+            g = to_accumulator(tl.load(g_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
+            gw = g
+            if HAS_W:
+                gw = g * to_accumulator(tl.load(w_ptr + cols, mask=mask, other=0), ACC_DTYPE)
+            xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
+            inner = gw - xhat * projection_mean
+            if not RMS:
+                inner = inner - total_mean
+            tl.store(dx_ptr + base + cols, round_to_output((inner * r).to(tl.float64), dx_ptr.dtype.element_ty),
+                     mask=mask)
+            later = mask & (row > first_row)     # the program's first row starts its partials at 0
+            if WEIGHT_GRAD:
+                previous = tl.load(dw_row + cols, mask=later, other=0.0)
+                tl.store(dw_row + cols, previous + g * xhat, mask=mask)
+            if BIAS_GRAD:
+                previous = tl.load(db_row + cols, mask=later, other=0.0)
+                tl.store(db_row + cols, previous + g, mask=mask)
