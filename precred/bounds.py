@@ -351,40 +351,19 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     """
     import numpy as np
 
-    m = get_norm_mode(mode)
     out_dtype = dtype if out_dtype is None else out_dtype
-    acc = m.accumulator_dtype(dtype, out_dtype)
-    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
-    centered, xhat = np.abs(np.asarray(centered, float)), np.abs(np.asarray(xhat, float))
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
+    u = _UNIT_ROUNDOFF[acc]
+    xhat = np.abs(np.asarray(xhat, float))
     w = np.ones_like(xhat) if weight is None else np.abs(np.asarray(weight, float))
     y = xhat * w if y is None else np.abs(np.asarray(y, float))
-    var, eps, v = float(var), float(eps), float(var) + float(eps)
-    if depth is not None:
-        D = max(int(depth), 1)
-        if rms:
-            dc = np.zeros_like(centered)
-        else:
-            e_mu = (gamma(D, u) + 3 * u) * abs_dev_mean
-            dc = u * (centered + radius) + e_mu + u * centered
-        big_e = float(np.max(dc))
-        perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
-        e_v = gamma(D + 1, u) * (var + perturbation) + perturbation + 4 * u64 * v
-    else:
-        if row_m2 is None:
-            raise ValueError("norm_error_bound: a streaming row (depth=None) needs row_m2 and row_mean")
-        moments = dict(depth=n, out_dtype=torch.float64)
-        e_mu = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="mean", **moments)
-        e_v = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="var", correction=0.0, **moments)
-        if rms:
-            e_v += 2 * abs(row_mean) * e_mu + e_mu ** 2 + 2 * u64 * var
-            dc = np.zeros_like(centered)
-        else:
-            dc = 2 * u * centered + 2 * u * u * abs(row_mean) + e_mu
-        e_v += 4 * u64 * v
-    if not math.isfinite(e_v) or e_v >= 0.25 * v:
+    v = float(var) + float(eps)
+    dc, _, rho_stored = _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius, abs_dev_mean,
+                                               abs_centered_sum, centered, row_mean, row_m2)
+    if not math.isfinite(rho_stored):
         return np.full(xhat.shape, math.inf)
     rstd = 1.0 / math.sqrt(v)
-    rho_r = e_v / (2 * v) / (1 - e_v / v) + u + 4 * u64
+    rho_r = rho_stored + u
     d_xhat = rstd * dc + xhat * (rho_r + u)
     err = w * d_xhat + u * xhat * w + u * (y + w * d_xhat)
     u_out = _UNIT_ROUNDOFF[out_dtype]
@@ -394,3 +373,115 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
             err = err + _UNIT_ROUNDOFF[torch.float32] * (y + err)
         err = err + _HALF_TINY[out_dtype]
     return err * (1.0 + 16 * u)
+
+
+def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int, rstd: float,
+                              mean: float, mean_error: float, rstd_error: float, centered, xhat, gw, dx,
+                              projection: float, total: float, abs_gw_xhat_sum: float, abs_gw_sum: float):
+    """Upper bounds on |computed - exact| of dx over one row of precred.layer_norm / rms_norm's backward.
+
+    Exact per-row values: rstd; mean (0 for rms_norm); projection = mean(g w xhat) and total =
+    mean(g w) (the row means the formula subtracts); abs_gw_xhat_sum = sum |g w xhat|, abs_gw_sum =
+    sum |g w|. The forward pass's statistics are off by mean_error (absolute) and rstd_error
+    (relative): norm_error_bound's e_mu and rho_r (without the accumulator rounding). depth: the
+    backward plan's depth (precred.plan.NormBackwardPlan.depth). Per element (numpy arrays): centered
+    = |x - mean|, xhat, gw = |g w|, dx = |dx| (exact).
+
+    Derivation, first order in the accumulator's u (fp32 `fast`, fp64 `precise` / fp64 input):
+    xhat = ((x - hi) - lo) * rstd rounded: |dxhat_j| <= rstd (2u|c_j| + 2u^2|mean| + mean_error) +
+    |xhat_j| (rstd_error + 2u); g w rounded (u). The row means: the tree over the products (gamma_(D+1))
+    plus the perturbed xhat's, then a division rounded (u): |dP| <= (gamma_(D+1) sum|gw xhat| + sum
+    |gw| |dxhat|) / n + u|P|, |dM| <= (gamma_D + u) sum|gw| / n + u|M|. inner = gw - xhat P - M, three
+    roundings: 2u|gw| + 2u|xhat P| + u|inner| + |xhat| |dP| + |P| |dxhat| + |dM|; dx = inner * rstd
+    rounded: rstd |d inner| + |dx| (rstd_error + 2u), then the output's rounding. Padded by (1 + 16u).
+    """
+    import numpy as np
+
+    m = get_norm_mode(mode)
+    acc = m.accumulator_dtype(dtype, dtype)
+    u = _UNIT_ROUNDOFF[acc]
+    c, xh, gw, dx = (np.abs(np.asarray(a, float)) for a in (centered, xhat, gw, dx))
+    D = max(int(depth), 1)
+    if rms:
+        d_xhat = xh * (rstd_error + 2 * u)
+    else:
+        d_xhat = rstd * (2 * u * c + 2 * u * u * abs(mean) + mean_error) + xh * (rstd_error + 2 * u)
+    d_p = (gamma(D + 1, u) * abs_gw_xhat_sum + float(np.sum(gw * d_xhat))) / n + u * abs(projection)
+    d_m = 0.0 if rms else (gamma(D, u) + u) * abs_gw_sum / n + u * abs(total)
+    inner = dx / rstd if rstd > 0 else dx
+    d_inner = 2 * u * gw + 2 * u * xh * abs(projection) + u * inner + xh * d_p + abs(projection) * d_xhat + d_m
+    err = rstd * d_inner + dx * (rstd_error + 2 * u)
+    u_out = _UNIT_ROUNDOFF[dtype]
+    if u_out > u:
+        err = err + u_out * (dx + err) + _HALF_TINY[dtype]
+    return err * (1.0 + 16 * u)
+
+
+def norm_parameter_grad_error_bound(mode: str, dtype: torch.dtype, out_dtype: torch.dtype, *, rows: int,
+                                    abs_term_sum, term_error_sum, exact):
+    """Upper bounds on |computed - exact| of dweight (terms g xhat) or dbias (terms g), per column.
+
+    abs_term_sum = sum over rows of |term|, term_error_sum = sum over rows of the terms' own errors
+    (|g| |dxhat| for dweight, 0 for dbias), exact = |the exact gradient| (numpy arrays). Each program
+    sums its rows' terms in the accumulator (a chain and a tree: at most `rows` additions for any
+    term), the products g xhat rounded (u); the per-program partials are merged by precred's kahan sum
+    (error_bound: ~1 rounding), then rounded to out_dtype: gamma_rows sum|term| + term_error_sum +
+    u sum|term| + 2 u_64-or-u |exact| + the output rounding, padded by (1 + 16u).
+    """
+    import numpy as np
+
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, dtype)
+    u = _UNIT_ROUNDOFF[acc]
+    s, e, exact = (np.abs(np.asarray(a, float)) for a in (abs_term_sum, term_error_sum, exact))
+    err = gamma(max(rows, 1), u) * s + e + u * s + 2 * u * (exact + e)
+    u_out = _UNIT_ROUNDOFF[out_dtype]
+    err = err + u_out * (exact + err) + _HALF_TINY[out_dtype]
+    return err * (1.0 + 16 * u)
+
+
+def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius, abs_dev_mean, abs_centered_sum,
+                           centered, row_mean, row_m2):
+    """(|dc_j| per element, the stored mean's error, the stored rstd's relative error): the statistics
+    part of norm_error_bound's derivation (see there). The stored rstd's error is inf where no bound is
+    claimed."""
+    import numpy as np
+
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
+    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    centered = np.abs(np.asarray(centered, float))
+    var, v = float(var), float(var) + float(eps)
+    if depth is not None:
+        D = max(int(depth), 1)
+        e_mu = 0.0 if rms else (gamma(D, u) + 3 * u) * abs_dev_mean
+        dc = np.zeros_like(centered) if rms else u * (centered + radius) + e_mu + u * centered
+        big_e = float(np.max(dc))
+        perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
+        e_v = gamma(D + 1, u) * (var + perturbation) + perturbation
+        mean_error = 0.0 if rms else e_mu + u64 * (abs(float(row_mean)) + e_mu)   # K + mu' in fp64
+    else:
+        if row_m2 is None:
+            raise ValueError("norm_error_bound: a streaming row (depth=None) needs row_m2 and row_mean")
+        moments = dict(depth=n, out_dtype=torch.float64)
+        e_mu = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="mean", **moments)
+        e_v = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="var", correction=0.0, **moments)
+        if rms:   # mean(x^2) = var + mean^2 in fp64
+            e_v += 2 * abs(row_mean) * e_mu + e_mu ** 2 + 2 * u64 * var
+            dc = np.zeros_like(centered)
+            mean_error = 0.0
+        else:
+            dc = 2 * u * centered + 2 * u * u * abs(row_mean) + e_mu
+            mean_error = e_mu
+    e_v += 4 * u64 * v
+    if not math.isfinite(e_v) or e_v >= 0.25 * v:
+        return dc, mean_error, math.inf
+    return dc, mean_error, e_v / (2 * v) / (1 - e_v / v) + 4 * u64
+
+
+def norm_statistics_error(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
+                          eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered,
+                          row_mean: float = 0.0, row_m2: float | None = None) -> tuple[float, float]:
+    """(absolute error of the fp64 mean, relative error of the fp64 rstd) that the forward pass of one
+    row leaves for the backward pass; arguments as norm_error_bound's."""
+    _, mean_error, rstd_error = _norm_statistics_error(mode, dtype, dtype, rms, n, depth, var, eps, radius,
+                                                       abs_dev_mean, abs_centered_sum, centered, row_mean, row_m2)
+    return mean_error, rstd_error

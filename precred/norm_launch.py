@@ -9,6 +9,7 @@ partials that `_merge_partials` sums over programs with precred's own compensate
 fixed order.
 """
 from dataclasses import dataclass
+import math
 import struct
 
 import torch
@@ -70,7 +71,10 @@ def long_row_statistics(x: torch.Tensor, eps: float, rms: bool):
     (m2 / n); rms_norm's mean of squares is var + mean^2 (a sum of two non-negative fp64 values)."""
     var, mean = reduce_moments(x, (1,), _STATISTICS_MODE, torch.float64, 0.0, False, with_mean=True)
     if rms:
-        var = var + mean * mean
+        # An infinite mean (an inf in the row, no NaN) makes mean(x^2) inf, as torch (Welford's variance is
+        # NaN there). A row holding both +inf and -inf has a NaN mean: it comes out NaN throughout, where
+        # torch gives 0 at its finite elements (documented in precred.rms_norm).
+        var = torch.where(mean.isinf(), math.inf, var + mean * mean)
         mean = torch.zeros_like(mean)
     # Per-row fp64 arithmetic on [rows] values (IEEE sqrt and division, correctly rounded on either device).
     return mean, 1.0 / torch.sqrt(var + eps)

@@ -143,5 +143,6 @@ def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = No
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims
     (torch.nn.functional.rms_norm's semantics: eps=None means torch.finfo(x.dtype).eps). Modes, bounds,
     specials and paths as precred.layer_norm; an inf in a row makes its finite outputs 0 and its inf
-    outputs NaN, as torch."""
+    outputs NaN, as torch -- except on the streaming path (rows longer than 16384, or 8192 in fp64) for
+    a row holding both +inf and -inf, which comes out NaN throughout."""
     return _norm_call(x, normalized_shape, weight, None, eps, mode, rms=True)

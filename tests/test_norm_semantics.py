@@ -1,0 +1,184 @@
+"""layer_norm / rms_norm semantics against torch.nn.functional: shapes and normalized dims, optional
+weight / bias, dtypes, layouts, empty inputs, NaN / inf, errors naming the argument, the caller's
+tensors untouched, autograd (gradcheck in fp64 on both paths), torch.compile, bitwise determinism of
+forward and backward, and the nn modules. Accuracy against the oracle: test_norm_accuracy."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import precred
+from precred import plan as planner
+from precred.plan import plan_norm_backward
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+# Agreement with torch in fp64 arithmetic, relative to the outputs' scale: a few rounding units of the
+# dtype (both sides round; torch's own error at offset 0 is of that order).
+TOLERANCE = {torch.float32: 4e-6, torch.float64: 1e-13, torch.bfloat16: 2e-2, torch.float16: 3e-3}
+
+
+@pytest.fixture(params=[False, True], ids=["on-chip", "streaming"])
+def path(request, monkeypatch):
+    if request.param:
+        for table in (planner.NORM_FORWARD_MAX_ROW, planner.NORM_BACKWARD_MAX_ROW):
+            monkeypatch.setitem(table, 4, 16)
+            monkeypatch.setitem(table, 8, 16)
+        monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", 32)
+    plan_norm_backward.cache_clear()
+    yield request.param
+    plan_norm_backward.cache_clear()
+
+
+def _inputs(shape, normalized, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 2 + 0.5).to(dtype).to(device)
+    w = (torch.rand(normalized, generator=g, dtype=torch.float64) + 0.5).to(dtype).to(device)
+    b = torch.randn(normalized, generator=g, dtype=torch.float64).to(dtype).to(device)
+    return x, w, b
+
+
+def _close(a, ref, dtype):
+    assert a.shape == ref.shape and a.dtype == dtype
+    scale = max(1.0, ref.double().abs().max().item())
+    assert (a.double() - ref.double()).abs().max().item() <= TOLERANCE[dtype] * scale
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,normalized", [((6, 40), [40]), ((2, 3, 4, 10), [4, 10]), ((33,), [33])])
+def test_matches_torch(shape, normalized, dtype, path, device):
+    x, w, b = _inputs(shape, normalized, dtype, device)
+    f = lambda t: t.double()  # noqa: E731
+    for weight, bias in [(w, b), (None, b), (w, None), (None, None)]:
+        ref = F.layer_norm(f(x), normalized, f(weight) if weight is not None else None,
+                           f(bias) if bias is not None else None, 1e-5)
+        _close(precred.layer_norm(x, normalized, weight, bias, 1e-5), ref, dtype)
+    for weight in (w, None):
+        ref = F.rms_norm(f(x), normalized, f(weight) if weight is not None else None, torch.finfo(dtype).eps)
+        _close(precred.rms_norm(x, normalized, weight), ref, dtype)   # eps=None: the dtype's epsilon
+
+
+def test_non_contiguous_and_expanded_inputs(device):
+    x, w, b = _inputs((40, 6), [6], torch.float32, device)
+    xt = x.t().contiguous().t()                                   # strided rows
+    _close(precred.layer_norm(xt, [6], w, b), F.layer_norm(xt.double(), [6], w.double(),
+                                                            b.double()), torch.float32)
+    e = x[:1].expand(5, 6)                                        # stride-0 rows
+    _close(precred.rms_norm(e, [6], w), F.rms_norm(e.double(), [6], w.double(), torch.finfo(torch.float32).eps),
+           torch.float32)
+
+
+def test_empty_inputs(device):
+    x = torch.empty(0, 8, device=device)
+    assert precred.layer_norm(x, [8]).shape == (0, 8)
+    x = torch.empty(3, 0, device=device)
+    assert precred.rms_norm(x, [0]).shape == (3, 0)
+
+
+@pytest.mark.parametrize("special", [math.nan, math.inf, -math.inf])
+def test_nan_and_inf_follow_torch(special, path, device):
+    x, w, b = _inputs((3, 20), [20], torch.float32, device)
+    x[1, 5] = special
+    ref = F.layer_norm(x.double(), [20], w.double(), b.double())
+    got = precred.layer_norm(x, [20], w, b)
+    assert torch.equal(got.isnan(), ref.isnan()) and got[1].isnan().all()
+    ref = F.rms_norm(x.double(), [20], w.double(), 1e-6)
+    got = precred.rms_norm(x, [20], w, 1e-6)
+    assert torch.equal(got.isnan(), ref.isnan())
+    assert torch.equal(got[1].double().nan_to_num(), ref[1].nan_to_num())   # finite outputs of the row: 0
+
+
+def test_errors_name_the_argument(device):
+    x, w, b = _inputs((4, 8), [8], torch.float32, device)
+    with pytest.raises(TypeError, match="input"):
+        precred.layer_norm(torch.ones(4, 8, dtype=torch.int32, device=device), [8])
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        precred.layer_norm(x, [4])
+    with pytest.raises(TypeError, match="normalized_shape"):
+        precred.layer_norm(x, 8.0)
+    with pytest.raises(ValueError, match="normalized_shape"):
+        precred.layer_norm(x, [])
+    with pytest.raises(RuntimeError, match="weight"):
+        precred.layer_norm(x, [8], w[:4])
+    with pytest.raises(TypeError, match="bias"):
+        precred.layer_norm(x, [8], w, b.to(torch.int64))
+    with pytest.raises(ValueError, match="eps"):
+        precred.rms_norm(x, [8], w, -1.0)
+    with pytest.raises(TypeError, match="eps"):
+        precred.layer_norm(x, [8], eps="1e-5")
+    with pytest.raises(ValueError, match="mode"):
+        precred.layer_norm(x, [8], mode="exact")
+
+
+def test_callers_tensors_are_untouched(device):
+    x, w, b = _inputs((4, 8), [8], torch.bfloat16, device)
+    copies = [t.clone() for t in (x, w, b)]
+    precred.layer_norm(x, [8], w, b)
+    precred.rms_norm(x, [8], w)
+    assert all(torch.equal(t, c) for t, c in zip((x, w, b), copies))
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_gradcheck_fp64(rms, path, device):
+    x, w, b = _inputs((3, 20), [20], torch.float64, device)
+    x, w, b = (t.requires_grad_() for t in (x, w, b))
+    if rms:
+        assert torch.autograd.gradcheck(lambda x, w: precred.rms_norm(x, [20], w, 1e-5), (x, w), fast_mode=True)
+        assert torch.autograd.gradcheck(lambda x: precred.rms_norm(x, [20], None, 1e-5), (x,), fast_mode=True)
+    else:
+        assert torch.autograd.gradcheck(lambda x, w, b: precred.layer_norm(x, [20], w, b), (x, w, b), fast_mode=True)
+        assert torch.autograd.gradcheck(lambda x, b: precred.layer_norm(x, [20], None, b), (x, b), fast_mode=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_forward_and_backward_are_bitwise_reproducible(dtype, path, device):
+    x, w, b = _inputs((37, 24), [24], dtype, device)
+    g = torch.randn(37, 24, device=device).to(dtype)
+
+    def run():
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+        y = precred.layer_norm(xs, [24], ws, bs)
+        return (y, *torch.autograd.grad(y, (xs, ws, bs), g))
+
+    first, second = run(), run()
+    assert all(torch.equal(a, c) for a, c in zip(first, second))
+
+
+def test_backward_matches_torch_with_partial_requires_grad(device):
+    x, w, b = _inputs((5, 12), [12], torch.float32, device)
+    xs = x.clone().requires_grad_()
+    y = precred.layer_norm(xs, [12], w, b)                  # w, b without grad: dx only
+    (dx,) = torch.autograd.grad(y.sum() * 0 + (y * y).sum(), (xs,))
+    xr = x.double().requires_grad_()
+    yr = F.layer_norm(xr, [12], w.double(), b.double())
+    (dxr,) = torch.autograd.grad((yr * yr).sum(), (xr,))
+    _close(dx, dxr.float(), torch.float32)
+
+
+def test_torch_compile_fullgraph_traces_the_custom_op(device):
+    x, w, b = _inputs((4, 16), [16], torch.float32, device)
+
+    def f(t):
+        return precred.layer_norm(t * 2.0, [16], w, b) + precred.rms_norm(t, [16], w)
+
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    assert torch.equal(compiled(x), f(x))
+
+
+def test_nn_modules_load_torch_state_dicts(device):
+    ref = torch.nn.LayerNorm(16).to(device)
+    with torch.no_grad():
+        ref.weight.uniform_(0.5, 1.5)
+        ref.bias.normal_()
+    ours = precred.nn.LayerNorm(16, mode="precise").to(device)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 16, device=device)
+    _close(ours(x), F.layer_norm(x.double(), [16], ref.weight.double(), ref.bias.double()), torch.float32)
+    assert "mode='precise'" in repr(ours)
+    rms_ref = torch.nn.RMSNorm([2, 8], eps=1e-6).to(device)
+    rms = precred.nn.RMSNorm([2, 8], eps=1e-6).to(device)
+    rms.load_state_dict(rms_ref.state_dict())
+    x = torch.randn(3, 2, 8, device=device)
+    _close(rms(x), F.rms_norm(x.double(), [2, 8], rms_ref.weight.double(), 1e-6), torch.float32)
+    with pytest.raises(ValueError, match="mode"):
+        precred.nn.LayerNorm(4, mode="fp32")
