@@ -317,7 +317,6 @@ def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
     return err * (1.0 + 16 * _UNIT_ROUNDOFF[torch.float64])
 
 
-
 def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
                      eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered, xhat,
                      weight=None, y=None, row_mean: float = 0.0, row_m2: float | None = None,
@@ -400,12 +399,10 @@ def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: in
     m = get_norm_mode(mode)
     acc = m.accumulator_dtype(dtype, dtype)
     u = _UNIT_ROUNDOFF[acc]
-    c, xh, gw, dx = (np.abs(np.asarray(a, float)) for a in (centered, xhat, gw, dx))
+    xh, gw, dx = (np.abs(np.asarray(a, float)) for a in (xhat, gw, dx))
     D = max(int(depth), 1)
-    if rms:
-        d_xhat = xh * (rstd_error + 2 * u)
-    else:
-        d_xhat = rstd * (2 * u * c + 2 * u * u * abs(mean) + mean_error) + xh * (rstd_error + 2 * u)
+    d_xhat = norm_xhat_error(mode, dtype, rms=rms, rstd=rstd, mean=mean, mean_error=mean_error,
+                             rstd_error=rstd_error, centered=centered, xhat=xhat)
     d_p = (gamma(D + 1, u) * abs_gw_xhat_sum + float(np.sum(gw * d_xhat))) / n + u * abs(projection)
     d_m = 0.0 if rms else (gamma(D, u) + u) * abs_gw_sum / n + u * abs(total)
     inner = dx / rstd if rstd > 0 else dx
@@ -415,6 +412,21 @@ def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: in
     if u_out > u:
         err = err + u_out * (dx + err) + _HALF_TINY[dtype]
     return err * (1.0 + 16 * u)
+
+
+def norm_xhat_error(mode: str, dtype: torch.dtype, *, rms: bool, rstd: float, mean: float, mean_error: float,
+                    rstd_error: float, centered, xhat):
+    """Upper bounds on |computed - exact| of the backward pass's xhat = ((x - hi) - lo) * rstd (numpy
+    array; arguments as norm_backward_error_bound's): rstd (2u|c_j| + 2u^2|mean| + mean_error) +
+    |xhat_j| (rstd_error + 2u); rms_norm: |xhat_j| (rstd_error + 2u)."""
+    import numpy as np
+
+    u = _UNIT_ROUNDOFF[get_norm_mode(mode).accumulator_dtype(dtype, dtype)]
+    xh = np.abs(np.asarray(xhat, float))
+    if rms:
+        return xh * (rstd_error + 2 * u)
+    c = np.abs(np.asarray(centered, float))
+    return rstd * (2 * u * c + 2 * u * u * abs(mean) + mean_error) + xh * (rstd_error + 2 * u)
 
 
 def norm_parameter_grad_error_bound(mode: str, dtype: torch.dtype, out_dtype: torch.dtype, *, rows: int,

@@ -394,7 +394,8 @@ def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: in
     if block_n <= NORM_BACKWARD_MAX_ROW[accumulator_size]:
         block_rows = max(1, min(_pow2_at_least(rows), NORM_BACKWARD_TILE // block_n))
         warps = _pow2_at_most(max(1, min(16, block_rows * block_n // (32 * NORM_BACKWARD_PER_THREAD))))
-        blocks_per_program = -(-(-(-rows // block_rows)) // programs_wanted)
+        row_blocks = -(-rows // block_rows)
+        blocks_per_program = -(-row_blocks // programs_wanted)
         return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n)
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
     return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)

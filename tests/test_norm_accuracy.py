@@ -130,10 +130,9 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
         assert np.all(err_dx <= bound_dx), (i, float(np.max(err_dx / bound_dx)), mode, x.dtype)
         worst = max(worst, float(np.max(err_dx / bound_dx)))
         # terms of dweight / dbias and the errors of the computed xhat in them
-        rstd = float(rstd_ref[i])
-        d_xhat = rstd * (2 * 2.0 ** -24 * inputs["centered"] + mean_error) + xhat * (rstd_error + 2 * 2.0 ** -24)
-        if acc == torch.float64:
-            d_xhat = rstd * (2 * 2.0 ** -53 * inputs["centered"] + mean_error) + xhat * (rstd_error + 2 * 2.0 ** -53)
+        d_xhat = precred.bounds.norm_xhat_error(mode, x.dtype, rms=rms, rstd=float(rstd_ref[i]), mean=float(row.mean),
+                                                mean_error=mean_error, rstd_error=rstd_error,
+                                                centered=inputs["centered"], xhat=xhat)
         gx_abs += np.abs(g64[i] * xhat_signed)
         gx_err += np.abs(g64[i]) * d_xhat
         g_abs += np.abs(g64[i])

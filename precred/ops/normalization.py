@@ -114,8 +114,7 @@ def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch
     if eps is None:   # torch.nn.functional.rms_norm: the input dtype's machine epsilon
         eps = torch.finfo(x.dtype).eps
     eps = _check_eps(eps)
-    tensors = (x, weight, bias)
-    if torch.compiler.is_compiling() or any(t is not None and through_custom_op(t) for t in tensors):
+    if any(through_custom_op(t) for t in (x, weight, bias)):
         return _norm(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
     return _norm_impl(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
 

@@ -15,8 +15,8 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
   values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b.
-The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and
-rstd = 1 / sqrt(sum(t^2) / n * 2^(2E) + eps), which the backward pass reuses.
+The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and rstd = rs * 2^-E, which
+the backward pass reuses.
 
 Specials, torch's: a NaN or inf in a layer_norm row makes the whole row NaN (inf - inf); in rms_norm
 an inf makes rstd 0, so the row's finite elements give 0 and the inf elements NaN.
@@ -56,6 +56,18 @@ def split_to_accumulator(value, ACC_DTYPE: tl.constexpr):
     return hi, lo
 
 
+@triton.jit
+def normalized_chunk(x, mean, rstd, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """xhat = (x - mean) * rstd in ACC_DTYPE, mean (as hi + lo) and rstd fp64, broadcastable to x."""
+    r = rstd.to(ACC_DTYPE)
+    if RMS:
+        xhat = x * r
+    else:
+        mean_hi, mean_lo = split_to_accumulator(mean, ACC_DTYPE)
+        xhat = ((x - mean_hi) - mean_lo) * r
+    return xhat
+
+
 @triton.jit(do_not_specialize=["eps_bits"])
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
@@ -85,9 +97,8 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     q, _, _ = tree_reduce_last_axis(t * t, t, t, BLOCK_ROWS, BLOCK_N, _PLAIN)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
-    rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale
-    # rstd apart (not rs * scale): fp64 scales reach 2^1023, whose square overflows.
-    rstd = 1.0 / tl.sqrt(scaled_var / (scale64 * scale64) + eps)
+    rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
+    rstd = rs * scale64                                         # exact: a power of two
     y = t * rs.to(ACC_DTYPE)[:, None]
     if HAS_W:
         y = y * to_accumulator(tl.load(w_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
@@ -106,19 +117,14 @@ def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE
       layer_norm: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),
       rms_norm:   dx = rstd * (gw - xhat * mean(gw * xhat)),
     the row means by the fixed tree, divided in fp64."""
-    mean_hi, mean_lo = split_to_accumulator(mean, ACC_DTYPE)
-    r = rstd.to(ACC_DTYPE)[:, None]
-    if RMS:
-        xhat = tl.where(mask, x * r, 0.0)
-    else:
-        xhat = tl.where(mask, ((x - mean_hi[:, None]) - mean_lo[:, None]) * r, 0.0)
+    xhat = tl.where(mask, normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE), 0.0)
     gw = tl.where(mask, g * w, 0.0)
     projection, _, _ = tree_reduce_last_axis(gw * xhat, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
     inner = gw - xhat * (projection.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
     if not RMS:
         total, _, _ = tree_reduce_last_axis(gw, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
         inner = inner - (total.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
-    return tl.where(mask, inner * r, 0.0), xhat
+    return tl.where(mask, inner * rstd.to(ACC_DTYPE)[:, None], 0.0), xhat
 
 
 @triton.jit

@@ -15,22 +15,10 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .norm_rows import split_to_accumulator
+from .norm_rows import normalized_chunk
 from .tree import tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN
-
-
-@triton.jit
-def normalized_chunk(x, mean, rstd, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
-    """xhat = (x - mean) * rstd in ACC_DTYPE, mean and rstd fp64 (broadcastable to x)."""
-    r = rstd.to(ACC_DTYPE)
-    if RMS:
-        xhat = x * r
-    else:
-        mean_hi, mean_lo = split_to_accumulator(mean, ACC_DTYPE)
-        xhat = ((x - mean_hi) - mean_lo) * r
-    return xhat
 
 
 @triton.jit
