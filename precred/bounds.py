@@ -13,6 +13,9 @@ gamma_k = k u / (1 - k u):
   by TwoSum, so hi + sum(e_k) = s exactly, with sum |e_k| <= gamma_d * S1. `lo` sums the e_k through
   at most 2d additions (a merge adds lo_a + lo_b, then e), so |hi + lo - s| <= gamma_2d*gamma_d*S1.
   hi + lo is then formed in fp64 (one rounding, u_64).
+* exact: the result is the exact value correctly rounded (strategies/exact.py proves the filter's
+  certificate, strategies/superaccumulator.py the recomputation): half an ulp of the output format
+  at the exact value (half the smallest subnormal below the normal range), whatever n and S1.
 * mean: the value is divided by n in fp64 (correctly rounded; n is exact in fp64): one more u_64.
 * the result is rounded once to the output dtype unless it is already representable there
   (a plain sum whose accumulator is the output dtype). 16-bit outputs are reached through fp32 --
@@ -56,6 +59,9 @@ def error_bound(mode: str, n: int, S1: float, s: float, dtype: torch.dtype, *,
         raise ValueError(f"op must be 'sum' or 'mean', got {op!r}")
     m = get_mode(mode)
     out_dtype = dtype if out_dtype is None else out_dtype
+    if mode == "exact":
+        exact = float(s) / n if op == "mean" else float(s)
+        return half_ulp(exact, out_dtype)
     acc_dtype = m.accumulator_dtype(dtype, out_dtype)
     u = _UNIT_ROUNDOFF[acc_dtype]
     u64 = _UNIT_ROUNDOFF[torch.float64]
@@ -81,6 +87,18 @@ def error_bound(mode: str, n: int, S1: float, s: float, dtype: torch.dtype, *,
         err = _rounded_to_output(err, exact, out_dtype)
     # The bound itself is evaluated in binary64: pad it by a few of its own roundings.
     return err * (1.0 + 16 * u64)
+
+
+# (precision with the implicit bit, smallest normal exponent) of the 16/32-bit formats.
+_FORMAT = {torch.float32: (24, -126), torch.bfloat16: (8, -126), torch.float16: (11, -14)}
+
+
+def half_ulp(value: float, dtype: torch.dtype) -> float:
+    """Half the spacing of dtype (fp32, bf16, fp16) at `value` (the spacing just above |value|'s
+    power of two; the subnormal spacing below the normal range): the error of a correct rounding."""
+    p, emin = _FORMAT[dtype]
+    exponent = math.frexp(abs(value))[1] - 1 if value != 0 else emin
+    return math.ldexp(1.0, max(exponent, emin) - p)
 
 
 def _rounded_to_output(err: float, exact: float, out_dtype: torch.dtype) -> float:

@@ -11,17 +11,20 @@ import torch
 import triton
 import triton.language as tl
 
+from . import plan as planning
 from .layout import reduction_view
 from .modes import Mode
-from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_reduction,
-                   plan_row_loop, plan_single_read, use_atomic)
+from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_recompute,
+                   plan_reduction, plan_row_loop, plan_single_read, use_atomic)
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
+from .schedules.recompute import recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel
-from .strategies import COMPENSATED, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, WELFORD
+from .strategies import COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, WELFORD
+from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
@@ -95,6 +98,8 @@ class Output:
     def divisor(self, n: int, strategy: int) -> float:
         if strategy == WELFORD:
             return float(max(0.0, n - self.correction))
+        if strategy == EXACT:   # the filter's error bound needs n whether or not it divides
+            return float(n)
         return float(n) if self.divide else 1.0
 
 
@@ -331,24 +336,55 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
+    recompute = None
+    if mode.strategy == EXACT:   # `mean` holds the filter's flags
+        recompute = _launch_recompute(view, source, out, mean, output)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
-        _RECIPES[key] = _Recipe(launches, plan, workspace)
-    return out, mean
+        if recompute is None or recompute[0][0] is not None:
+            _RECIPES[key] = _Recipe(launches, plan, workspace, recompute)
+    return (out, None) if mode.strategy == EXACT else (out, mean)
+
+
+def _launch_recompute(view, source, out, flags, output):
+    """The exact mode's second stage over the filter's output: (launch, whether its row chunks need
+    zeroed limb sums and arrival counters)."""
+    n_out = view.outer * view.inner
+    rp = plan_recompute(n_out, view.red, sm_count=device_sm_count(out.device), min_chunk=planning.RECOMPUTE_MIN_CHUNK)
+    man_bits, exp_bits, lsb_exp = INPUT_FORMATS[view.source.dtype]
+    chunked = rp.chunks > 1
+    scratch = _recompute_scratch(n_out, chunked, out.device, flags)
+    launch = _launch(recompute_kernel, (triton.cdiv(n_out, rp.block_outputs), rp.chunks),
+                     [source, _bits_if_bf16(out), flags, *scratch],
+                     [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
+                      rp.chunk, rp.chunks, view.red], rp.num_warps,
+                     MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp, DIVIDE=output.divide,
+                     CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
+    return launch, chunked
+
+
+def _recompute_scratch(n_out, chunked, device, placeholder):
+    """(limb sums, arrival counters), zeroed, for chunked rows; placeholders (never touched) otherwise."""
+    if not chunked:
+        return placeholder, placeholder
+    return (torch.zeros(n_out * LIMBS, dtype=torch.int64, device=device),
+            torch.zeros(n_out, dtype=torch.int32, device=device))
 
 
 class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
-    (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts and
-    the stable exponential sum's maxima)."""
+    (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts,
+    the stable exponential sum's maxima and the exact filter's error magnitudes). The exact filter's
+    second output is its int8 certification flags."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
-        self.acc_dtype, self.out_dtype, self.n_out, self.with_mean = acc_dtype, out_dtype, n_out, with_mean
-        self.uses_lo = strategy in (COMPENSATED, WELFORD)
+        self.acc_dtype, self.out_dtype, self.n_out = acc_dtype, out_dtype, n_out
+        self.with_mean = with_mean or strategy == EXACT
+        self.uses_lo = strategy in (COMPENSATED, WELFORD, EXACT)
         # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
-        # extremum's indices (int64).
-        self.uses_cnt = strategy in (WELFORD, STABLE_EXP, *EXTREMA)
+        # extremum's indices (int64), or the exact filter's sums of |error|.
+        self.uses_cnt = strategy in (WELFORD, STABLE_EXP, EXACT, *EXTREMA)
         self.cnt_dtype = torch.int64 if strategy in EXTREMA else torch.float64
-        self.second_dtype = torch.int64 if strategy in EXTREMA else out_dtype
+        self.second_dtype = {**{s: torch.int64 for s in EXTREMA}, EXACT: torch.int8}.get(strategy, out_dtype)
 
     def outputs(self, device):
         out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)
@@ -392,12 +428,13 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
 class _Recipe:
     """The launches of one call signature, replayed on new tensors of that signature."""
 
-    def __init__(self, launches, plan, workspace):
+    def __init__(self, launches, plan, workspace, recompute=None):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.launches = launches
         self.parts = [p.parts for p in plan.passes]
         self.workspace = workspace
+        self.recompute = recompute    # the exact mode's second stage: (launch, chunked)
         self.get_stream = driver.active.get_current_stream
 
     def run(self, x: torch.Tensor):
@@ -411,6 +448,11 @@ class _Recipe:
             dst = self.workspace.destination(out, mean, index == last, self.parts[index])
             _replay(compiled, grid, stream, [*src, *dst, source], trailing)
             src = dst
+        if self.recompute is not None:
+            (compiled, grid, trailing), chunked = self.recompute
+            scratch = _recompute_scratch(self.workspace.n_out, chunked, device, mean)
+            _replay(compiled, grid, stream, [source, _bits_if_bf16(out), mean, *scratch], trailing)
+            return out, None
         return out, mean
 
 

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import COMPENSATED, MAXIMUM, MINIMUM, PLAIN, PRODUCT, STABLE_EXP, WELFORD
+from .strategies import COMPENSATED, EXACT, MAXIMUM, MINIMUM, PLAIN, PRODUCT, STABLE_EXP, WELFORD
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
-    strategy: int             # strategies.PLAIN, COMPENSATED or WELFORD
+    strategy: int             # strategies.PLAIN, COMPENSATED, WELFORD, EXACT, ...
     fp64_accumulator: bool    # accumulate in fp64 whatever the input (else fp32, or fp64 for fp64 input)
     whole_tree: bool          # every pass is a balanced tree over its part: the whole sum is one tree
     summary: str
@@ -37,7 +37,14 @@ MODES = {
                   "compensated (TwoSum / Neumaier) fp32 accumulation: error ~ 1 rounding of the result"),
     "fp64": Mode("fp64", PLAIN, True, False,
                  "fp64 accumulation, rounded once to the output dtype"),
+    "exact": Mode("exact", EXACT, True, False,
+                  "correctly rounded (fp32/bf16/fp16): certified TwoSum filter in fp64, integer "
+                  "superaccumulator for what it cannot certify"),
 }
+
+# dtypes the exact mode takes, as input and as output: the superaccumulator covers their exponent
+# range in 16 limbs (fp64's would need 81) and the filter certifies roundings to them.
+EXACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # The default is the same on every device: compensated summation costs little over `fast` and its
 # error does not grow with n.

@@ -399,3 +399,32 @@ def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: in
         return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n)
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
     return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)
+
+
+# The exact mode's recompute launch (schedules/recompute.py): outputs per program (their flags are
+# read at once; an all-certified block costs one load), the tile of the limb accumulator, and the
+# fewest elements a chunk of a row gets when few rows are split across programs.
+RECOMPUTE_OUTPUTS = 1024
+RECOMPUTE_TILE = 256
+RECOMPUTE_MIN_CHUNK = 4 * RECOMPUTE_TILE
+
+
+@dataclass(frozen=True)
+class RecomputePlan:
+    block_outputs: int   # outputs per program, a power of two
+    block_r: int         # elements per tile of a row
+    chunk: int           # elements of a row per program, a multiple of block_r
+    chunks: int          # programs per row (> 1: limb sums merged with integer atomics)
+    num_warps: int
+
+
+@lru_cache(maxsize=4096)
+def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int = RECOMPUTE_MIN_CHUNK) -> RecomputePlan:
+    """Split rows into chunks only while the output blocks alone leave the GPU (4 programs per SM) idle."""
+    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out))
+    output_blocks = -(-n_out // block_outputs)
+    chunks = max(1, min(-(-red // min_chunk), -(-4 * sm_count // output_blocks)))
+    chunk = -(-red // chunks)
+    chunk = -(-chunk // RECOMPUTE_TILE) * RECOMPUTE_TILE
+    chunks = -(-red // chunk)
+    return RecomputePlan(block_outputs, RECOMPUTE_TILE, chunk, chunks, 4)

@@ -31,3 +31,9 @@ def device() -> str:
     if DEVICE == "cuda" and not torch.cuda.is_available():
         pytest.exit("PRECRED_TEST_DEVICE=cuda but torch sees no CUDA device", returncode=2)
     return DEVICE
+
+
+def mode_takes(mode: str, *dtypes) -> bool:
+    """Whether a sum mode takes these input/output dtypes: `exact` takes fp32, bf16 and fp16 only (it
+    raises a TypeError on fp64, tested in test_exact.py)."""
+    return mode != "exact" or torch.float64 not in dtypes

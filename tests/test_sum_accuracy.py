@@ -5,6 +5,7 @@ The bound is evaluated with the depth of the plan that actually ran. Small tiles
 force long lane chains, splits and multi-pass trees on inputs small enough for the interpreter.
 """
 import math
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -20,6 +21,7 @@ from validation import generators as gen
 from validation.oracle import reference_mean, reference_sum
 
 from conftest import DEVICE as _DEVICE  # hypothesis tests cannot take function-scoped fixtures
+from conftest import mode_takes
 
 MODES = list(precred.MODES)
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -35,6 +37,8 @@ def check_within_bound(x, dims, mode, *, out_dtype=None, mean=False, device="cpu
     m = get_mode(mode)
     xd = x.to(device)
     _, plan = plan_for(xd, dims, m, out_dtype, **(planner or {}))
+    if not mode_takes(mode, x.dtype, out_dtype):
+        return plan, 0.0
     got = reduce_sum(xd, dims, m, out_dtype, divide=mean, plan=plan).cpu()
     ref, exact_list = (reference_mean if mean else reference_sum)(x, dim=dims, out_dtype=out_dtype)
     n = x.numel() // ref.numel()
@@ -66,7 +70,7 @@ def _rows(family, n, rows, dtype, seed):
 def test_every_mode_within_bound_on_adversarial_rows(device, family, dtype, planner):
     if family == "ill_conditioned" and dtype == torch.float16:
         pytest.skip("fp16's exponent range cannot hold a cond-1e12 vector (generator limit ~2e9)")
-    x = _rows(family, 300, 3, dtype, seed=hash((family, str(dtype))) % 2 ** 32)
+    x = _rows(family, 300, 3, dtype, seed=zlib.crc32(f"{family} {dtype}".encode()))   # stable across processes
     for mode in MODES:
         # dim -1: inner schedule; dim 0 of the transpose-free layout: outer schedule.
         check_within_bound(x, (1,), mode, device=device, planner=PLANNER_SETTINGS[planner])

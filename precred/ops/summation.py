@@ -11,7 +11,8 @@ import torch
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce_sum
-from ..modes import DEFAULT_MODE, get_mode
+from ..modes import DEFAULT_MODE, EXACT_DTYPES, get_mode
+from ..strategies.superaccumulator import MAX_COUNT
 
 
 def _sum_reduce_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str,
@@ -82,6 +83,8 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
     check_keepdim(keepdim)
     out_dtype = check_out_dtype(dtype) or x.dtype
     dims = normalize_dims(dim, x.dim())
+    if mode == "exact":
+        _check_exact(x, dims, out_dtype)
     if through_op:
         return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
@@ -93,14 +96,30 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
     return result
 
 
+def _check_exact(x, dims, out_dtype):
+    names = "float32, bfloat16 and float16"
+    if x.dtype not in EXACT_DTYPES:
+        raise TypeError(f"mode='exact' takes {names} inputs (its integer superaccumulator spans their "
+                        f"exponent range; float64's would need 81 limbs), got input of dtype {x.dtype}")
+    if out_dtype not in EXACT_DTYPES:
+        raise TypeError(f"mode='exact' rounds to {names}; got dtype={out_dtype}")
+    n = 1
+    for d in dims:   # a plain loop: dynamo traces it (not a generator handed to math.prod)
+        n *= x.shape[d]
+    if n > MAX_COUNT:
+        raise ValueError(f"mode='exact' sums at most 2^37 elements per output (its int64 limbs), got {n}")
+
+
 def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,  # noqa: A001
         mode: str = DEFAULT_MODE) -> torch.Tensor:
     """Sum of `x` over `dim` with a chosen, bounded precision (torch.sum's semantics).
 
     dim: None (all dims), an int, or a tuple of ints; keepdim as torch. dtype: the output dtype
     (default x.dtype; float dtypes only); like torch, the sum is accumulated in at least its precision,
-    but the inputs are never rounded to a narrower dtype first. mode: "fast", "pairwise", "kahan" (default), "fp64" -- see
-    precred.MODES and precred.error_bound for what each guarantees. bf16/fp16 inputs always accumulate in
+    but the inputs are never rounded to a narrower dtype first. mode: "fast", "pairwise", "kahan"
+    (default), "fp64", "exact" -- see precred.MODES and precred.error_bound for what each guarantees.
+    "exact" returns the exact sum rounded once (to nearest, ties to even): the same bits on every device,
+    plan and batch size; it takes fp32/bf16/fp16 inputs and outputs and up to 2^37 elements per output. bf16/fp16 inputs always accumulate in
     at least fp32. Empty reductions give 0; NaN and inf propagate as in torch.
 
     CUDA tensors run compiled Triton kernels. CPU tensors run the same kernels through Triton's
@@ -113,6 +132,7 @@ def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype 
 def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,
          mode: str = DEFAULT_MODE) -> torch.Tensor:
     """Mean of `x` over `dim`: the sum in `mode`, divided by the count in fp64, rounded once to the
-    output dtype. Same arguments as precred.sum; an empty reduction gives NaN, as torch.mean."""
+    output dtype ("exact": the exact mean, rounded once). Same arguments as precred.sum; an empty
+    reduction gives NaN, as torch.mean."""
     return _reduce(x, dim, keepdim, dtype, mode, divide=True)
 

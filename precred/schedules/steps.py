@@ -8,7 +8,7 @@ exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 import triton
 import triton.language as tl
 
-from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented,
+from ..strategies import (INDEX_NONE, exact_combine, exact_finish, exact_update, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented,
                           stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
                           welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
@@ -24,7 +24,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
     lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
     cnt = hi
-    if STRATEGY == 2:
+    if STRATEGY == 2 or STRATEGY == 7:
         cnt = tl.zeros([ROWS, COLS], tl.float64)
     elif STRATEGY == 3:
         cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
@@ -68,6 +68,13 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
         else:              # masked elements are -inf (strategies/stable_exp.py: harmless)
             hi, cnt = stable_exp_update(hi, cnt, tl.where(mask, x_hi, float("-inf")))
+    elif STRATEGY == 7:   # masked elements and partial states load 0 / (0, 0, 0): TwoSum adds them exactly
+        if SRC_IS_STATE:
+            x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
+            x_err = tl.load(cnt_ptrs, mask=mask, other=0.0)
+            hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_err)
+        else:
+            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi)
     elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
@@ -123,13 +130,18 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
     the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo); the
     extremum's is its value (exact in any output dtype that holds the input) and, WRITE_MEAN, its index
-    in dst_lo (int64)."""
+    in dst_lo (int64); the exact filter's is its value and, in dst_lo, an int8 flag: certified or not."""
     if DST_IS_STATE:
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
+    elif STRATEGY == 7:
+        # The exact mode's filter: the rounded value and, in dst_lo (int8), whether it is certified.
+        value, certified = exact_finish(hi, lo, cnt, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty)
+        tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
+        tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
     elif STRATEGY == 4 or STRATEGY == 5:
         value = oriented(hi, STRATEGY).to(tl.float64)   # minima were negated on the way in
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)

@@ -22,6 +22,7 @@ from .welford import welford_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
 from .product import product_combine
+from .exact import exact_combine, exact_finish, exact_update
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
@@ -31,6 +32,7 @@ STABLE_EXP = 3
 MAXIMUM = 4    # extremum.py: max / argmax / amax
 MINIMUM = 5    # extremum.py on -x: min / argmin / amin
 PRODUCT = 6
+EXACT = 7      # exact.py: the filter of the exact mode (the superaccumulator recomputes what it cannot certify)
 EXTREMA = (MAXIMUM, MINIMUM)
 
 
@@ -71,5 +73,5 @@ __all__ = [
     "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
     "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine",
     "extremum_update", "oriented",
-    "product_combine", "EXTREMA",
+    "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish",
 ]

@@ -1,0 +1,82 @@
+"""`exact` mode: recompute the outputs the filter could not certify, with the integer superaccumulator.
+
+Runs after the filter's last pass (the shared schedules with strategies/exact.py), which wrote every
+output and a flag per output (1: certified correctly rounded). A program owns BLOCK_O outputs and one
+chunk of the reduced axis; if all its outputs are certified it reads their flags and stops -- the
+whole cost of this launch on ordinary data. Otherwise, for each uncertified output, it streams its
+chunk of the row from the original input in [BLOCK_R] tiles into [BLOCK_R, LIMBS] int64 limb sums
+(strategies/superaccumulator.py) and reduces them across lanes.
+
+One chunk per row (CHUNKED false): the program finishes the output itself. Several chunks (few,
+long rows): each program adds its limbs into the row's int64 limb sums with atomics and counts itself
+in; the last to arrive reads the sums back (through atomics, past any stale cache) and finishes.
+Integer addition is exact and order-free, so the result does not depend on who arrives last.
+
+The row layout is the launcher's (outer, reduce, inner) view: output r = (o, i) reads elements
+o*stride_outer + i*stride_inner + j*stride_red, j < red_len (int64 offsets).
+"""
+import triton
+import triton.language as tl
+
+from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
+from .finish import round_to_output
+
+
+@triton.jit
+def raw_bits(raw):
+    """The loaded values' bit patterns as int32, zero-extended for 16-bit formats (bf16 arrives as its
+    int16 bit pattern, see precred.launch)."""
+    if raw.dtype == tl.float32:
+        bits = raw.to(tl.int32, bitcast=True)
+    elif raw.dtype == tl.float16:
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.int32)
+    else:
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.int32)
+    return bits
+
+
+@triton.jit
+def recompute_kernel(
+    src_ptr,        # the original input (bf16 as int16 bit patterns)
+    out_ptr,        # [n_out] outputs, written by the filter; uncertified ones are overwritten here
+    flags_ptr,      # [n_out] int8: 1 where the filter certified the output
+    limbs_ptr,      # [n_out, LIMBS] int64 zeros (CHUNKED only): the rows' limb sums
+    arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far
+    n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
+    chunk_len,      # elements per chunk, a multiple of BLOCK_R
+    n_chunks,       # chunks per row
+    count,          # the element count n (int64), the divisor of a mean
+    MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr,   # the input format
+    DIVIDE: tl.constexpr, CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+):
+    first = tl.program_id(0) * BLOCK_O
+    chunk = tl.program_id(1)
+    outputs = first + tl.arange(0, BLOCK_O)
+    flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
+    if tl.min(flags.to(tl.int32)) == 0:
+        slot = tl.arange(0, LIMBS)
+        lanes = tl.arange(0, BLOCK_R)
+        start = chunk.to(tl.int64) * chunk_len
+        end = tl.minimum(start + chunk_len, red_len)
+        for k in range(0, BLOCK_O):
+            r = first + k
+            if r < n_out:
+                if tl.load(flags_ptr + r) == 0:
+                    base = (r // inner_size).to(tl.int64) * stride_outer \
+                        + (r % inner_size).to(tl.int64) * stride_inner
+                    acc = tl.zeros([BLOCK_R, LIMBS], tl.int64)
+                    for position in range(start, end, BLOCK_R):
+                        j = position + lanes
+                        raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
+                        acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
+                    limbs = tl.sum(acc, axis=0)
+                    if CHUNKED:
+                        row_limbs = limbs_ptr + r.to(tl.int64) * LIMBS + slot
+                        tl.atomic_add(row_limbs, limbs)
+                        if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
+                            total = tl.atomic_add(row_limbs, tl.zeros([LIMBS], tl.int64))
+                            value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+                            tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+                    else:
+                        value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+                        tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))

@@ -1,0 +1,232 @@
+"""mode="exact": every output is the exact sum (or mean) correctly rounded -- compared bitwise with the
+oracle's correct rounding (validation.oracle.round_to: ties to even, subnormals, overflow to inf).
+
+Both stages are tested on their own: the filter (strategies/exact.py) must certify well-conditioned
+rows and be right wherever it certifies; the superaccumulator (schedules/recompute.py) must be right on
+every row when the filter's flags are cleared, with rows in one chunk and split into chunks merged by
+integer atomics. The tests spy on the launcher's second stage to see (or clear) the flags.
+"""
+import math
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+import precred
+from precred import launch
+from precred.launch import plan_for, reduce_sum
+from precred.modes import get_mode
+from validation import generators as gen
+from validation.oracle import reference_mean, reference_sum
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+PLANNERS = {"default": {}, "split+chains": dict(tile_elements=16, sm_count=64, split_min_bytes=0)}
+EXACT = get_mode("exact")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The bit patterns: -0.0 and 0.0 differ, as they must."""
+    return t.contiguous().view({2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def _exact(x, dims, *, mean=False, out_dtype=None, device="cpu", planner=None):
+    """(precred's exact result, the oracle's correctly rounded one), both on the CPU, flat."""
+    out_dtype = out_dtype or x.dtype
+    xd = x.to(device)
+    _, plan = plan_for(xd, dims, EXACT, out_dtype, **(planner or {}))
+    got = reduce_sum(xd, dims, EXACT, out_dtype, divide=mean, plan=plan).cpu()
+    want, _ = (reference_mean if mean else reference_sum)(x, dim=dims, out_dtype=out_dtype)
+    return got.reshape(-1), want.to(out_dtype).reshape(-1)
+
+
+def assert_correctly_rounded(x, dims, **kwargs):
+    got, want = _exact(x, dims, **kwargs)
+    assert torch.equal(_bits(got), _bits(want)), (
+        f"{x.dtype} dims={dims} {kwargs}: got {got.tolist()} want {want.tolist()}")
+
+
+@pytest.fixture
+def stage_flags(monkeypatch):
+    """Record the filter's flags at each call of the second stage; `clear=True` zeroes them first, so
+    the superaccumulator recomputes every output."""
+    seen = []
+    settings = {"clear": False}
+    original = launch._launch_recompute
+
+    def spy(view, source, out, flags, output):
+        if settings["clear"]:
+            flags.zero_()
+        seen.append(flags.cpu().clone())
+        return original(view, source, out, flags, output)
+
+    monkeypatch.setattr(launch, "_launch_recompute", spy)
+    return seen, settings
+
+
+def _family(name, n, rng, dtype):
+    if name.startswith("cond:"):
+        return gen.ill_conditioned(n, float(name[5:]), rng, dtype)
+    return gen.FAMILIES[name](n, rng, dtype)
+
+
+FAMILIES = ["normal", "large_offset", "wide_range", "subnormals", "alternating", "cond:1e8", "cond:1e30",
+            "cond:1e70"]
+
+
+def _adversarial_cases():
+    """(family, dtype, planner): every family on the default plan, three of them also on splits and
+    lane chains (the interpreter is slow); vectors beyond the generator's reach for a format left out."""
+    for family in FAMILIES:
+        for dtype in DTYPES:
+            cond = float(family[5:]) if family.startswith("cond:") else 0.0
+            if (dtype == torch.float16 and (cond > 1e9 or family == "large_offset")
+                    or dtype == torch.bfloat16 and cond > 1e60):
+                continue   # fp16's range holds cond <~ 2e9 and no 1e4 offset at spread 1; bf16 reaches ~1e74 at n=300
+            for planner in PLANNERS:
+                if planner == "default" or family in ("wide_range", "cond:1e8", "cond:1e30"):
+                    yield family, dtype, planner
+
+
+@pytest.mark.parametrize("family,dtype,planner", list(_adversarial_cases()))
+def test_correctly_rounded_on_adversarial_rows(device, family, dtype, planner):
+    rng = np.random.default_rng(zlib.crc32(f"{family} {dtype}".encode()))   # stable across processes
+    x = torch.stack([_family(family, 300, rng, dtype) for _ in range(3)])
+    settings = PLANNERS[planner]
+    for out_dtype in (dtype, torch.float32) if dtype != torch.float32 else (dtype, torch.bfloat16):
+        # dim 1: the inner schedule; dim 0 of the transposed copy: the outer one; planner: splits.
+        assert_correctly_rounded(x, (1,), out_dtype=out_dtype, device=device, planner=settings)
+        assert_correctly_rounded(x.t().contiguous(), (0,), out_dtype=out_dtype, device=device, planner=settings)
+    assert_correctly_rounded(x, (1,), mean=True, device=device, planner=settings)
+    assert_correctly_rounded(x, (0, 1), device=device, planner=settings)
+    assert_correctly_rounded(x, (0, 1), mean=True, device=device, planner=settings)
+
+
+def test_filter_certifies_well_conditioned_rows_and_leaves_the_rest(device, stage_flags):
+    seen, _ = stage_flags
+    rng = np.random.default_rng(3)
+    easy = torch.stack([gen.normal(1000, rng, torch.float32) for _ in range(4)])
+    assert_correctly_rounded(easy, (1,), device=device)
+    assert bool(seen[-1].all()), "the filter must certify rows of condition ~sqrt(n)"
+    hard = torch.stack([gen.ill_conditioned(300, 1e40, rng, torch.float32) for _ in range(4)])
+    assert_correctly_rounded(hard, (1,), device=device)
+    assert not bool(seen[-1].any()), "cond 1e40 is beyond fp64 double-double's 106 bits: recomputed"
+
+
+def test_filter_certifies_exact_ties_it_computed_exactly(device, stage_flags):
+    seen, _ = stage_flags
+    # 256 + 1 = 257 lies halfway between the bf16 neighbours 256 and 258: ties to even give 256; 259 -> 260.
+    x = torch.tensor([[256.0, 1.0], [258.0, 1.0], [-256.0, -1.0]], dtype=torch.bfloat16)
+    got, want = _exact(x, (1,), device=device)
+    assert got.tolist() == [256.0, 260.0, -256.0] and torch.equal(_bits(got), _bits(want))
+    assert bool(seen[-1].all()), "every TwoSum was exact: the tie is known exactly"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_superaccumulator_alone_on_every_row(device, dtype, chunked, stage_flags, monkeypatch):
+    seen, settings = stage_flags
+    settings["clear"] = True
+    if chunked:   # rows split into chunks of 256 elements, merged by integer atomics
+        monkeypatch.setattr(precred.plan, "RECOMPUTE_MIN_CHUNK", 256)
+    rng = np.random.default_rng(9)
+    for family in ("normal", "wide_range", "subnormals", "cond:1e8"):
+        x = torch.stack([_family(family, 1000, rng, dtype) for _ in range(2)])
+        assert_correctly_rounded(x, (1,), device=device)
+        assert_correctly_rounded(x, (1,), mean=True, device=device)
+        assert_correctly_rounded(x.t().contiguous(), (0,), out_dtype=torch.float32, device=device)
+    assert not bool(seen[-1].any())
+    n_out, red = 2, 1000
+    rp = precred.plan.plan_recompute(n_out, red, sm_count=launch.device_sm_count(torch.device(device)),
+                                     min_chunk=precred.plan.RECOMPUTE_MIN_CHUNK)
+    assert (rp.chunks > 1) == chunked, rp
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ties_round_to_even(device, dtype, stage_flags):
+    seen, settings = stage_flags
+    p = {torch.float32: 24, torch.bfloat16: 8, torch.float16: 11}[dtype]
+    half = 2.0 ** -p                      # half an ulp of 1
+    rows = [[1.0, half, 0.0, 0.0],        # 1 + ulp/2: tie, down to the even 1
+            [1.0, 3 * half, 0.0, 0.0],    # 1 + 3 ulp/2: tie, up to the even 1 + 2 ulp
+            [1.0, half, half / 8, -half / 8],   # still exactly the tie
+            [1.0, half, half / 8, 0.0]]   # just above the tie: up
+    x = torch.tensor(rows, dtype=torch.float64).to(dtype)
+    for clear in (False, True):           # the filter and the superaccumulator
+        settings["clear"] = clear
+        got, want = _exact(x, (1,), device=device)
+        assert torch.equal(_bits(got), _bits(want)), (clear, got.tolist(), want.tolist())
+        assert got.tolist() == [1.0, 1.0 + 4 * half, 1.0, 1.0 + 2 * half]
+        # Means: (1 + (1 + ulp)) / 2 = 1 + ulp/2, a tie: down to 1; (1 + (1 + 2 ulp)) / 2 = 1 + ulp, exact.
+        pairs = torch.tensor([[1.0, 1.0 + 2 * half], [1.0, 1.0 + 4 * half]], dtype=torch.float64).to(dtype)
+        got, want = _exact(pairs, (1,), mean=True, device=device)
+        assert torch.equal(_bits(got), _bits(want)) and got.tolist() == [1.0, 1.0 + 2 * half]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_overflow_rounds_to_inf_as_correct_rounding_says(device, dtype, stage_flags):
+    _, settings = stage_flags
+    top = torch.finfo(dtype).max
+    mantissa_bits = {torch.float32: 23, torch.bfloat16: 7, torch.float16: 10}[dtype]
+    ulp = 2.0 ** (math.frexp(top)[1] - 1 - mantissa_bits)
+    rows = [[top, ulp / 2],               # max + ulp/2: the tie goes to the even 2^(emax+1), i.e. inf
+            [top, ulp / 4],               # below the tie: max
+            [-top, -ulp],                 # -inf
+            [top, -top]]                  # 0
+    x = torch.tensor(rows, dtype=torch.float64).to(dtype)
+    assert x[0, 1].item() == ulp / 2 and x[1, 1].item() == ulp / 4
+    for clear in (False, True):
+        settings["clear"] = clear
+        got, want = _exact(x, (1,), device=device)
+        assert got.tolist() == [math.inf, top, -math.inf, 0.0] and torch.equal(_bits(got), _bits(want))
+    # An fp32 sum beyond fp16's range, rounded into fp16.
+    x32 = torch.tensor([[65504.0, 16.0], [65504.0, 15.99]], dtype=torch.float32)
+    got, want = _exact(x32, (1,), out_dtype=torch.float16, device=device)
+    assert got.tolist() == [math.inf, 65504.0] and torch.equal(_bits(got), _bits(want))
+
+
+def test_specials_follow_torch(device):
+    rows = torch.tensor([[1.0, float("inf"), 2.0], [float("inf"), float("-inf"), 0.0],
+                         [float("nan"), 1.0, 2.0], [-float("inf"), 1.0, 1e30]])
+    for op in (precred.sum, precred.mean):
+        got = op(rows.to(device), 1, mode="exact").cpu()
+        want = getattr(torch, op.__name__)(rows, 1)
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        assert torch.equal(got[~torch.isnan(got)], want[~torch.isnan(want)])
+
+
+def test_same_bits_alone_in_a_batch_transposed_permuted_and_on_any_plan(device):
+    rng = np.random.default_rng(21)
+    rows = torch.stack([gen.ill_conditioned(700, c, rng, torch.float32) for c in (1e3, 1e12, 1e25, 1e35)])
+    want, _ = reference_sum(rows, dim=(1,))
+    d = rows.to(device)
+    results = [precred.sum(d, 1, mode="exact"), precred.sum(d.t().contiguous(), 0, mode="exact"),
+               precred.sum(d.t(), 0, mode="exact"), torch.cat([precred.sum(d[r:r + 1], 1, mode="exact")
+                                                               for r in range(4)]),
+               precred.sum(d[:, torch.from_numpy(rng.permutation(700)).to(device)], 1, mode="exact"),
+               precred.sum(torch.cat([d, d.flip(1)]), 1, mode="exact")[4:]]
+    for planner in PLANNERS.values():
+        _, plan = plan_for(d, (1,), EXACT, **planner)
+        results.append(reduce_sum(d, (1,), EXACT, torch.float32, divide=False, plan=plan))
+    for got in results:
+        assert torch.equal(_bits(got.cpu()), _bits(want)), (got, want)
+
+
+def test_exact_refuses_what_it_cannot_round_exactly(device):
+    x = torch.ones(4, 8, device=device)
+    with pytest.raises(TypeError, match="exact.*float64"):
+        precred.sum(x.double(), 1, mode="exact")
+    with pytest.raises(TypeError, match="dtype"):
+        precred.mean(x, 1, mode="exact", dtype=torch.float64)
+    huge = torch.ones(1, device=device).expand(2 ** 38)   # 2^38 elements, one in memory
+    with pytest.raises(ValueError, match="2\\^37"):
+        precred.sum(huge, mode="exact")
+
+
+def test_exact_through_torch_compile(device):
+    x = torch.randn(4, 50, device=device)
+
+    def f(t):
+        return precred.sum(t, 1, mode="exact") + precred.mean(t, 1, mode="exact")
+
+    assert torch.equal(torch.compile(f, fullgraph=True, backend="eager")(x), f(x))
