@@ -467,6 +467,13 @@ def evaluate_goals(report: dict) -> list[dict]:
                 items.append((f"{m} {lab}", r["median_ms"] / fast["median_ms"] if (r and fast) else None))
     goal("kahan, fp64 time <= 1.1x fast's (inputs >= 16 MiB)", items, 1.1, False)
 
+    if "exact" in modes:   # issue 7: exact >= 90% of fast's throughput
+        items = []
+        for lab in big:
+            fast, exact = usable("precred", lab, "fast"), usable("precred", lab, "exact")
+            items.append((f"exact {lab}", exact["gbps"] / fast["gbps"] if (fast and exact) else None))
+        goal("exact >= 0.9x fast's GB/s (inputs >= 16 MiB)", items, 0.9, True)
+
     streaming = [lab for lab in torch_labels if by_key[("torch", lab, None)]["dim"] is None
                  or (by_key[("torch", lab, None)]["shape"] == [1024, 65536]
                      and by_key[("torch", lab, None)]["dim"] == -1)]

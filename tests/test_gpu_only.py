@@ -117,3 +117,28 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
             v, i = reduce_extremum(x, (1,), mode, True, schedule="atomic")
             tv, ti = theirs(x, 1)
             assert torch.equal(i, ti) and torch.equal(v.nan_to_num(), tv.nan_to_num())
+
+
+def test_exact_mode_on_gpu_sizes_both_stages(device):
+    # 2^24 normal values, their negatives (shuffled) and two tiny ones: the exact sum is the tiny pair,
+    # far below what the fp64 filter can resolve against S1 ~ 2^24, so the split rows are recomputed by
+    # the superaccumulator in chunks merged by integer atomics; a second row of plain data is certified.
+    from fractions import Fraction
+    from validation.oracle import reference_sum, round_to
+
+    g = torch.Generator(device="cpu").manual_seed(5)
+    a = torch.randn(2 ** 24, generator=g)
+    tiny = torch.tensor([2.0 ** -100, 3 * 2.0 ** -120])
+    hard = torch.cat([a, -a[torch.randperm(2 ** 24, generator=g)], tiny])
+    exact = Fraction(2) ** -100 + 3 * Fraction(2) ** -120
+    n = hard.numel()
+    got = precred.sum(hard.to(device), mode="exact").item()
+    assert got == round_to(exact, torch.float32)
+    assert precred.mean(hard.to(device), mode="exact").item() == round_to(exact / n, torch.float32)
+    rows = torch.stack([hard[: 2 ** 20 + 2], a[: 2 ** 20 + 2]])   # (2, 2^20 + 2)
+    want, _ = reference_sum(rows, dim=(1,))
+    for dtype in (torch.float32, torch.bfloat16):
+        r = rows.to(dtype)
+        want, _ = reference_sum(r, dim=(1,))
+        assert torch.equal(precred.sum(r.to(device), 1, mode="exact").cpu(), want.to(dtype))
+        assert torch.equal(precred.sum(r.t().contiguous().to(device), 0, mode="exact").cpu(), want.to(dtype))

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""What the exact mode's second stage costs: precred.sum(mode="exact") on ordinary data (the filter
+certifies every output) and on cancelling rows (no output can be certified: every one is recomputed by
+the integer superaccumulator), next to mode="fast" and torch.sum, in GB/s of input read, on the GPU.
+
+Cancelling rows: a * 2^60 for half the row, the same values negated in the other half, and the last
+pair replaced by (1, 0). The exact sum is 1; the fp64 filter's error bound (~n * 2^-53 * the sum of
+its TwoSum errors, ~2^-9 here) cannot certify it, so the launch after the filter recomputes every row.
+
+    python bench/exact_fallback.py [--json OUT.json]
+"""
+import argparse
+import json
+import sys
+
+import torch
+import triton.testing
+
+import precred
+
+SHAPES = [((1024, 65536), -1), ((65536, 1024), -1), ((8192, 8192), 0), ((2 ** 28,), None), ((16, 262144), -1)]
+
+
+def cancelling_rows(rows: int, n: int, generator) -> torch.Tensor:
+    """(rows, n) fp32 whose every row sums exactly to 1 through cancellation of values near 2^60."""
+    half = n // 2
+    a = torch.randn(rows, half, generator=generator) * 2.0 ** 60
+    x = torch.zeros(rows, n)
+    x[:, :half], x[:, half:2 * half] = a, -a
+    x[:, half - 1], x[:, 2 * half - 1] = 1.0, 0.0
+    return x
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    g = torch.Generator().manual_seed(0)
+    records = []
+    print(f"device: {torch.cuda.get_device_name(0)}")
+    print(f"{'shape':<16} {'dim':>4} {'data':<11} {'torch':>7} {'fast':>7} {'exact':>7}  exact/fast (GB/s)")
+    for shape, dim in SHAPES:
+        ordinary = torch.randn(shape, generator=g).cuda()
+        n = shape[dim] if dim is not None else ordinary.numel()
+        outputs = ordinary.numel() // n
+        hard = cancelling_rows(outputs, n, g)
+        hard = (hard.t().contiguous() if dim == 0 else hard.reshape(shape)).cuda()
+        for label, data in (("ordinary", ordinary), ("cancelling", hard)):
+            calls = {"torch": (lambda: torch.sum(data, dim)) if dim is not None else (lambda: torch.sum(data)),
+                     "fast": lambda: precred.sum(data, dim, mode="fast"),
+                     "exact": lambda: precred.sum(data, dim, mode="exact")}
+            gbps = {}
+            for impl, fn in calls.items():
+                fn()
+                gbps[impl] = data.numel() * data.element_size() / (triton.testing.do_bench(fn) * 1e-3) / 1e9
+            note = ""
+            if label == "cancelling":
+                got = precred.sum(data, dim, mode="exact")
+                note = "results exact (all 1.0)" if bool((got == 1.0).all()) else "WRONG RESULTS"
+            records.append({"shape": list(shape), "dim": dim, "data": label, "gbps": gbps, "note": note})
+            print(f"{str(shape):<16} {str(dim):>4} {label:<11} {gbps['torch']:7.0f} {gbps['fast']:7.0f} "
+                  f"{gbps['exact']:7.0f}  {gbps['exact'] / gbps['fast']:.2f}  {note}", flush=True)
+        del ordinary, hard
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "records": records}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
