@@ -171,7 +171,7 @@ def run(args, argv) -> int:
 
     # Triton's interpreter evaluates kernels with numpy, which warns on inf arithmetic (overflowing rows).
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
-    console = Console() if sys.stdout.isatty() else Console(width=250)   # logs: no wrapped cells
+    console = Console() if sys.stdout.isatty() else Console(width=400)   # logs: no wrapped cells
     if args.device == "cuda" and not torch.cuda.is_available():
         console.print("[red]--device cuda: no CUDA device here (run without it: the CPU interpreter)[/red]")
         return 2

@@ -97,8 +97,7 @@ def finish_limbs(limbs, n, DIVIDE: tl.constexpr, LSB_EXP: tl.constexpr, OUT_DTYP
         # Long division of |V| * 2^(26 * MEAN_SHIFT_LIMBS) by n, top digit first.
         quotient = tl.zeros([LIMBS], tl.int64)
         remainder = tl.zeros([], tl.int64)
-        for i in tl.static_range(LIMBS):
-            j: tl.constexpr = LIMBS - 1 - i
+        for j in tl.static_range(LIMBS - 1, -1, -1):
             if j >= MEAN_SHIFT_LIMBS:
                 current = (remainder << DIGIT_BITS) + _digit(digits, j - MEAN_SHIFT_LIMBS)
             else:
