@@ -402,11 +402,14 @@ def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: in
 
 
 # The exact mode's recompute launch (schedules/recompute.py): outputs per program (their flags are
-# read at once; an all-certified block costs one load), the tile of the limb accumulator, and the
+# read at once; an all-certified block costs one load) and at most RECOMPUTE_BLOCK_ELEMENTS input
+# elements behind them (a program recomputes its uncertified outputs one after another: H100, 1024
+# cancelling rows of 65536 in one program ran at 32 GB/s), the tile of the limb accumulator, and the
 # fewest elements a chunk of a row gets when few rows are split across programs.
 RECOMPUTE_OUTPUTS = 1024
+RECOMPUTE_BLOCK_ELEMENTS = 2 ** 16
 RECOMPUTE_TILE = 256
-RECOMPUTE_MIN_CHUNK = 4 * RECOMPUTE_TILE
+RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no zeroed scratch, one launch
 
 
 @dataclass(frozen=True)
@@ -421,7 +424,7 @@ class RecomputePlan:
 @lru_cache(maxsize=4096)
 def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int = RECOMPUTE_MIN_CHUNK) -> RecomputePlan:
     """Split rows into chunks only while the output blocks alone leave the GPU (4 programs per SM) idle."""
-    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out))
+    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out), _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
     output_blocks = -(-n_out // block_outputs)
     chunks = max(1, min(-(-red // min_chunk), -(-4 * sm_count // output_blocks)))
     chunk = -(-red // chunks)
