@@ -384,7 +384,13 @@ class _Workspace:
         # extremum's indices (int64), or the exact filter's sums of |error|.
         self.uses_cnt = strategy in (WELFORD, STABLE_EXP, EXACT, *EXTREMA)
         self.cnt_dtype = torch.int64 if strategy in EXTREMA else torch.float64
-        self.second_dtype = {**{s: torch.int64 for s in EXTREMA}, EXACT: torch.int8}.get(strategy, out_dtype)
+        # The second output: the extremum's indices, the exact filter's flags, or a second value.
+        if strategy in EXTREMA:
+            self.second_dtype = torch.int64
+        elif strategy == EXACT:
+            self.second_dtype = torch.int8
+        else:
+            self.second_dtype = out_dtype
 
     def outputs(self, device):
         out = torch.empty(self.n_out, dtype=self.out_dtype, device=device)

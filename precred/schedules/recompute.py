@@ -28,9 +28,7 @@ def raw_bits(raw):
     int16 bit pattern, see precred.launch)."""
     if raw.dtype == tl.float32:
         bits = raw.to(tl.int32, bitcast=True)
-    elif raw.dtype == tl.float16:
-        bits = raw.to(tl.uint16, bitcast=True).to(tl.int32)
-    else:
+    else:   # fp16, or bf16's int16 bit pattern
         bits = raw.to(tl.uint16, bitcast=True).to(tl.int32)
     return bits
 

@@ -8,8 +8,8 @@ exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 import triton
 import triton.language as tl
 
-from ..strategies import (INDEX_NONE, exact_combine, exact_finish, exact_update, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented,
-                          stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
+from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, exact_combine, exact_finish, exact_update,
+                          extremum_combine, extremum_update, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
                           welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 

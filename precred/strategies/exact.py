@@ -85,13 +85,17 @@ def exact_finish(hi, lo, err, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     # Constants: 2^-53 (u64), 1 + 2^-16, 1 + 2^-48, 2^-49, 2^-50.
     f, g = two_sum(hi, lo)
     bound = err * ((2.0 * n + 64.0) * 1.1102230246251565e-16 * 1.0000152587890625)
+    # An inf or NaN input: hi (or hi / n) is torch's answer (f is NaN there: lo holds inf - inf).
+    special = (hi - hi) != 0.0
     if DIVIDE:
         # V / n = f / n + (g +- E) / n, and q = fl(f / n) is within u64 * |q| * (1 + 2 u64) of f / n.
         center = f / n
         margin = ((tl.abs(g) + bound) / n) * 1.0000000000000036 + tl.abs(center) * 1.7763568394002505e-15
+        special_value = hi / n
     else:
         center = f
         margin = (tl.abs(g) + bound) * 1.0000000000000036 + tl.abs(f) * 8.881784197001252e-16
+        special_value = hi
     # The margin also covers the roundings of the check itself (its own products and center -/+ margin),
     # so the fp64 ends enclose every possible V (or V / n).
     low = round_to_output_format(center - margin, OUT_DTYPE)
@@ -104,9 +108,4 @@ def exact_finish(hi, lo, err, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
         exactly_known = (bound == 0.0) & (g == 0.0)
         value = tl.where(exactly_known, round_to_output_format(f, OUT_DTYPE), value)
         certified = certified | exactly_known
-    special = (hi - hi) != 0.0   # an inf or NaN input: hi (or hi / n) is torch's answer
-    if DIVIDE:
-        value = tl.where(special, hi / n, value)
-    else:
-        value = tl.where(special, hi, value)
-    return value, certified | special
+    return tl.where(special, special_value, value), certified | special
