@@ -37,6 +37,8 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
             sig[name] = "*i64" if extremum else "*fp64"
         elif name == "dst_lo_ptr" and extremum and not dst_state:
             sig[name] = "*i64"   # the indices
+        elif name == "dst_lo_ptr" and strategy == 7 and not dst_state:
+            sig[name] = "*i8"    # the exact filter's certification flags
         elif name.endswith("_ptr"):
             is_src = name.startswith("src")
             ty = (acc if src_state else src_ty) if is_src else (acc if dst_state else dst_ty)
@@ -48,7 +50,7 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         else:
             sig[name] = "i64" if name.startswith("stride") or name in ("chunk_len", "red_len") else "i32"
     consts = dict(STRATEGY=strategy, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32,
-                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy in (0, 1), USES_LO=strategy in (1, 2),
+                  SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy in (0, 1, 7), USES_LO=strategy in (1, 2, 7),
                   TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2 or extremum, **blocks)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
     compiled = triton.compile(src, target=TARGET, options={"num_warps": 8})
@@ -137,9 +139,11 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1, 2, 3, 4, 5, 6], [(False, False), (False, True), (True, False)]):
+            [0, 1, 2, 3, 4, 5, 6, 7], [(False, False), (False, True), (True, False)]):
         if strategy >= 2 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
+        if strategy == 7 and (acc != "fp64" or src_ty == "fp64"):
+            continue   # the exact filter: fp32 / 16-bit inputs, fp64 state
         if only_strategies is not None and strategy not in only_strategies:
             continue
         started = time.time()

@@ -5,8 +5,8 @@ the integer superaccumulator), next to mode="fast" and torch.sum, in GB/s of inp
 
 Cancelling rows: a * 2^k (a ~ N(0, 1), k uniform in 0..60 per element) for half the row, the same
 values negated in the other half, and the last pair replaced by (1, 0). The exact sum is 1; the values
-span ~85 bits, so fp64 sums round, and the filter's bound (~n * 2^-53 * the sum of its TwoSum errors)
-is far above fp32's half-ulp of 1 on most rows. The table says how many outputs the filter left to the
+span ~85 bits, so fp64 sums round, and the filter's bound (2^-53 times the sum of its partial sums'
+magnitudes, ~2^62 here) is far above fp32's half-ulp of 1 on every row. The table says how many outputs the filter left to the
 recompute launch (counted by spying on the launcher once, outside the timings).
 
     python bench/exact_fallback.py [--json OUT.json]

@@ -1,7 +1,8 @@
-"""Sweep the plan of the stateful kernels -- Welford (var_mean) or the stable exponential sum
-(logsumexp): heavy-state halving on/off x first-pass tile size (GPU; one device call, about a minute).
+"""Sweep the plan of the stateful kernels -- Welford (var_mean), the stable exponential sum
+(logsumexp) or the exact mode's filter (sum, next to fp64): heavy-state halving on/off x first-pass
+tile size (GPU; one device call, about a minute).
 
-    python3 bench/sweep_state.py var | logsumexp
+    python3 bench/sweep_state.py var | logsumexp | exact
 Prints GB/s per (setting, case, mode) next to torch's op, to choose the planner's rule for the strategy
 from measurements. Explicit plans skip the launch recipes: small cases read host-bound.
 """
@@ -12,8 +13,8 @@ import torch
 import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-from precred.launch import plan_for, reduce_logsumexp, reduce_moments  # noqa: E402
-from precred.modes import EXP_MODES, VAR_MODES  # noqa: E402
+from precred.launch import plan_for, reduce_logsumexp, reduce_moments, reduce_sum  # noqa: E402
+from precred.modes import EXP_MODES, MODES, VAR_MODES  # noqa: E402
 
 VAR_CASES = [((8192, 8192), 1, torch.float32), ((1024, 65536), 1, torch.float32), ((16, 262144), 1, torch.float32),
              ((262144, 256), 1, torch.bfloat16), ((8192, 8192), 0, torch.float32), ((8192, 8192), 0, torch.bfloat16),
@@ -21,6 +22,10 @@ VAR_CASES = [((8192, 8192), 1, torch.float32), ((1024, 65536), 1, torch.float32)
 EXP_CASES = [((65536, 1024), 1, torch.float32), ((8192, 8192), 1, torch.float32),
              ((1024, 65536), 1, torch.bfloat16), ((16, 262144), 1, torch.float32), ((8192, 8192), 0, torch.float32),
              ((8192, 8192), 0, torch.bfloat16), ((16, 262144), 0, torch.float32)]
+SUM_CASES = [((2 ** 28,), 0, torch.float32), ((1024, 65536), 1, torch.float32), ((65536, 1024), 1, torch.float32),
+             ((262144, 256), 1, torch.float32), ((1024, 65536), 1, torch.bfloat16),
+             ((65536, 1024), 1, torch.bfloat16), ((8192, 8192), 0, torch.float32),
+             ((262144, 256), 0, torch.float32), ((8192, 8192), 0, torch.bfloat16), ((16, 262144), 1, torch.float32)]
 # op -> (cases, modes, torch's op, precred's launcher under an explicit plan, the input)
 OPS = {
     "var": (VAR_CASES, VAR_MODES, lambda x, d: torch.var_mean(x, d),
@@ -29,6 +34,9 @@ OPS = {
     "logsumexp": (EXP_CASES, EXP_MODES, lambda x, d: torch.logsumexp(x, d),
                   lambda x, d, m, plan: reduce_logsumexp(x, (d,), m, plan=plan),
                   lambda shape, dtype: (torch.randn(shape, device="cuda") * 4).to(dtype)),
+    "exact": (SUM_CASES, {m: MODES[m] for m in ("fp64", "exact")}, lambda x, d: torch.sum(x, d),
+              lambda x, d, m, plan: reduce_sum(x, (d,), m, x.dtype, False, plan=plan),
+              lambda shape, dtype: torch.randn(shape, device="cuda", dtype=dtype)),
 }
 SETTINGS = [dict(heavy_state=h, tile_elements=t) for h, t in itertools.product([True, False], [None, 1024, 2048, 4096])]
 

@@ -38,7 +38,7 @@ MODES = {
     "fp64": Mode("fp64", PLAIN, True, False,
                  "fp64 accumulation, rounded once to the output dtype"),
     "exact": Mode("exact", EXACT, True, False,
-                  "correctly rounded (fp32/bf16/fp16): certified TwoSum filter in fp64, integer "
+                  "correctly rounded (fp32/bf16/fp16): fp64 sum with a certified error bound, integer "
                   "superaccumulator for what it cannot certify"),
 }
 

@@ -110,16 +110,28 @@ def test_filter_certifies_well_conditioned_rows_and_leaves_the_rest(device, stag
     assert bool(seen[-1].all()), "the filter must certify rows of condition ~sqrt(n)"
     hard = torch.stack([gen.ill_conditioned(300, 1e40, rng, torch.float32) for _ in range(4)])
     assert_correctly_rounded(hard, (1,), device=device)
-    assert not bool(seen[-1].any()), "cond 1e40 is beyond fp64 double-double's 106 bits: recomputed"
+    assert not bool(seen[-1].any()), "cond 1e40 is far beyond what fp64 accumulation can certify: recomputed"
 
 
-def test_filter_certifies_exact_ties_it_computed_exactly(device, stage_flags):
+def test_filter_leaves_ties_and_lost_bits_to_the_superaccumulator(device, stage_flags):
     seen, _ = stage_flags
     # 256 + 1 = 257 lies halfway between the bf16 neighbours 256 and 258: ties to even give 256; 259 -> 260.
+    # The filter's interval is never a single point, so it cannot tell a tie from a value next to it.
     x = torch.tensor([[256.0, 1.0], [258.0, 1.0], [-256.0, -1.0]], dtype=torch.bfloat16)
     got, want = _exact(x, (1,), device=device)
     assert got.tolist() == [256.0, 260.0, -256.0] and torch.equal(_bits(got), _bits(want))
-    assert bool(seen[-1].all()), "every TwoSum was exact: the tie is known exactly"
+    assert not bool(seen[-1].any()), "a tie must go to the superaccumulator"
+    # fp64 accumulation loses 2^-24 and 2^-60 next to 2^40 and returns exactly 1, but the exact sum
+    # 1 + 2^-24 + 2^-60 lies just above fp32's tie at 1 + 2^-24: it rounds up, to 1 + 2^-23.
+    lost = torch.tensor([[2.0 ** 40, 1.0, 2.0 ** -24, 2.0 ** -60, -2.0 ** 40]], dtype=torch.float32)
+    got, want = _exact(lost, (1,), device=device)
+    assert got.item() == 1.0 + 2.0 ** -23 and torch.equal(_bits(got), _bits(want))
+    assert not bool(seen[-1].any()), "the bits fp64 lost decide the rounding: not certifiable"
+    # Rows of zeros are known exactly (every partial sum is 0); the sum of zeros is +0.0, as torch's.
+    zeros = torch.tensor([[-0.0, -0.0, -0.0], [-0.0, 0.0, -0.0]], dtype=torch.float32)
+    got, want = _exact(zeros, (1,), device=device)
+    assert torch.equal(_bits(got), _bits(torch.sum(zeros, 1))) and torch.equal(_bits(got), _bits(want))
+    assert bool(seen[-1].all()), "rows of zeros are certified by the filter"
 
 
 @pytest.mark.parametrize("chunked", [False, True])
