@@ -21,7 +21,9 @@ import triton.testing
 import precred
 from precred import launch
 
-SHAPES = [((1024, 65536), -1), ((65536, 1024), -1), ((8192, 8192), 0), ((2 ** 28,), None), ((16, 262144), -1)]
+CASES = [((1024, 65536), -1, torch.float32), ((65536, 1024), -1, torch.float32), ((8192, 8192), 0, torch.float32),
+         ((2 ** 28,), None, torch.float32), ((16, 262144), -1, torch.float32), ((65536, 1024), -1, torch.bfloat16),
+         ((8192, 8192), 0, torch.bfloat16)]
 
 
 def cancelling_rows(rows: int, n: int, generator) -> torch.Tensor:
@@ -62,13 +64,13 @@ def main(argv=None) -> int:
     g = torch.Generator().manual_seed(0)
     records = []
     print(f"device: {torch.cuda.get_device_name(0)}")
-    print(f"{'shape':<16} {'dim':>4} {'data':<11} {'torch':>7} {'fast':>7} {'exact':>7}  exact/fast (GB/s)")
-    for shape, dim in SHAPES:
-        ordinary = torch.randn(shape, generator=g).cuda()
+    print(f"{'shape':<16} {'dim':>4} {'dtype':<9} {'data':<11} {'torch':>7} {'fast':>7} {'exact':>7}  exact/fast (GB/s)")
+    for shape, dim, dtype in CASES:
+        ordinary = torch.randn(shape, generator=g).to(dtype).cuda()
         n = shape[dim] if dim is not None else ordinary.numel()
         outputs = ordinary.numel() // n
         hard = cancelling_rows(outputs, n, g)
-        hard = (hard.t().contiguous() if dim == 0 else hard.reshape(shape)).cuda()
+        hard = (hard.t().contiguous() if dim == 0 else hard.reshape(shape)).to(dtype).cuda()
         for label, data in (("ordinary", ordinary), ("cancelling", hard)):
             calls = {"torch": (lambda: torch.sum(data, dim)) if dim is not None else (lambda: torch.sum(data)),
                      "fast": lambda: precred.sum(data, dim, mode="fast"),
@@ -81,9 +83,9 @@ def main(argv=None) -> int:
             note = f"{uncertified}/{got.numel()} recomputed"
             if label == "cancelling":
                 note += ", all exactly 1.0" if bool((got == 1.0).all()) else ", WRONG RESULTS"
-            records.append({"shape": list(shape), "dim": dim, "data": label, "gbps": gbps, "note": note,
-                            "recomputed": uncertified, "outputs": got.numel()})
-            print(f"{str(shape):<16} {str(dim):>4} {label:<11} {gbps['torch']:7.0f} {gbps['fast']:7.0f} "
+            records.append({"shape": list(shape), "dim": dim, "dtype": str(dtype)[6:], "data": label, "gbps": gbps,
+                            "note": note, "recomputed": uncertified, "outputs": got.numel()})
+            print(f"{str(shape):<16} {str(dim):>4} {str(dtype)[6:]:<9} {label:<11} {gbps['torch']:7.0f} {gbps['fast']:7.0f} "
                   f"{gbps['exact']:7.0f}  {gbps['exact'] / gbps['fast']:.2f}  {note}", flush=True)
         del ordinary, hard
     if args.json:

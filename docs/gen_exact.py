@@ -23,19 +23,21 @@ def section(report: dict, path: str) -> list[str]:
 
 def fallback_section(fallback: dict) -> list[str]:
     lines = ["`precred.sum(x, mode=\"exact\")` returns the exact sum rounded once (ties to even). Stage 1, on the "
-             "shared schedules, is a TwoSum filter in fp64 that certifies most outputs; stage 2, a launch "
-             "after it, recomputes the others with an integer superaccumulator (16 int64 limbs).", "",
+             "shared schedules, is a filter: fp64 accumulation with a proven a-posteriori error bound, which "
+             "certifies most outputs (and knows the exact sum outright when no addition could have rounded); "
+             "stage 2, a launch after it, recomputes the others with an integer superaccumulator (16 int64 "
+             "limbs).", "",
              f"## Both stages, {fallback['device']}", "",
              "GB/s of input read (median `do_bench`). *ordinary*: N(0, 1) data. *cancelling*: each row is "
              "a·2^k (k = 0..60) and the same values negated, with one pair replaced by (1, 0): the exact sum "
              "is 1, which fp64 accumulation (torch on a float64 copy included) loses entirely. The last "
-             "column says how many outputs the filter left to the superaccumulator (it certifies some "
-             "cancelling rows, whose TwoSum errors stay small) and checks the cancelling results.", "",
-             "| shape | dim | data | torch | fast | exact | exact / fast | check |",
-             "|---|---:|---|---:|---:|---:|---:|---|"]
+             "column says how many outputs the filter left to the superaccumulator and checks the cancelling "
+             "results.", "",
+             "| shape | dim | dtype | data | torch | fast | exact | exact / fast | check |",
+             "|---|---:|---|---|---:|---:|---:|---:|---|"]
     for r in fallback["records"]:
         g = r["gbps"]
-        lines.append(f"| {tuple(r['shape'])} | {r['dim']} | {r['data']} | {g['torch']:.0f} | {g['fast']:.0f} | "
+        lines.append(f"| {tuple(r['shape'])} | {r['dim']} | {r.get('dtype', 'float32')} | {r['data']} | {g['torch']:.0f} | {g['fast']:.0f} | "
                      f"{g['exact']:.0f} | {g['exact'] / g['fast']:.2f} | {r['note'] or '–'} |")
     return lines + [""]
 

@@ -113,14 +113,21 @@ def test_filter_certifies_well_conditioned_rows_and_leaves_the_rest(device, stag
     assert not bool(seen[-1].any()), "cond 1e40 is far beyond what fp64 accumulation can certify: recomputed"
 
 
-def test_filter_leaves_ties_and_lost_bits_to_the_superaccumulator(device, stage_flags):
+def test_filter_knows_exact_ties_and_leaves_lost_bits_to_the_superaccumulator(device, stage_flags):
     seen, _ = stage_flags
     # 256 + 1 = 257 lies halfway between the bf16 neighbours 256 and 258: ties to even give 256; 259 -> 260.
-    # The filter's interval is never a single point, so it cannot tell a tie from a value next to it.
+    # Every input is a multiple of 2^-23 (the fp32 ulp of 1) and the error bound is far below half of
+    # it: no fp64 addition rounded, the filter knows the tie exactly and rounds it to even itself.
     x = torch.tensor([[256.0, 1.0], [258.0, 1.0], [-256.0, -1.0]], dtype=torch.bfloat16)
     got, want = _exact(x, (1,), device=device)
     assert got.tolist() == [256.0, 260.0, -256.0] and torch.equal(_bits(got), _bits(want))
-    assert not bool(seen[-1].any()), "a tie must go to the superaccumulator"
+    assert bool(seen[-1].all()), "an exactly known tie is the filter's"
+    # The same tie next to a tiny element: the bound (~2^-45) is no longer below half the quantum
+    # (2^-73), and an interval around a tie cannot be certified: the superaccumulator rounds it.
+    x = torch.tensor([[256.0, 1.0, 2.0 ** -50, -2.0 ** -50]], dtype=torch.float32)
+    got, want = _exact(x, (1,), out_dtype=torch.bfloat16, device=device)
+    assert got.item() == 256.0 and torch.equal(_bits(got), _bits(want))
+    assert not bool(seen[-1].any()), "a tie the filter cannot prove exact must go to the superaccumulator"
     # fp64 accumulation loses 2^-24 and 2^-60 next to 2^40 and returns exactly 1, but the exact sum
     # 1 + 2^-24 + 2^-60 lies just above fp32's tie at 1 + 2^-24: it rounds up, to 1 + 2^-23.
     lost = torch.tensor([[2.0 ** 40, 1.0, 2.0 ** -24, 2.0 ** -60, -2.0 ** 40]], dtype=torch.float32)

@@ -8,7 +8,7 @@ exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 import triton
 import triton.language as tl
 
-from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, exact_finish,
+from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, exact_combine, exact_finish, exact_update,
                           extremum_combine, extremum_update, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
                           welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
@@ -18,14 +18,16 @@ from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round
 def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr,
                   SRC_IS_STATE: tl.constexpr):
     """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
-    Welford, (0, -, -inf) for the stable exponential sum, (-inf, -, no index) for the extremum (int32
-    relative indices on the input, int64 on partial states) and (1, -, -) for the product. Unused
-    parts are placeholders the compiler drops."""
+    Welford, (0, 0, inf) for the exact filter, (0, -, -inf) for the stable exponential sum, (-inf, -,
+    no index) for the extremum (int32 relative indices on the input, int64 on partial states) and
+    (1, -, -) for the product. Unused parts are placeholders the compiler drops."""
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
     lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
     cnt = hi
     if STRATEGY == 2:
         cnt = tl.zeros([ROWS, COLS], tl.float64)
+    elif STRATEGY == 7:
+        cnt = tl.full([ROWS, COLS], float("inf"), tl.float64)   # the smallest nonzero |x| seen
     elif STRATEGY == 3:
         cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
     elif STRATEGY == 4 or STRATEGY == 5:
@@ -68,6 +70,13 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
         else:              # masked elements are -inf (strategies/stable_exp.py: harmless)
             hi, cnt = stable_exp_update(hi, cnt, tl.where(mask, x_hi, float("-inf")))
+    elif STRATEGY == 7:   # masked elements load 0 (skipped by the minimum), partial states (0, 0, inf)
+        if SRC_IS_STATE:
+            x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
+            x_min = tl.load(cnt_ptrs, mask=mask, other=float("inf"))
+            hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_min)
+        else:
+            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi)
     elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
@@ -128,11 +137,11 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 7:
         # The exact mode's filter: the rounded value and, in dst_lo (int8), whether it is certified.
-        value, certified = exact_finish(hi, lo, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty)
+        value, certified = exact_finish(hi, lo, cnt, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty)
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
         tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
     elif STRATEGY == 4 or STRATEGY == 5:

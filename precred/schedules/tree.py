@@ -6,7 +6,7 @@ depth is log2(width) combines -- what precred.bounds assumes -- and its first le
 thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduce` over an axis of
 exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
-error term is exact in either order, Welford's merge orders its operands first, the extremum's order
+error term is exact in either order, the exact filter's sums and minima commute, Welford's merge orders its operands first, the extremum's order
 is total), so the order is
 ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
 releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
@@ -27,7 +27,7 @@ from ..strategies.welford import welford_combine
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
     `cnt` is merged by Welford's strategy (counts), the stable exponential sum's (maxima) and the
-    extremum's (indices); the other strategies return it untouched (unused)."""
+    extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it untouched (unused)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
@@ -43,14 +43,15 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, extremum_combine)
             elif STRATEGY == 7:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, exact_combine)
+                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5:
+    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
         cnt = tl.reshape(cnt, (ROWS,))
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,)), cnt
 
@@ -73,14 +74,15 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, extremum_combine)
             elif STRATEGY == 7:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, exact_combine)
+                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, exact_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5:
+    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
         cnt = tl.reshape(cnt, (COLS,))
     return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,)), cnt
 

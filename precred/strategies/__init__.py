@@ -6,12 +6,12 @@ compiled kernel contains exactly one strategy and the schedule code never forks 
 a constexpr switch is the pattern that works everywhere, interpreter included.)
 
 The sum strategies keep the same two-component state so workspaces of partial states have one layout:
-`hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation; the exact
-filter's sum of |partial sums|, its error bound). Welford's
+`hi` (the running sum) and `lo` (a compensation term, identically 0 for plain accumulation). Welford's
 (mean, m2, count) state puts mean and m2 where hi and lo go and the count in a third array
 (strategies/welford.py); the stable exponential sum's (s, m) puts s in hi and the running maximum m in
 the third array (strategies/stable_exp.py); the extremum's (v, index) puts v in hi and the index in the
-third array (strategies/extremum.py); the product's p is hi (strategies/product.py). The schedules
+third array (strategies/extremum.py); the product's p is hi (strategies/product.py); the exact
+filter's (s, t, smallest |x|) fills all three (strategies/exact.py). The schedules
 branch on the strategy id at compile time where their updates differ.
 """
 import triton
@@ -33,8 +33,7 @@ STABLE_EXP = 3
 MAXIMUM = 4    # extremum.py: max / argmax / amax
 MINIMUM = 5    # extremum.py on -x: min / argmin / amin
 PRODUCT = 6
-EXACT = 7      # exact.py: the exact mode's filter, (s, t) in (hi, lo) (the superaccumulator recomputes what it
-               # cannot certify)
+EXACT = 7      # exact.py: the exact mode's filter (the superaccumulator recomputes what it cannot certify)
 EXTREMA = (MAXIMUM, MINIMUM)
 
 
@@ -44,8 +43,6 @@ def state_update(hi, lo, x, STRATEGY: tl.constexpr):
         hi, lo = compensated_update(hi, lo, x)
     elif STRATEGY == 6:
         hi = hi * x
-    elif STRATEGY == 7:
-        hi, lo = exact_update(hi, lo, x)
     else:
         hi, lo = plain_update(hi, lo, x)
     return hi, lo
@@ -57,8 +54,6 @@ def state_combine(hi_a, lo_a, hi_b, lo_b, STRATEGY: tl.constexpr):
         hi, lo = compensated_combine(hi_a, lo_a, hi_b, lo_b)
     elif STRATEGY == 6:
         hi, lo = product_combine(hi_a, lo_a, hi_b, lo_b)
-    elif STRATEGY == 7:
-        hi, lo = exact_combine(hi_a, lo_a, hi_b, lo_b)
     else:
         hi, lo = plain_combine(hi_a, lo_a, hi_b, lo_b)
     return hi, lo

@@ -1,25 +1,35 @@
 """`exact` mode, first stage: fp64 accumulation with an a-posteriori error bound (a filter).
 
-State (s, t) in fp64, for fp32 / bf16 / fp16 inputs (each exact in fp64):
+State (s, t, m) in fp64, for fp32 / bf16 / fp16 inputs (each exact in fp64):
 - `s` is the plain fp64 sum of everything seen;
-- `t` sums |s_k| over every addition k that formed a partial sum s_k (updates and merges alike).
-Every fp64 addition rounds to nearest, so its error is at most u64 * |its rounded result| (the model
-fl(a + b) = (a + b) / (1 + d), |d| <= u64; a sum in the subnormal range is exact). The exact sum V
-therefore lies within u64 * T of s, T = sum_k |s_k| exactly. t is T summed in fp64: nonnegative terms
-through at most n + 100 additions each (a lane's chain of tiles, the lanes' tree, the passes' merges,
-masked lanes included), so T <= t * (1 + gamma_(n+100)) <= t * (1 + 2^-14) for n <= 2^37, and
-E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
+- `t` sums |s_k| over every addition k that formed a partial sum s_k (updates and merges alike);
+- `m` is the smallest nonzero |x| seen (+inf before any).
 
-The result is certified when both ends of [s - E, s + E], widened for the fp64 roundings of the check
-itself, round to the same value of the output format: rounding is monotonic, so every point between
-them, V included, rounds there too. t == 0 means every partial sum was 0, so s == V exactly.
+The bound. Every fp64 addition rounds to nearest, so its error is at most u64 * |its rounded result|
+(the model fl(a + b) = (a + b) / (1 + d), |d| <= u64; a sum in the subnormal range is exact). The
+exact sum V therefore lies within u64 * T of s, T = sum_k |s_k| exactly. t is T summed in fp64:
+nonnegative terms through at most n + 100 additions each (a lane's chain of tiles, the lanes' tree,
+the passes' merges, masked lanes included), so T <= t * (1 + gamma_(n+100)) <= t * (1 + 2^-14) for
+n <= 2^37, and E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
+
+Exactly known. Every input is an fp32 value (bf16 and fp16 ones too), hence a multiple of its fp32
+ulp, which is a multiple of q = the fp32 ulp of m: every partial sum is a multiple of q, and an fp64
+addition of multiples of q can only round when its result reaches 2^53 q -- which puts at least u64 *
+2^53 q = q into E. So E < q / 2 means that no addition rounded: s == V, and the filter rounds V once,
+ties included. (Ties are common: the exact sum of fp32 values
+has few bits when the row's magnitudes are close -- 1 row in ~4000 of 1024 normal values lands on an
+fp32 midpoint, far more in bf16.)
+
+Certified. Otherwise the result is certified when both ends of [s - E, s + E], widened for the fp64
+roundings of the check itself, round to the same value of the output format: rounding is monotonic,
+so every point between them, V included, rounds there too.
 
 Why this state and not double-double (TwoSum's sum, errors and their magnitudes, the first design):
-it is two fp64 additions per element instead of ten operations, and on ordinary data its bound is far
-inside half an ulp -- mean-zero rows of n normal values have T ~ n^1.5 / L (L lanes), so the interval
-is ~2^-19 of an fp32 ulp at n = 65536. What it gives up: rows of condition beyond ~1e8 and exact
-ties (the interval is never a point) go to the integer superaccumulator (strategies/superaccumulator.py,
-schedules/recompute.py), which is right on every row but slower.
+three cheap operations per element instead of ten, and on ordinary data its interval is far inside
+half an ulp -- mean-zero rows of n normal values have T ~ n^1.5 / sqrt(lanes), ~2^-19 of an fp32 ulp
+at n = 65536. What it gives up: rows of condition beyond ~1e8 that are not exactly known go to the
+integer superaccumulator (strategies/superaccumulator.py, schedules/recompute.py), which is right on
+every row but slower.
 
 s is finite whenever every input is (no fp32 sum reaches fp64's range), so a non-finite s means an
 inf or NaN input: torch's answer (inf, or NaN for inf + -inf or a NaN) is s itself, certified.
@@ -29,16 +39,16 @@ import triton.language as tl
 
 
 @triton.jit
-def exact_update(s, t, x):
+def exact_update(s, t, m, x):
     s = s + x
-    return s, t + tl.abs(s)
+    return s, t + tl.abs(s), tl.minimum(m, tl.where(x != 0.0, tl.abs(x), float("inf")))
 
 
 @triton.jit
-def exact_combine(s_a, t_a, s_b, t_b):
-    """Symmetric: fp64 addition is commutative."""
+def exact_combine(s_a, t_a, m_a, s_b, t_b, m_b):
+    """Symmetric: fp64 addition and the minimum commute."""
     s = s_a + s_b
-    return s, (t_a + t_b) + tl.abs(s)
+    return s, (t_a + t_b) + tl.abs(s), tl.minimum(m_a, m_b)
 
 
 @triton.jit
@@ -80,11 +90,17 @@ def round_to_output_format(v, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def exact_finish(s, t, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
+def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     """(value, certified): the sum (or, DIVIDE, the mean: sum / n) rounded to the output format as an
     fp64 value, and whether the filter proves it correctly rounded. n: the element count (fp64)."""
-    # Constants: 2^-53 (1 + 2^-14), 1 + 2^-48, 2^-49, 2^-50.
+    # Constants: 2^-53 (1 + 2^-14), 2^100, 1 + 2^-48, 2^-49, 2^-50.
     bound = t * 1.110290787260937e-16
+    # q = the fp32 ulp of m, a power of two in [2^-149, 2^77] (m clamped: +inf when every input is 0;
+    # a smaller q than the true one is still a common divisor of the inputs).
+    m_exponent = ((tl.minimum(m, 1.2676506002282294e30).to(tl.int64, bitcast=True) >> 52) - 1023).to(tl.int32)
+    q = power_of_two(tl.maximum(m_exponent, -126) - 23)
+    exactly_known = bound < 0.5 * q   # then s == V (module docstring)
+    bound = tl.where(exactly_known, 0.0, bound)
     # An inf or NaN input: s (or s / n) is torch's answer.
     special = (s - s) != 0.0
     if DIVIDE:
@@ -92,15 +108,18 @@ def exact_finish(s, t, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
         center = s / n
         margin = (bound / n) * 1.0000000000000036 + tl.abs(center) * 1.7763568394002505e-15
     else:
+        # An exactly known V needs no margin: it is rounded once, below.
         center = s
-        margin = bound * 1.0000000000000036 + tl.abs(s) * 8.881784197001252e-16
+        margin = tl.where(exactly_known, 0.0, bound * 1.0000000000000036 + tl.abs(s) * 8.881784197001252e-16)
     # The margin also covers the roundings of the check itself (its own products and center -/+ margin),
     # so the fp64 ends enclose every possible V (or V / n).
     low = round_to_output_format(center - margin, OUT_DTYPE)
     high = round_to_output_format(center + margin, OUT_DTYPE)
     # Compared as bits: ends of -0.0 and +0.0 do not tell V's sign, which the zero must carry.
     certified = low.to(tl.int64, bitcast=True) == high.to(tl.int64, bitcast=True)
-    # Every partial sum was 0: V == s == +0.0 (the sum starts from +0.0, as torch's does).
-    exactly_known = t == 0.0
-    value = tl.where(exactly_known, round_to_output_format(center, OUT_DTYPE), high)
-    return tl.where(special, center, value), certified | exactly_known | special
+    if not DIVIDE:
+        value = tl.where(exactly_known, round_to_output_format(center, OUT_DTYPE), high)
+        certified = certified | exactly_known
+    else:
+        value = high
+    return tl.where(special, center, value), certified | special
