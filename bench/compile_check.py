@@ -34,7 +34,7 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         if name == "shift_ptr":
             sig[name] = "*" + src_ty
         elif name.endswith("cnt_ptr"):
-            sig[name] = "*i64" if extremum else "*fp64"
+            sig[name] = "*i64" if extremum or strategy == 7 else "*fp64"
         elif name == "dst_lo_ptr" and extremum and not dst_state:
             sig[name] = "*i64"   # the indices
         elif name == "dst_lo_ptr" and strategy == 7 and not dst_state:

@@ -373,7 +373,8 @@ def _recompute_scratch(n_out, chunked, device, placeholder):
 class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
     (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts,
-    the stable exponential sum's maxima and the exact filter's smallest magnitudes). The exact filter's
+    the stable exponential sum's maxima; int64 for the extremum's indices and the exact filter's
+    smallest-magnitude keys). The exact filter's
     second output is its int8 certification flags."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
@@ -383,7 +384,7 @@ class _Workspace:
         # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
         # extremum's indices (int64), or the exact filter's smallest nonzero |x|.
         self.uses_cnt = strategy in (WELFORD, STABLE_EXP, EXACT, *EXTREMA)
-        self.cnt_dtype = torch.int64 if strategy in EXTREMA else torch.float64
+        self.cnt_dtype = torch.int64 if strategy in (EXACT, *EXTREMA) else torch.float64
         # The second output: the extremum's indices, the exact filter's flags, or a second value.
         if strategy in EXTREMA:
             self.second_dtype = torch.int64

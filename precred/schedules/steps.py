@@ -8,9 +8,9 @@ exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
 import triton
 import triton.language as tl
 
-from ..strategies import (INDEX_NONE, INDEX_NONE_32, absolute_index, exact_combine, exact_finish, exact_update,
-                          extremum_combine, extremum_update, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update, welford_combine,
-                          welford_update)
+from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, exact_combine, exact_finish,
+                          exact_update, extremum_combine, extremum_update, magnitude_key, oriented, stable_exp_combine,
+                          stable_exp_update, state_combine, state_update, welford_combine, welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
@@ -27,7 +27,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
     if STRATEGY == 2:
         cnt = tl.zeros([ROWS, COLS], tl.float64)
     elif STRATEGY == 7:
-        cnt = tl.full([ROWS, COLS], float("inf"), tl.float64)   # the smallest nonzero |x| seen
+        cnt = tl.full([ROWS, COLS], NO_MAGNITUDE, tl.uint32)   # the smallest nonzero |x|'s key
     elif STRATEGY == 3:
         cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
     elif STRATEGY == 4 or STRATEGY == 5:
@@ -54,7 +54,8 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
     there: `positions` are the tile's element indices relative to the part's start (broadcast to the
     tile), masked partial states enter as the identity (-inf, INDEX_NONE). The product's masked lanes
     are 1."""
-    x_hi = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
+    raw = tl.load(hi_ptrs, mask=mask, other=0)
+    x_hi = to_accumulator(raw, ACC_DTYPE)
     if STRATEGY == 4 or STRATEGY == 5:
         if SRC_IS_STATE:   # partial states are oriented already, their indices absolute
             x_v = tl.where(mask, x_hi, float("-inf"))
@@ -70,13 +71,13 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
         else:              # masked elements are -inf (strategies/stable_exp.py: harmless)
             hi, cnt = stable_exp_update(hi, cnt, tl.where(mask, x_hi, float("-inf")))
-    elif STRATEGY == 7:   # masked elements load 0 (skipped by the minimum), partial states (0, 0, inf)
+    elif STRATEGY == 7:   # masked elements load 0 (the minimum skips it), partial states (0, 0, no magnitude)
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
-            x_min = tl.load(cnt_ptrs, mask=mask, other=float("inf"))
+            x_min = tl.load(cnt_ptrs, mask=mask, other=NO_MAGNITUDE).to(tl.uint32)
             hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_min)
         else:
-            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi)
+            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi, magnitude_key(raw))
     elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)

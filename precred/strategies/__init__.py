@@ -23,7 +23,7 @@ from .welford import welford_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
 from .product import product_combine
-from .exact import exact_combine, exact_finish, exact_update
+from .exact import NO_MAGNITUDE, exact_combine, exact_finish, exact_update, magnitude_key
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
@@ -74,5 +74,6 @@ __all__ = [
     "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
     "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine",
     "extremum_update", "oriented",
-    "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish",
+    "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
+    "NO_MAGNITUDE",
 ]

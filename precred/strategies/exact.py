@@ -3,7 +3,9 @@
 State (s, t, m) in fp64, for fp32 / bf16 / fp16 inputs (each exact in fp64):
 - `s` is the plain fp64 sum of everything seen;
 - `t` sums |s_k| over every addition k that formed a partial sum s_k (updates and merges alike);
-- `m` is the smallest nonzero |x| seen (+inf before any).
+- `m` is the smallest nonzero |x| seen, as a key: its fp32 bit pattern without the sign, minus 1, as
+  uint32 -- so a zero (key 0xFFFFFFFF) never wins the minimum, and an integer minimum on the bits
+  replaces an fp64 compare-select-minimum (measured: that cost 40% of the filter's throughput).
 
 The bound. Every fp64 addition rounds to nearest, so its error is at most u64 * |its rounded result|
 (the model fl(a + b) = (a + b) / (1 + d), |d| <= u64; a sum in the subnormal range is exact). The
@@ -38,10 +40,25 @@ import triton
 import triton.language as tl
 
 
+NO_MAGNITUDE = tl.constexpr(0xFFFFFFFF)   # m before any nonzero input (and the key of a zero)
+
+
 @triton.jit
-def exact_update(s, t, m, x):
+def magnitude_key(raw):
+    """m's key of each loaded input (fp32, fp16, or bf16 as its int16 bits): fp32 bits & 0x7FFFFFFF,
+    minus 1, as uint32 (ordered as |x| is; zero -> 0xFFFFFFFF)."""
+    if raw.dtype == tl.int16:
+        bits = (raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.int32, bitcast=True)
+    else:
+        bits = raw.to(tl.float32).to(tl.int32, bitcast=True)
+    return ((bits & 0x7FFFFFFF) - 1).to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def exact_update(s, t, m, x, key):
+    """x: the input in fp64; key: its magnitude_key."""
     s = s + x
-    return s, t + tl.abs(s), tl.minimum(m, tl.where(x != 0.0, tl.abs(x), float("inf")))
+    return s, t + tl.abs(s), tl.minimum(m, key)
 
 
 @triton.jit
@@ -92,13 +109,14 @@ def round_to_output_format(v, OUT_DTYPE: tl.constexpr):
 @triton.jit
 def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     """(value, certified): the sum (or, DIVIDE, the mean: sum / n) rounded to the output format as an
-    fp64 value, and whether the filter proves it correctly rounded. n: the element count (fp64)."""
-    # Constants: 2^-53 (1 + 2^-14), 2^100, 1 + 2^-48, 2^-49, 2^-50.
+    fp64 value, and whether the filter proves it correctly rounded. m: the magnitude key (uint32);
+    n: the element count (fp64)."""
+    # Constants: 2^-53 (1 + 2^-14), 1 + 2^-48, 2^-49, 2^-50.
     bound = t * 1.110290787260937e-16
-    # q = the fp32 ulp of m, a power of two in [2^-149, 2^77] (m clamped: +inf when every input is 0;
-    # a smaller q than the true one is still a common divisor of the inputs).
-    m_exponent = ((tl.minimum(m, 1.2676506002282294e30).to(tl.int64, bitcast=True) >> 52) - 1023).to(tl.int32)
-    q = power_of_two(tl.maximum(m_exponent, -126) - 23)
+    # q = the fp32 ulp of m: 2^(e - 150) for its biased exponent field e (1 for subnormals). No nonzero
+    # input: the key wraps to bits 0, q = 2^-149, and t == 0 proves s == V == 0 anyway.
+    biased_exponent = (((m + 1) >> 23) & 0xFF).to(tl.int32)
+    q = power_of_two(tl.maximum(biased_exponent, 1) - 150)
     exactly_known = bound < 0.5 * q   # then s == V (module docstring)
     bound = tl.where(exactly_known, 0.0, bound)
     # An inf or NaN input: s (or s / n) is torch's answer.
