@@ -33,6 +33,12 @@ _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 WELFORD_OUTER_TILE = 1024
 STABLE_EXP_TILE = 1024
 STABLE_EXP_TILE_MIN_OUTPUTS = 1024
+# The exact filter's first passes (bench/sweep_state.py exact, H200): 1024-element tiles over many rows,
+# and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048 (16-bit) elements.
+EXACT_ROWS_TILE = 1024
+EXACT_ROWS_MIN_OUTPUTS = 1024
+EXACT_OUTER_TILE = {4: 4096, 2: 2048}
+EXACT_OUTER_MIN_INNER = 512
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -79,6 +85,20 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         fp64_acc = options["accumulator_size"] == 8
         if view.outer * view.inner >= STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or fp64_acc):
             options.update(tile_elements=STABLE_EXP_TILE)
+    if mode.strategy == EXACT:
+        # Measured on an H200 (bench/sweep_state.py exact; fp64 pipe and registers): contiguous rows, many of
+        # them: small tiles, halved warps for fp32 (1024x65536 3009 -> 3240 GB/s, 65536x1024 2781 -> 2888),
+        # not for bf16 (1024x65536 1984 -> 2166); a wide strided axis: no halving, larger tiles (8192^2 dim 0
+        # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
+        # dim 0) keep the heavy default.
+        outputs = view.outer * view.inner
+        if view.inner > 1 and view.stride_inner == 1:
+            if view.inner >= EXACT_OUTER_MIN_INNER:
+                options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE.get(x.element_size(), 2048))
+        elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
+            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
+        else:
+            options.update(heavy_state=False)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)
