@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate docs/exact.md from bench/exact_fallback.py's JSON and bench/gpu_suite.py's bench.json.
 
-    cd docs && python gen_exact.py data/exact-fallback-h100.json data/bench-h100-exact.json --out exact.md
+    cd docs && python gen_exact.py data/exact-fallback-h200.json data/bench-h200.json --out exact.md
 
 Needs only the JSON. First file: the cost of the exact mode's two stages (ordinary rows, which the filter
 certifies, and cancelling rows, which the superaccumulator recomputes). Second: the exact column of the
