@@ -6,7 +6,7 @@ depth is log2(width) combines -- what precred.bounds assumes -- and its first le
 thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduce` over an axis of
 exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
-error term is exact in either order, Welford's merge orders its operands first, the extremum's order
+error term is exact in either order, the exact filter's sums and minima commute, Welford's merge orders its operands first, the extremum's order
 is total), so the order is
 ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
 releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ..strategies.compensated import compensated_combine
-from ..strategies.exact import exact_merge_lanes
+from ..strategies.exact import exact_combine
 from ..strategies.extremum import extremum_combine
 from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
@@ -27,13 +27,10 @@ from ..strategies.welford import welford_combine
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
     `cnt` is merged by Welford's strategy (counts), the stable exponential sum's (maxima) and the
-    extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it
-    untouched (unused). The exact filter merges with Triton's reductions instead (any order will do)."""
-    if STRATEGY == 7:   # the exact filter: any tree will do (strategies/exact.py)
-        hi, lo, cnt = exact_merge_lanes(hi, lo, cnt, 1, WIDTH)
+    extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it untouched (unused)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > 1 and STRATEGY != 7:
+        if (WIDTH >> level) > 1:
             hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
             lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
             if STRATEGY == 2:
@@ -45,6 +42,9 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             elif STRATEGY == 4 or STRATEGY == 5:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, extremum_combine)
+            elif STRATEGY == 7:
+                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
             elif STRATEGY == 1:
@@ -60,10 +60,8 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
 def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [WIDTH, COLS] state (WIDTH a power of two) into [COLS]: the same tree as
     tree_reduce_last_axis, along axis 0, without transposing the tile first."""
-    if STRATEGY == 7:
-        hi, lo, cnt = exact_merge_lanes(hi, lo, cnt, 0, WIDTH)
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > 1 and STRATEGY != 7:
+        if (WIDTH >> level) > 1:
             hi_pairs = tl.reshape(hi, ((WIDTH >> level) // 2, 2, COLS))
             lo_pairs = tl.reshape(lo, ((WIDTH >> level) // 2, 2, COLS))
             if STRATEGY == 2:
@@ -75,6 +73,9 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
             elif STRATEGY == 4 or STRATEGY == 5:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, extremum_combine)
+            elif STRATEGY == 7:
+                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, exact_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
             elif STRATEGY == 1:

@@ -9,11 +9,10 @@ State (s, t, m) in fp64, for fp32 / bf16 / fp16 inputs (each exact in fp64):
 
 The bound. Every fp64 addition rounds to nearest, so its error is at most u64 * |its rounded result|
 (the model fl(a + b) = (a + b) / (1 + d), |d| <= u64; a sum in the subnormal range is exact). The
-exact sum V therefore lies within u64 * T of s, T = sum_k |s_k| exactly. t is an upper bound on T
-summed in fp64 (the lanes' merges enter as a bound, exact_merge_lanes): nonnegative terms through at
-most n + 2^16 additions each (a lane's chain of tiles, masked lanes included, then at most 2^14 - 1 per
-pass's merge tree), so T <= t * (1 + gamma_(n + 2^16)) <= t * (1 + 2^-14) for n <= 2^37, and
-E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
+exact sum V therefore lies within u64 * T of s, T = sum_k |s_k| exactly. t is T summed in fp64:
+nonnegative terms through at most n + 100 additions each (a lane's chain of tiles, the lanes' tree,
+the passes' merges, masked lanes included), so T <= t * (1 + gamma_(n+100)) <= t * (1 + 2^-14) for
+n <= 2^37, and E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
 
 Exactly known. Every input is an fp32 value (bf16 and fp16 ones too), hence a multiple of its fp32
 ulp, which is a multiple of q = the fp32 ulp of m: every partial sum is a multiple of q, and an fp64
@@ -67,19 +66,6 @@ def exact_combine(s_a, t_a, m_a, s_b, t_b, m_b):
     """Symmetric: fp64 addition and the minimum commute."""
     s = s_a + s_b
     return s, (t_a + t_b) + tl.abs(s), tl.minimum(m_a, m_b)
-
-
-@triton.jit
-def exact_merge_lanes(s, t, m, AXIS: tl.constexpr, WIDTH: tl.constexpr):
-    """Merge WIDTH lanes along AXIS with Triton's own reductions, in whatever tree Triton builds. The
-    order cannot change the output: a certified value is the correctly rounded one and the rest are
-    recomputed exactly (it may only change which outputs are certified). The merges' |partial sums| are
-    bounded without forming them: a merge tree of any shape puts each lane in at most WIDTH - 1 merges,
-    and each merge's |result| is at most (1 + u64)^WIDTH times the sum of its lanes' |s|, so the merges
-    add at most WIDTH * sum |s_lane| to T (WIDTH <= 2^14). Measured cheaper than the pairwise tree of
-    three arrays (schedules/tree.py) on rows of 256-1024 elements."""
-    w = t + tl.abs(s) * WIDTH
-    return tl.sum(s, AXIS), tl.sum(w, AXIS), tl.min(m, AXIS)
 
 
 @triton.jit
