@@ -94,7 +94,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         outputs = view.outer * view.inner
         if view.inner > 1 and view.stride_inner == 1:
             if view.inner >= EXACT_OUTER_MIN_INNER:
-                options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE.get(x.element_size(), 2048))
+                options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE[x.element_size()])
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
             options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
         else:
@@ -394,8 +394,7 @@ class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
     (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts,
     the stable exponential sum's maxima; int64 for the extremum's indices and the exact filter's
-    smallest-magnitude keys). The exact filter's
-    second output is its int8 certification flags."""
+    smallest-magnitude keys). The exact filter's second output is its int8 certification flags."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
         self.acc_dtype, self.out_dtype, self.n_out = acc_dtype, out_dtype, n_out

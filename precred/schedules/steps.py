@@ -18,7 +18,7 @@ from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round
 def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr,
                   SRC_IS_STATE: tl.constexpr):
     """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
-    Welford, (0, 0, inf) for the exact filter, (0, -, -inf) for the stable exponential sum, (-inf, -,
+    Welford, (0, 0, no magnitude) for the exact filter, (0, -, -inf) for the stable exponential sum, (-inf, -,
     no index) for the extremum (int32 relative indices on the input, int64 on partial states) and
     (1, -, -) for the product. Unused parts are placeholders the compiler drops."""
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
@@ -77,7 +77,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             x_min = tl.load(cnt_ptrs, mask=mask, other=NO_MAGNITUDE).to(tl.uint32)
             hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_min)
         else:
-            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi, magnitude_key(raw))
+            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi, magnitude_key(to_accumulator(raw, tl.float32)))
     elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)

@@ -6,8 +6,8 @@ depth is log2(width) combines -- what precred.bounds assumes -- and its first le
 thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduce` over an axis of
 exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
-error term is exact in either order, the exact filter's sums and minima commute, Welford's merge orders its operands first, the extremum's order
-is total), so the order is
+error term is exact in either order, the exact filter's sums and minima commute, Welford's merge
+orders its operands first, the extremum's order is total), so the order is
 ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
 releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
 """
@@ -27,7 +27,8 @@ from ..strategies.welford import welford_combine
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
     `cnt` is merged by Welford's strategy (counts), the stable exponential sum's (maxima) and the
-    extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it untouched (unused)."""
+    extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it
+    untouched (unused)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:

@@ -1,8 +1,8 @@
 """`exact` mode, first stage: fp64 accumulation with an a-posteriori error bound (a filter).
 
-State (s, t, m) in fp64, for fp32 / bf16 / fp16 inputs (each exact in fp64):
+State (s, t, m), for fp32 / bf16 / fp16 inputs (each exact in fp64):
 - `s` is the plain fp64 sum of everything seen;
-- `t` sums |s_k| over every addition k that formed a partial sum s_k (updates and merges alike);
+- `t` (fp64) sums |s_k| over every addition k that formed a partial sum s_k (updates and merges alike);
 - `m` is the smallest nonzero |x| seen, as a key: its fp32 bit pattern without the sign, minus 1, as
   uint32 -- so a zero (key 0xFFFFFFFF) never wins the minimum, and an integer minimum on the bits
   replaces an fp64 compare-select-minimum (measured: that cost 40% of the filter's throughput).
@@ -18,9 +18,8 @@ Exactly known. Every input is an fp32 value (bf16 and fp16 ones too), hence a mu
 ulp, which is a multiple of q = the fp32 ulp of m: every partial sum is a multiple of q, and an fp64
 addition of multiples of q can only round when its result reaches 2^53 q -- which puts at least u64 *
 2^53 q = q into E. So E < q / 2 means that no addition rounded: s == V, and the filter rounds V once,
-ties included. (Ties are common: the exact sum of fp32 values
-has few bits when the row's magnitudes are close -- 1 row in ~4000 of 1024 normal values lands on an
-fp32 midpoint, far more in bf16.)
+ties included. (Ties are common: the exact sum of fp32 values has few bits when the row's magnitudes
+are close -- 1 row in ~4000 of 1024 normal values lands on an fp32 midpoint, far more in bf16.)
 
 Certified. Otherwise the result is certified when both ends of [s - E, s + E], widened for the fp64
 roundings of the check itself, round to the same value of the output format: rounding is monotonic,
@@ -44,14 +43,10 @@ NO_MAGNITUDE = tl.constexpr(0xFFFFFFFF)   # m before any nonzero input (and the 
 
 
 @triton.jit
-def magnitude_key(raw):
-    """m's key of each loaded input (fp32, fp16, or bf16 as its int16 bits): fp32 bits & 0x7FFFFFFF,
-    minus 1, as uint32 (ordered as |x| is; zero -> 0xFFFFFFFF)."""
-    if raw.dtype == tl.int16:
-        bits = (raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.int32, bitcast=True)
-    else:
-        bits = raw.to(tl.float32).to(tl.int32, bitcast=True)
-    return ((bits & 0x7FFFFFFF) - 1).to(tl.uint32, bitcast=True)
+def magnitude_key(x32):
+    """m's key of each input, given in fp32 (every input format widens to it exactly): its bits &
+    0x7FFFFFFF, minus 1, as uint32 (ordered as |x| is; zero -> 0xFFFFFFFF)."""
+    return ((x32.to(tl.int32, bitcast=True) & 0x7FFFFFFF) - 1).to(tl.uint32, bitcast=True)
 
 
 @triton.jit
@@ -122,11 +117,12 @@ def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     # An inf or NaN input: s (or s / n) is torch's answer.
     special = (s - s) != 0.0
     if DIVIDE:
-        # V / n = s / n +- E / n, and q = fl(s / n) is within u64 * |q| * (1 + 2 u64) of s / n.
+        # V / n = s / n +- E / n, and c = fl(s / n) is within u64 * |c| * (1 + 2 u64) of s / n.
         center = s / n
         margin = (bound / n) * 1.0000000000000036 + tl.abs(center) * 1.7763568394002505e-15
     else:
-        # An exactly known V needs no margin: it is rounded once, below.
+        # An exactly known V needs no margin: both ends are V itself, rounded once (s is never -0.0:
+        # the sum starts from +0.0, so center + 0.0 == center).
         center = s
         margin = tl.where(exactly_known, 0.0, bound * 1.0000000000000036 + tl.abs(s) * 8.881784197001252e-16)
     # The margin also covers the roundings of the check itself (its own products and center -/+ margin),
@@ -135,9 +131,4 @@ def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     high = round_to_output_format(center + margin, OUT_DTYPE)
     # Compared as bits: ends of -0.0 and +0.0 do not tell V's sign, which the zero must carry.
     certified = low.to(tl.int64, bitcast=True) == high.to(tl.int64, bitcast=True)
-    if not DIVIDE:
-        value = tl.where(exactly_known, round_to_output_format(center, OUT_DTYPE), high)
-        certified = certified | exactly_known
-    else:
-        value = high
-    return tl.where(special, center, value), certified | special
+    return tl.where(special, center, high), certified | special
