@@ -1,5 +1,5 @@
 """Sweep the plan of the stateful kernels -- Welford (var_mean), the stable exponential sum
-(logsumexp) or the exact mode's filter (sum, next to fp64): heavy-state halving on/off x first-pass
+(logsumexp) or the exact mode's filter (sum, next to fast and fp64): heavy-state halving on/off x first-pass
 tile size (GPU; one device call, about a minute).
 
     python3 bench/sweep_state.py var | logsumexp | exact
@@ -34,11 +34,11 @@ OPS = {
     "logsumexp": (EXP_CASES, EXP_MODES, lambda x, d: torch.logsumexp(x, d),
                   lambda x, d, m, plan: reduce_logsumexp(x, (d,), m, plan=plan),
                   lambda shape, dtype: (torch.randn(shape, device="cuda") * 4).to(dtype)),
-    "exact": (SUM_CASES, {m: MODES[m] for m in ("fp64", "exact")}, lambda x, d: torch.sum(x, d),
+    "exact": (SUM_CASES, {m: MODES[m] for m in ("fast", "fp64", "exact")}, lambda x, d: torch.sum(x, d),
               lambda x, d, m, plan: reduce_sum(x, (d,), m, x.dtype, False, plan=plan),
               lambda shape, dtype: torch.randn(shape, device="cuda", dtype=dtype)),
 }
-SETTINGS = [dict(heavy_state=h, tile_elements=t) for h, t in itertools.product([True, False], [None, 1024, 2048, 4096])]
+SETTINGS = [dict(heavy_state=h, tile_elements=t) for h, t in itertools.product([True, False], [None, 512, 1024, 2048, 4096])]
 
 
 def _time(fn):

@@ -69,7 +69,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA),
-                   accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
+                   accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
+                   pipelined=mode.strategy in (PLAIN, COMPENSATED, EXACT))   # plan.LOOP_STAGES
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
@@ -441,7 +442,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         rows = p.outer * p.inner
         grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
-        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes)
+        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

@@ -25,6 +25,7 @@ class Pass:
     parts: int         # parts per output; > 1 means this pass writes partial states
     num_warps: int
     tile_counter: bool = False   # outer pairwise: tiles merged by a binary counter, not chained per lane
+    loop_stages: int = 1         # inner: tiles in flight in the software-pipelined loop (1: a plain loop)
 
     @property
     def tiles_per_lane(self) -> int:
@@ -91,6 +92,17 @@ OUTER_REGISTERS_MIN_RED = 64
 def _warps(tile_elements: int) -> int:
     return 8 if tile_elements >= 4096 else 4 if tile_elements >= 1024 else 2 if tile_elements >= 256 else 1
 
+
+# Software pipelining of the inner schedule's loop (tl.range(num_stages=LOOP_STAGES): the tiles go
+# through shared memory by cp.async, LOOP_STAGES of them in flight, instead of loads that ptxas may
+# place right before their use). Measured on an H200 (the 0 / 2 / 3 / 4 stage columns of the sum
+# experiment, recorded in the stop note of 2026-11-23): the heavy accumulators gained most -- exact
+# bf16 2^28 2682 -> 3581 GB/s, 65536x1024 2081 -> 2459; fp64 fp32 2^28 3599 -> 4232; fast 65536x1024
+# fp32 3472 -> 3648 -- while loops of few tiles lost (16x262144 fp32 exact, 2 tiles per lane: 567 ->
+# 443), hence PIPELINE_MIN_TILES. Only the sum strategies are pipelined (plan_reduction's `pipelined`):
+# Welford's and the stable exponential sum's loops were not measured that way.
+LOOP_STAGES = 4
+PIPELINE_MIN_TILES = 8
 
 # Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
 # (schedules/tree.py: COUNTER_TILES = 2^7 needs its 8 levels); a longer reduction is split into parts.
@@ -169,7 +181,7 @@ def _programs(p: Pass) -> int:
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False,
-                   accumulator_size: int = 4) -> Plan:
+                   accumulator_size: int = 4, pipelined: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -182,6 +194,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     accumulator measured slower that way, so it keeps the default).
     accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
     to ACC_TILE_BYTES, so 16-bit inputs summed in fp64 get half the elements per tile.
+    pipelined: inner passes of at least PIPELINE_MIN_TILES tiles per lane run LOOP_STAGES tiles in
+    flight (the order of the additions does not change: results are the same bits).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       ACC_TILE_BYTES // accumulator_size)
@@ -234,6 +248,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         if nxt.parts > 1 and nxt.parts >= prev.parts:
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
+    if pipelined:
+        passes = [replace(p, loop_stages=LOOP_STAGES)
+                  if p.schedule == "inner" and p.tiles_per_lane >= PIPELINE_MIN_TILES else p for p in passes]
     return Plan(tuple(passes))
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import (ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
+from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
                           SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
                           plan_single_read)
 
@@ -64,6 +64,29 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
 def test_many_rows_are_not_split():
     plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert len(plan.passes) == 1 and plan.passes[0].block_kept >= 1
+
+
+@pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28)])
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_only_long_inner_loops_of_pipelined_plans_are_pipelined(shape, pairwise):
+    """loop_stages > 1 only where asked (the sum strategies), only on the inner schedule and only for
+    loops of at least PIPELINE_MIN_TILES tiles per lane: pairwise's one-tile lanes and 16 x 262144's
+    split (2 tiles per lane, measured slower pipelined) keep the plain loop."""
+    outer, red = shape
+    for inner, contiguous in ((1, False), (red, True)):   # dim=-1 (inner), dim=0 of the transpose
+        kept = (outer, red, 1) if inner == 1 else (1, outer, red)
+        plain = plan_reduction(*kept, inner_contiguous=contiguous, whole_tree=pairwise, sm_count=H100_SMS)
+        piped = plan_reduction(*kept, inner_contiguous=contiguous, whole_tree=pairwise, sm_count=H100_SMS,
+                               pipelined=True)
+        assert all(p.loop_stages == 1 for p in plain.passes)
+        for p, q in zip(plain.passes, piped.passes):
+            long_inner = p.schedule == "inner" and p.tiles_per_lane >= PIPELINE_MIN_TILES
+            assert q.loop_stages == (LOOP_STAGES if long_inner else 1), (kept, q)
+            assert q == p.__class__(**{**p.__dict__, "loop_stages": q.loop_stages}), "nothing else changes"
+    assert plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                          pipelined=True).passes[0].loop_stages == 1
+    assert plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                          pipelined=True).passes[0].loop_stages == LOOP_STAGES
 
 
 def test_plan_is_pure_and_cached():

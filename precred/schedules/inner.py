@@ -11,6 +11,9 @@ Welford's strategy (var/std) also carries a count per lane -- computed from the 
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
 (precred.strategies.welford), read from the original input in every pass.
 
+The loop may be software-pipelined (LOOP_STAGES > 1, precred.plan.LOOP_STAGES): Triton then loads
+the next tiles into shared memory while this one is folded; the order of the updates is unchanged.
+
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
 and multiples of 16 are known as such, which is what lets the loads be 16-byte vectors.
@@ -60,6 +63,7 @@ def inner_kernel(
     SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
     TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,   # tiles in flight (software pipelining through shared memory); 1: plain loop
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
@@ -80,7 +84,7 @@ def inner_kernel(
     lo_ptrs = src_lo_ptr + first_tile
     cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
-    for start in range(part_start, part_end, BLOCK_N):
+    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
         if STRATEGY == 2:
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
