@@ -135,9 +135,9 @@ def main():
               f"{time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
             [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4)), (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1)),
-             (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False)),
-             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False)),
-             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True))],
+             (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False, LOOP_STAGES=4)),
+             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
+             (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
             [0, 1, 2, 3, 4, 5, 6, 7], [(False, False), (False, True), (True, False)]):
         if strategy >= 2 and blocks.get("TILE_COUNTER"):

@@ -447,7 +447,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
-        consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter)
+        consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
     scalars += shift_scalars
     return _launch(kernel, grid, [*src, *dst, shift_ptr], scalars, p.num_warps, **consts)
 

@@ -103,6 +103,7 @@ def _warps(tile_elements: int) -> int:
 # Welford's and the stable exponential sum's loops were not measured that way.
 LOOP_STAGES = 4
 PIPELINE_MIN_TILES = 8
+PIPELINED_SCHEDULES = ("inner",)
 
 # Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
 # (schedules/tree.py: COUNTER_TILES = 2^7 needs its 8 levels); a longer reduction is split into parts.
@@ -250,7 +251,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         passes.append(nxt)
     if pipelined:
         passes = [replace(p, loop_stages=LOOP_STAGES)
-                  if p.schedule == "inner" and p.tiles_per_lane >= PIPELINE_MIN_TILES else p for p in passes]
+                  if p.schedule in PIPELINED_SCHEDULES and p.tiles_per_lane >= PIPELINE_MIN_TILES else p
+                  for p in passes]
     return Plan(tuple(passes))
 
 

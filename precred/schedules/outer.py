@@ -40,6 +40,7 @@ def outer_kernel(
     TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
     TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
+    LOOP_STAGES: tl.constexpr,    # tiles in flight (software pipelining through shared memory); 1: plain loop
 ):
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
@@ -69,7 +70,7 @@ def outer_kernel(
         zero = tl.zeros([BLOCK_I], ACC_DTYPE)
         s0, s1, s2, s3, s4, s5, s6, s7 = zero, zero, zero, zero, zero, zero, zero, zero
         g = 0
-        for start in range(part_start, part_end, BLOCK_R):
+        for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
             values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
             tile_sum, _, _ = tree_reduce_first_axis(values, values, values, BLOCK_R, BLOCK_I, STRATEGY)
@@ -90,7 +91,7 @@ def outer_kernel(
         else:
             shift = 0.0
             shift_tile = 0.0
-        for start in range(part_start, part_end, BLOCK_R):
+        for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
             if STRATEGY == 2:
                 reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
