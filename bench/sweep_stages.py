@@ -1,5 +1,5 @@
 """Sweep the software pipelining of the sum modes' loops (precred.plan.LOOP_STAGES tiles in flight,
-on the schedules in precred.plan.PIPELINED_SCHEDULES): one subprocess per setting, each timing
+on the schedules named): one subprocess per setting, each timing
 precred.sum in every listed mode next to torch.sum on the same cases (GPU; about a minute per setting).
 
     python3 bench/sweep_stages.py [STAGES,...] [SCHEDULES] [MODES] [CASE_REGEX]
@@ -25,7 +25,7 @@ sys.path.insert(0, sys.argv[1])
 import precred
 import precred.plan as plan
 stages, schedules, modes, cases = int(sys.argv[2]), tuple(sys.argv[3].split("+")), json.loads(sys.argv[4]), json.loads(sys.argv[5])
-plan.LOOP_STAGES, plan.PIPELINED_SCHEDULES = stages, schedules
+plan.LOOP_STAGES = {s: stages if s in schedules else 1 for s in ("inner", "outer")}
 plan.plan_reduction.cache_clear()
 res = []
 for shape, dim, dt in cases:

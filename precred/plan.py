@@ -25,7 +25,7 @@ class Pass:
     parts: int         # parts per output; > 1 means this pass writes partial states
     num_warps: int
     tile_counter: bool = False   # outer pairwise: tiles merged by a binary counter, not chained per lane
-    loop_stages: int = 1         # inner: tiles in flight in the software-pipelined loop (1: a plain loop)
+    loop_stages: int = 1         # num_stages of the software-pipelined loop (1: a plain loop)
 
     @property
     def tiles_per_lane(self) -> int:
@@ -93,17 +93,34 @@ def _warps(tile_elements: int) -> int:
     return 8 if tile_elements >= 4096 else 4 if tile_elements >= 1024 else 2 if tile_elements >= 256 else 1
 
 
-# Software pipelining of the inner schedule's loop (tl.range(num_stages=LOOP_STAGES): the tiles go
-# through shared memory by cp.async, LOOP_STAGES of them in flight, instead of loads that ptxas may
-# place right before their use). Measured on an H200 (the 0 / 2 / 3 / 4 stage columns of the sum
-# experiment, recorded in the stop note of 2026-11-23): the heavy accumulators gained most -- exact
-# bf16 2^28 2682 -> 3581 GB/s, 65536x1024 2081 -> 2459; fp64 fp32 2^28 3599 -> 4232; fast 65536x1024
-# fp32 3472 -> 3648 -- while loops of few tiles lost (16x262144 fp32 exact, 2 tiles per lane: 567 ->
-# 443), hence PIPELINE_MIN_TILES. Only the sum strategies are pipelined (plan_reduction's `pipelined`):
-# Welford's and the stable exponential sum's loops were not measured that way.
-LOOP_STAGES = 4
+# Software pipelining of the schedules' loops (tl.range(num_stages=S): the tiles go through shared
+# memory by cp.async, S - 1 of them in flight, instead of loads that ptxas may place right before their
+# use). Measured on an H200 with bench/sweep_stages.py (0 / 2 / 3 / 4 stages, figures in the stop note of
+# 2026-11-23): the heavy accumulators gained most -- inner: exact bf16 2^28 2682 -> 3581 GB/s,
+# 65536x1024 2081 -> 2459, fp64 fp32 2^28 3599 -> 4232, fast 65536x1024 fp32 3472 -> 3648; outer (3
+# stages; 4 ran out of shared memory on a pass over exact partial states): fp64 1024x65536 dim 0 2314 ->
+# 3425, fast 8192^2 dim 0 2809 -> 3478, exact bf16 1024x65536 dim 0 1294 -> 1764 -- while loops of few
+# tiles lost (16x262144 fp32 exact, 2 tiles per lane: 567 -> 443), hence PIPELINE_MIN_TILES. Only the
+# sum strategies are pipelined (plan_reduction's `pipelined`): Welford's and the stable exponential
+# sum's loops were not measured that way.
+LOOP_STAGES = {"inner": 4, "outer": 3}
 PIPELINE_MIN_TILES = 8
-PIPELINED_SCHEDULES = ("inner",)
+# Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
+# filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
+# hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).
+PIPELINE_SMEM_BYTES = 192 * 1024
+
+
+def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int) -> int:
+    """Stages for pass p of a pipelined plan: LOOP_STAGES[schedule], fewer when S - 1 tiles would not
+    fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else up to three arrays of
+    partial states), 1 (a plain loop) for loops of fewer than PIPELINE_MIN_TILES tiles."""
+    if p.tiles_per_lane < PIPELINE_MIN_TILES:
+        return 1
+    tile_bytes = p.lanes * p.block_kept * (element_size if first else 3 * accumulator_size)
+    stages = min(LOOP_STAGES[p.schedule], 1 + PIPELINE_SMEM_BYTES // tile_bytes)
+    return stages if stages >= 2 else 1
+
 
 # Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
 # (schedules/tree.py: COUNTER_TILES = 2^7 needs its 8 levels); a longer reduction is split into parts.
@@ -195,8 +212,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     accumulator measured slower that way, so it keeps the default).
     accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
     to ACC_TILE_BYTES, so 16-bit inputs summed in fp64 get half the elements per tile.
-    pipelined: inner passes of at least PIPELINE_MIN_TILES tiles per lane run LOOP_STAGES tiles in
-    flight (the order of the additions does not change: results are the same bits).
+    pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
+    (_loop_stages; the order of the additions does not change: results are the same bits).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       ACC_TILE_BYTES // accumulator_size)
@@ -250,9 +267,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
     if pipelined:
-        passes = [replace(p, loop_stages=LOOP_STAGES)
-                  if p.schedule in PIPELINED_SCHEDULES and p.tiles_per_lane >= PIPELINE_MIN_TILES else p
-                  for p in passes]
+        passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size))
+                  for i, p in enumerate(passes)]
     return Plan(tuple(passes))
 
 

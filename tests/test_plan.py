@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
+from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
                           SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
                           plan_single_read)
 
@@ -68,25 +68,36 @@ def test_many_rows_are_not_split():
 
 @pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28)])
 @pytest.mark.parametrize("pairwise", [False, True])
-def test_only_long_inner_loops_of_pipelined_plans_are_pipelined(shape, pairwise):
-    """loop_stages > 1 only where asked (the sum strategies), only on the inner schedule and only for
-    loops of at least PIPELINE_MIN_TILES tiles per lane: pairwise's one-tile lanes and 16 x 262144's
-    split (2 tiles per lane, measured slower pipelined) keep the plain loop."""
+@pytest.mark.parametrize("element_size,accumulator_size", [(4, 4), (2, 8), (4, 8)])
+def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, element_size, accumulator_size):
+    """loop_stages > 1 only where asked (the sum strategies) and only for loops of at least
+    PIPELINE_MIN_TILES tiles per lane -- pairwise's one-tile inner lanes and 16 x 262144's split (2 tiles
+    per lane, measured slower pipelined) keep the plain loop -- never more than the schedule's
+    LOOP_STAGES, and the tiles in flight fit PIPELINE_SMEM_BYTES (first passes read the input, later
+    ones up to three arrays of partial states)."""
     outer, red = shape
     for inner, contiguous in ((1, False), (red, True)):   # dim=-1 (inner), dim=0 of the transpose
         kept = (outer, red, 1) if inner == 1 else (1, outer, red)
-        plain = plan_reduction(*kept, inner_contiguous=contiguous, whole_tree=pairwise, sm_count=H100_SMS)
-        piped = plan_reduction(*kept, inner_contiguous=contiguous, whole_tree=pairwise, sm_count=H100_SMS,
-                               pipelined=True)
+        kwargs = dict(inner_contiguous=contiguous, whole_tree=pairwise, sm_count=H100_SMS,
+                      element_size=element_size, accumulator_size=accumulator_size)
+        plain = plan_reduction(*kept, **kwargs)
+        piped = plan_reduction(*kept, **kwargs, pipelined=True)
         assert all(p.loop_stages == 1 for p in plain.passes)
-        for p, q in zip(plain.passes, piped.passes):
-            long_inner = p.schedule == "inner" and p.tiles_per_lane >= PIPELINE_MIN_TILES
-            assert q.loop_stages == (LOOP_STAGES if long_inner else 1), (kept, q)
+        for i, (p, q) in enumerate(zip(plain.passes, piped.passes)):
             assert q == p.__class__(**{**p.__dict__, "loop_stages": q.loop_stages}), "nothing else changes"
-    assert plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                          pipelined=True).passes[0].loop_stages == 1
-    assert plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                          pipelined=True).passes[0].loop_stages == LOOP_STAGES
+            assert 1 <= q.loop_stages <= LOOP_STAGES[q.schedule]
+            if q.loop_stages > 1:
+                assert q.tiles_per_lane >= PIPELINE_MIN_TILES, (kept, q)
+                tile_bytes = q.lanes * q.block_kept * (element_size if i == 0 else 3 * accumulator_size)
+                assert (q.loop_stages - 1) * tile_bytes <= PIPELINE_SMEM_BYTES, (kept, q)
+            elif q.tiles_per_lane >= PIPELINE_MIN_TILES:
+                assert 2 * q.lanes * q.block_kept * 4 > PIPELINE_SMEM_BYTES, "a long loop left plain"
+    rows = plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                          pipelined=True)
+    assert rows.passes[0].loop_stages == LOOP_STAGES["inner"]
+    split = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                           pipelined=True)
+    assert [p.loop_stages for p in split.passes] == [1, 1]
 
 
 def test_plan_is_pure_and_cached():
