@@ -134,7 +134,8 @@ def main():
         print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast}: "
               f"{time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
-            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4)), (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1)),
+            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4)),
+             (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False, LOOP_STAGES=4)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],

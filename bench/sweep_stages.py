@@ -24,7 +24,8 @@ import torch, triton
 sys.path.insert(0, sys.argv[1])
 import precred
 import precred.plan as plan
-stages, schedules, modes, cases = int(sys.argv[2]), tuple(sys.argv[3].split("+")), json.loads(sys.argv[4]), json.loads(sys.argv[5])
+stages, schedules = int(sys.argv[2]), tuple(sys.argv[3].split("+"))
+modes, cases = json.loads(sys.argv[4]), json.loads(sys.argv[5])
 plan.LOOP_STAGES = {s: stages if s in schedules else 1 for s in ("inner", "outer")}
 plan.plan_reduction.cache_clear()
 res = []

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from precred.layout import reduction_view
-from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES, ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW,
-                          SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
+from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
+                          ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
                           plan_single_read)
 
 H100_SMS = 132
@@ -86,12 +86,12 @@ def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, eleme
         for i, (p, q) in enumerate(zip(plain.passes, piped.passes)):
             assert q == p.__class__(**{**p.__dict__, "loop_stages": q.loop_stages}), "nothing else changes"
             assert 1 <= q.loop_stages <= LOOP_STAGES[q.schedule]
+            tile_bytes = q.lanes * q.block_kept * (element_size if i == 0 else 3 * accumulator_size)
             if q.loop_stages > 1:
                 assert q.tiles_per_lane >= PIPELINE_MIN_TILES, (kept, q)
-                tile_bytes = q.lanes * q.block_kept * (element_size if i == 0 else 3 * accumulator_size)
                 assert (q.loop_stages - 1) * tile_bytes <= PIPELINE_SMEM_BYTES, (kept, q)
             elif q.tiles_per_lane >= PIPELINE_MIN_TILES:
-                assert 2 * q.lanes * q.block_kept * 4 > PIPELINE_SMEM_BYTES, "a long loop left plain"
+                assert tile_bytes > PIPELINE_SMEM_BYTES, ("a long loop left plain", kept, q)
     rows = plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                           pipelined=True)
     assert rows.passes[0].loop_stages == LOOP_STAGES["inner"]

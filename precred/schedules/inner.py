@@ -11,8 +11,9 @@ Welford's strategy (var/std) also carries a count per lane -- computed from the 
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
 (precred.strategies.welford), read from the original input in every pass.
 
-The loop may be software-pipelined (LOOP_STAGES > 1, precred.plan.LOOP_STAGES): Triton then loads
-the next tiles into shared memory while this one is folded; the order of the updates is unchanged.
+The loop may be software-pipelined (LOOP_STAGES > 1, precred.plan._loop_stages): Triton then loads
+the next LOOP_STAGES - 1 tiles into shared memory while this one is folded; the order of the updates
+is unchanged.
 
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
@@ -63,7 +64,7 @@ def inner_kernel(
     SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
     TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    LOOP_STAGES: tl.constexpr,   # tiles in flight (software pipelining through shared memory); 1: plain loop
+    LOOP_STAGES: tl.constexpr,   # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)

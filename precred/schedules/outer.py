@@ -40,7 +40,7 @@ def outer_kernel(
     TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
     TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
-    LOOP_STAGES: tl.constexpr,    # tiles in flight (software pipelining through shared memory); 1: plain loop
+    LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
 ):
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
