@@ -39,6 +39,13 @@ EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
 EXACT_OUTER_TILE = {4: 4096, 2: 2048}
 EXACT_OUTER_MIN_INNER = 512
+# Strategies whose long loops are software-pipelined (plan.LOOP_STAGES): measured faster with it
+# (bench/sweep_stages.py; the others keep plain loops until measured). H100, 17 cases each, plain ->
+# pipelined GB/s: var_mean fast 2^28 fp32 2412 -> 2801, 8192^2 dim 0 bf16 1107 -> 1783; fp64
+# 262144x256 1048 -> 1984; logsumexp fast 8192^2 dim 0 fp32 1585 -> 2239, 2^28 bf16 1500 -> 2240;
+# amax 2^28 fp32 2212 -> 2909, 8192^2 dim 0 fp32 1664 -> 2313 (8192^2 bf16 1932 -> 1820, the one loss).
+# The product is not pipelined: not measured.
+PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP, *EXTREMA})
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -70,7 +77,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
-                   pipelined=mode.strategy in (PLAIN, COMPENSATED, EXACT))   # plan.LOOP_STAGES
+                   pipelined=mode.strategy in PIPELINED_STRATEGIES)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
@@ -260,10 +267,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     rows, red = src.outer * src.inner, src.red
     scalars = [rows, red, src.inner, src.stride_outer, src.stride_inner, src.stride_red,
                dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red]
-    # On the GPU, bf16 goes to the single-program kernels as bf16: the hardware widens exactly and
-    # narrows with cvt.rn (round to nearest even, what the int16 path writes out for the interpreter),
-    # and measured 3-20% faster for bf16 rows here (H100, bf16 8192^2: 2768 -> 2846 GB/s).
-    wire, reduction = ((lambda t: t) if x.is_cuda else _bits_if_bf16), None
+    wire, reduction = wire_to_row_kernel, None
     if isinstance(plan, RowPlan):
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
@@ -481,6 +485,14 @@ class _Recipe:
             _replay(compiled, grid, stream, [source, _bits_if_bf16(out), mean, *scratch], trailing)
             return out, None
         return out, mean
+
+
+def wire_to_row_kernel(t: torch.Tensor) -> torch.Tensor:
+    """How a tensor travels to the kernels that hold whole rows (softmax, layer_norm / rms_norm): on the
+    GPU bf16 goes as bf16 -- the hardware widens exactly and narrows with cvt.rn (round to nearest even,
+    what the int16 path writes out for the interpreter), measured 3-20% faster for bf16 rows (H100,
+    softmax bf16 8192^2: 2768 -> 2846 GB/s) -- and under the interpreter as its int16 bits."""
+    return t if t.is_cuda else _bits_if_bf16(t)
 
 
 def _bits_if_bf16(t: torch.Tensor) -> torch.Tensor:

@@ -100,9 +100,8 @@ def _warps(tile_elements: int) -> int:
 # 65536x1024 2081 -> 2459, fp64 fp32 2^28 3599 -> 4232, fast 65536x1024 fp32 3472 -> 3648; outer (3
 # stages; 4 ran out of shared memory on a pass over exact partial states): fp64 1024x65536 dim 0 2314 ->
 # 3425, fast 8192^2 dim 0 2809 -> 3478, exact bf16 1024x65536 dim 0 1294 -> 1764 -- while loops of few
-# tiles lost (16x262144 fp32 exact, 2 tiles per lane: 567 -> 443), hence PIPELINE_MIN_TILES. Only the
-# sum strategies are pipelined (plan_reduction's `pipelined`): Welford's and the stable exponential
-# sum's loops were not measured that way.
+# tiles lost (16x262144 fp32 exact, 2 tiles per lane: 567 -> 443), hence PIPELINE_MIN_TILES. Which
+# strategies ask for it (plan_reduction's `pipelined`): precred.launch.PIPELINED_STRATEGIES.
 LOOP_STAGES = {"inner": 4, "outer": 3}
 PIPELINE_MIN_TILES = 8
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
@@ -111,13 +110,20 @@ PIPELINE_MIN_TILES = 8
 PIPELINE_SMEM_BYTES = 192 * 1024
 
 
+def state_bytes(accumulator_size: int) -> int:
+    """Bytes of one partial state between passes, the largest of any strategy: two accumulator arrays
+    and an 8-byte third (Welford's fp64 count, the exact filter's fp64 bound, an extremum's index)."""
+    return 8 + 2 * accumulator_size
+
+
 def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int) -> int:
     """Stages for pass p of a pipelined plan: LOOP_STAGES[schedule], fewer when S - 1 tiles would not
-    fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else up to three arrays of
-    partial states), 1 (a plain loop) for loops of fewer than PIPELINE_MIN_TILES tiles."""
+    fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else partial states of at
+    most STATE_BYTES(accumulator_size) each), 1 (a plain loop) for loops of fewer than
+    PIPELINE_MIN_TILES tiles."""
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1
-    tile_bytes = p.lanes * p.block_kept * (element_size if first else 3 * accumulator_size)
+    tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
     stages = min(LOOP_STAGES[p.schedule], 1 + PIPELINE_SMEM_BYTES // tile_bytes)
     return stages if stages >= 2 else 1
 

@@ -3,8 +3,9 @@ import pytest
 import torch
 
 import precred
-from precred.launch import plan_for, reduce_sum
-from precred.modes import get_mode, get_var_mode
+from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
+                            reduce_sum)
+from precred.modes import MAXIMUM_MODE, MINIMUM_MODE, get_exp_mode, get_mode, get_var_mode
 
 pytestmark = pytest.mark.gpu
 
@@ -81,8 +82,6 @@ def test_extrema_past_2_pow_31_elements(device):
     """argmax / argmin / amax of a 2^31 + 17 element bf16 tensor whose extremes sit past 2^31, on the
     planner's schedule and on the atomic one (ties before them must not win: they come later in the
     order only by value)."""
-    from precred.launch import reduce_extremum
-    from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
     n = 2 ** 31 + 17
     x = torch.zeros(n, dtype=torch.bfloat16, device=device)
     x[5] = 3.0
@@ -103,7 +102,6 @@ def test_extrema_past_2_pow_31_elements(device):
 def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
     """Sizes that take the split (and, forced, the atomic) schedule with the GPU's tiles: values and
     indices equal torch's on data with many ties and a NaN."""
-    from precred.launch import reduce_extremum
     from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
     g = torch.Generator(device=device).manual_seed(3)
     x = torch.randint(-50, 51, shape, generator=g, device=device).float()
@@ -124,19 +122,28 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
                                              ((1024, 8192), 0, torch.bfloat16), ((65536, 1024), 0, torch.float32)])
 def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
     """Software-pipelined loops (plan.LOOP_STAGES; the interpreter ignores them) only move the loads:
-    every sum mode's result is the plain loop's, bit for bit, sum and mean, on both schedules."""
+    every pipelined strategy's result is the plain loop's, bit for bit, on both schedules -- every sum
+    mode (sum and mean), every var mode (variance and mean), every logsumexp mode, max and min with
+    their indices."""
     g = torch.Generator(device="cpu").manual_seed(5)
     x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype).to(device)
     bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
-    for name in precred.MODES:
-        mode = get_mode(name)
+    runs = [(get_mode(name), lambda plan, m, divide=divide: [reduce_sum(x, (dim,), m, x.dtype, divide, plan=plan)])
+            for name in precred.MODES for divide in (False, True)]
+    runs += [(get_var_mode(name), lambda plan, m: reduce_moments(x, (dim,), m, x.dtype, 1.0, False, True, plan=plan))
+             for name in precred.VAR_MODES]
+    runs += [(get_exp_mode(name), lambda plan, m: [reduce_logsumexp(x, (dim,), m, plan=plan)])
+             for name in precred.EXP_MODES]
+    runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, True, plan=plan, schedule="passes"))
+             for m in (MAXIMUM_MODE, MINIMUM_MODE)]
+    for mode, run in runs:
+        assert mode.strategy in PIPELINED_STRATEGIES
         _, piped = plan_for(x, (dim,), mode, x.dtype)
         _, plain = plan_for(x, (dim,), mode, x.dtype, pipelined=False)
-        assert any(p.loop_stages > 1 for p in piped.passes) or name == "pairwise", (name, piped)
-        for divide in (False, True):
-            a = reduce_sum(x, (dim,), mode, x.dtype, divide, plan=piped)
-            b = reduce_sum(x, (dim,), mode, x.dtype, divide, plan=plain)
-            assert torch.equal(a.view(bits), b.view(bits)), (name, divide)
+        assert any(p.loop_stages > 1 for p in piped.passes) or mode.name == "pairwise", (mode.name, piped)
+        for a, b in zip(run(piped, mode), run(plain, mode)):
+            as_bits = (lambda t: t.view(bits) if t.is_floating_point() else t)  # noqa: E731 -- NaN-safe equality
+            assert torch.equal(as_bits(a), as_bits(b)), mode
 
 
 def test_exact_mode_on_gpu_sizes_both_stages(device):

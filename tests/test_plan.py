@@ -70,11 +70,11 @@ def test_many_rows_are_not_split():
 @pytest.mark.parametrize("pairwise", [False, True])
 @pytest.mark.parametrize("element_size,accumulator_size", [(4, 4), (2, 8), (4, 8)])
 def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, element_size, accumulator_size):
-    """loop_stages > 1 only where asked (the sum strategies) and only for loops of at least
+    """loop_stages > 1 only where asked (launch.PIPELINED_STRATEGIES) and only for loops of at least
     PIPELINE_MIN_TILES tiles per lane -- pairwise's one-tile inner lanes and 16 x 262144's split (2 tiles
     per lane, measured slower pipelined) keep the plain loop -- never more than the schedule's
     LOOP_STAGES, and the tiles in flight fit PIPELINE_SMEM_BYTES (first passes read the input, later
-    ones up to three arrays of partial states)."""
+    ones partial states: two accumulator arrays and an 8-byte one at most)."""
     outer, red = shape
     for inner, contiguous in ((1, False), (red, True)):   # dim=-1 (inner), dim=0 of the transpose
         kept = (outer, red, 1) if inner == 1 else (1, outer, red)
@@ -86,7 +86,7 @@ def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, eleme
         for i, (p, q) in enumerate(zip(plain.passes, piped.passes)):
             assert q == p.__class__(**{**p.__dict__, "loop_stages": q.loop_stages}), "nothing else changes"
             assert 1 <= q.loop_stages <= LOOP_STAGES[q.schedule]
-            tile_bytes = q.lanes * q.block_kept * (element_size if i == 0 else 3 * accumulator_size)
+            tile_bytes = q.lanes * q.block_kept * (element_size if i == 0 else 8 + 2 * accumulator_size)
             if q.loop_stages > 1:
                 assert q.tiles_per_lane >= PIPELINE_MIN_TILES, (kept, q)
                 assert (q.loop_stages - 1) * tile_bytes <= PIPELINE_SMEM_BYTES, (kept, q)

@@ -1,9 +1,12 @@
 """layer_norm / rms_norm over rows too long for registers: the data stream through in tiles.
 
 Forward: the row statistics come first from the Welford reduction (schedules inner/split, fp64
-accumulator, precred.launch.reduce_moments), as fp64 mean and rstd per row; `norm_apply_kernel` then
-reads x again in [BLOCK_ROWS, BLOCK_J] tiles (a 2-D grid, so a few very long rows still fill the GPU)
-and writes y = (x - mean) * rstd * w + b, the mean subtracted as hi + lo in ACC_DTYPE.
+accumulator, precred.launch.reduce_moments), as the fp64 biased variance and mean of each row;
+`norm_apply_kernel` turns them into the row's mean and rstd (`row_statistics`, per program: a few fp64
+operations per row, no extra launch), reads x again in [BLOCK_ROWS, BLOCK_J] tiles (a 2-D grid, so a
+few very long rows still fill the GPU) and writes y = (x - mean) * rstd * w + b, the mean subtracted as
+hi + lo in ACC_DTYPE. The programs of the first column block also store mean and rstd for the backward
+pass.
 
 Backward: `norm_backward_loop_kernel` gives each program a range of rows, one row at a time: a first
 loop over the row accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree),
@@ -22,10 +25,28 @@ _PLAIN = tl.constexpr(0)   # strategies.PLAIN
 
 
 @triton.jit
-def norm_apply_kernel(x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, y_ptr, n_rows, n_cols,
+def row_statistics(var, mean, eps, RMS: tl.constexpr):
+    """(mean, rstd) of rows, fp64, from Welford's fp64 biased variance and mean: layer_norm's
+    1 / sqrt(var + eps); rms_norm's mean is 0 and its mean of squares var + mean^2 (two non-negative
+    terms). An infinite mean (an inf in the row, no NaN) makes rms_norm's mean of squares inf, as torch
+    (Welford's variance is NaN there); a row holding both +inf and -inf has a NaN mean and comes out NaN
+    throughout, where torch gives 0 at its finite elements (documented in precred.rms_norm). sqrt and
+    the division are correctly rounded in fp64 (sqrt.rn / div.rn on the GPU, numpy in the interpreter)."""
+    if RMS:
+        square = mean * mean
+        var = tl.where(square > 1.7976931348623157e308, square, var + square)   # inf where |mean| is
+        mean = tl.zeros_like(mean)
+    return mean, 1.0 / tl.sqrt(var + eps)
+
+
+@triton.jit(do_not_specialize=["eps_bits"])
+def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mean_ptr, rstd_ptr,
+                      n_rows, n_cols, eps_bits,
                       RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
-    # x, y: [n_rows, n_cols] contiguous; mean, rstd: [n_rows] fp64; grid (row blocks, column blocks).
+    # x, y: [n_rows, n_cols] contiguous; var, welford_mean (read), mean, rstd (written by the programs of
+    # column block 0): [n_rows] fp64; grid (row blocks, column blocks). eps_bits: eps's fp64 bits.
+    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)
     row_ok = rows < n_rows
@@ -33,9 +54,12 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, y_ptr, n_rows, n_
     mask = row_ok[:, None] & col_ok[None, :]
     offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
     x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
-    mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)[:, None]
-    rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)[:, None]
-    y = normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE)
+    var = tl.load(var_ptr + rows, mask=row_ok, other=0.0)
+    mean, rstd = row_statistics(var, tl.load(welford_mean_ptr + rows, mask=row_ok, other=0.0), eps, RMS)
+    if tl.program_id(1) == 0:
+        tl.store(mean_ptr + rows, mean, mask=row_ok)
+        tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+    y = normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE)
     if HAS_W:
         y = y * to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
     if HAS_B:
