@@ -61,8 +61,8 @@ def _recipe_key(direction, *tensors_and_options):
 
 
 class _Replay:
-    """A compiled kernel launch replayed on new pointers of the same signature; on_chip: which forward
-    path it is (the pointers differ), whatever the planner says now."""
+    """A compiled kernel launch replayed on new pointers of the same signature; on_chip: which path it
+    is (rows on chip or streamed: the pointers differ), whatever the planner says now."""
 
     def __init__(self, launch, on_chip: bool = True):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
@@ -127,15 +127,17 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, weight, stats: NormStats,
         key = _recipe_key("backward", grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype)
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        programs = recipe.grid[0]
+        programs, on_chip = recipe.grid[0], recipe.on_chip
     else:
         plan = plan_norm_backward(rows, n, accumulator_size=acc.itemsize, sm_count=device_sm_count(x.device))
-        programs = triton.cdiv(rows, plan.rows_per_program)
+        programs, on_chip = triton.cdiv(rows, plan.rows_per_program), plan.on_chip
     dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     dw_part = torch.empty((programs, n), dtype=acc, device=x.device) if weight_grad else stats.mean
     db_part = torch.empty((programs, n), dtype=acc, device=x.device) if bias_grad else stats.mean
     w = _wire(weight) if weight is not None else x
     pointers = [_wire(x), w, _wire(grad), stats.mean, stats.rstd, _wire(dx), dw_part, db_part]
+    if not on_chip:   # the loop's per-row scratch: mean(g w xhat) and mean(g w)
+        pointers += [torch.empty(rows, dtype=acc, device=x.device), torch.empty(rows, dtype=acc, device=x.device)]
     if recipe is not None:
         recipe(x.device, pointers)
     else:
@@ -148,7 +150,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, weight, stats: NormStats,
             launch = _launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
                              plan.num_warps, BLOCK_N=plan.block_n, **consts)
         if key is not None and launch[0] is not None:
-            _RECIPES[key] = _Replay(launch)
+            _RECIPES[key] = _Replay(launch, on_chip=plan.on_chip)
     dweight = _merge_partials(dw_part, weight_grad_dtype) if weight_grad else None
     dbias = _merge_partials(db_part, bias_grad_dtype) if bias_grad else None
     return dx, dweight, dbias

@@ -8,10 +8,14 @@ few very long rows still fill the GPU) and writes y = (x - mean) * rstd * w + b,
 hi + lo in ACC_DTYPE. The programs of the first column block also store mean and rstd for the backward
 pass.
 
-Backward: `norm_backward_loop_kernel` gives each program a range of rows, one row at a time: a first
-loop over the row accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree),
-a second writes dx and adds g * xhat and g into the program's own row of the dw / db partials
-([programs, n_cols], ACC_DTYPE; read-modify-write by that program alone, so deterministic). The
+Backward: `norm_backward_loop_kernel` gives each program a range of rows. A first phase reads each
+row once and accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree); their
+means, rounded to ACC_DTYPE as they are used, go to a per-row scratch. A second phase walks the
+columns in BLOCK_N tiles and, inside each tile, the program's rows in order: it writes dx and adds
+g * xhat and g into dw / db tiles held in registers, stored once per tile into the program's own row of
+the partials ([programs, n_cols], ACC_DTYPE; so deterministic, and the partials cost one write per
+program instead of a read-modify-write per row: H100, 1024 x 65536 fp32, that traffic exceeded the
+data's). Each column's sums run over the rows in the same order as a row-by-row loop would. The
 launcher merges the partials in a fixed order, as for rows on chip (schedules/norm_rows.py).
 """
 import triton
@@ -69,15 +73,15 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mea
 
 @triton.jit
 def norm_backward_loop_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                              n_rows, n_cols, rows_per_program,
+                              projection_ptr, total_ptr, n_rows, n_cols, rows_per_program,
                               RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                               BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr):
+    # projection, total: [n_rows] ACC_DTYPE scratch, each row's mean(g w xhat) and mean(g w).
     program = tl.program_id(0)
     first_row = program.to(tl.int64) * rows_per_program
     last_row = tl.minimum(first_row + rows_per_program, n_rows)
     lanes = tl.arange(0, BLOCK_N)[None, :]
-    dw_row = dw_part_ptr + program.to(tl.int64) * n_cols
-    db_row = db_part_ptr + program.to(tl.int64) * n_cols
+    # Phase 1: each row's two means.
     for i in range(0, last_row - first_row):
         row = first_row + i
         base = row * n_cols
@@ -97,27 +101,35 @@ def norm_backward_loop_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, d
             total += g
         projection_sum, _, _ = tree_reduce_last_axis(projection, projection, projection, 1, BLOCK_N, _PLAIN)
         total_sum, _, _ = tree_reduce_last_axis(total, total, total, 1, BLOCK_N, _PLAIN)
-        projection_mean = (projection_sum.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
-        total_mean = (total_sum.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
-        r = rstd.to(ACC_DTYPE)
-        for start in range(0, n_cols, BLOCK_N):
-            cols = start + lanes
-            mask = cols < n_cols
-            x = to_accumulator(tl.load(x_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
-            g = to_accumulator(tl.load(g_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
-            gw = g
-            if HAS_W:
-                gw = g * to_accumulator(tl.load(w_ptr + cols, mask=mask, other=0), ACC_DTYPE)
-            xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
-            inner = gw - xhat * projection_mean
+        tl.store(projection_ptr + row + tl.arange(0, 1), (projection_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
+        tl.store(total_ptr + row + tl.arange(0, 1), (total_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
+    # Phase 2: column tiles, the program's rows in order inside each; dw / db tiles in registers.
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + lanes
+        col_ok = cols < n_cols
+        w = tl.full([1, BLOCK_N], 1.0, ACC_DTYPE)
+        if HAS_W:
+            w = to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)
+        dw = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+        db = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+        for i in range(0, last_row - first_row):
+            row = first_row + i
+            base = row * n_cols
+            mean = tl.load(mean_ptr + row)
+            rstd = tl.load(rstd_ptr + row)
+            projection_mean = tl.load(projection_ptr + row)
+            total_mean = tl.load(total_ptr + row)
+            x = to_accumulator(tl.load(x_ptr + base + cols, mask=col_ok, other=0), ACC_DTYPE)
+            g = to_accumulator(tl.load(g_ptr + base + cols, mask=col_ok, other=0), ACC_DTYPE)
+            xhat = tl.where(col_ok, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
+            inner = g * w - xhat * projection_mean
             if not RMS:
                 inner = inner - total_mean
-            tl.store(dx_ptr + base + cols, round_to_output((inner * r).to(tl.float64), dx_ptr.dtype.element_ty),
-                     mask=mask)
-            later = mask & (row > first_row)     # the program's first row starts its partials at 0
-            if WEIGHT_GRAD:
-                previous = tl.load(dw_row + cols, mask=later, other=0.0)
-                tl.store(dw_row + cols, previous + g * xhat, mask=mask)
-            if BIAS_GRAD:
-                previous = tl.load(db_row + cols, mask=later, other=0.0)
-                tl.store(db_row + cols, previous + g, mask=mask)
+            tl.store(dx_ptr + base + cols, round_to_output((inner * rstd.to(ACC_DTYPE)).to(tl.float64),
+                                                           dx_ptr.dtype.element_ty), mask=col_ok)
+            dw += tl.where(col_ok, g * xhat, 0.0)
+            db += tl.where(col_ok, g, 0.0)
+        if WEIGHT_GRAD:
+            tl.store(dw_part_ptr + program.to(tl.int64) * n_cols + cols, dw, mask=col_ok)
+        if BIAS_GRAD:
+            tl.store(db_part_ptr + program.to(tl.int64) * n_cols + cols, db, mask=col_ok)
