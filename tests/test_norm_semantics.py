@@ -171,6 +171,27 @@ def test_torch_compile_fullgraph_traces_the_custom_op(device):
     assert torch.equal(compiled(x), f(x))
 
 
+@pytest.mark.parametrize("rms", [False, True])
+def test_compiled_and_eager_gradients_are_the_same(rms, device):
+    """torch.compile traces the custom op and its registered autograd; eager calls that autograd
+    records take an autograd.Function with the same context and backward: the same bits both ways."""
+    x, w, b = _inputs((4, 16), [16], torch.float32, device)
+    dy = torch.randn(4, 16, generator=torch.Generator().manual_seed(3)).to(device)
+
+    def f(t, weight, bias):
+        if rms:
+            return precred.rms_norm(t, [16], weight)
+        return precred.layer_norm(t, [16], weight, bias)
+    grads = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="eager")):
+        inputs = [t.clone().requires_grad_() for t in (x, w, b)]
+        y = fn(*inputs)
+        used = inputs[:2] if rms else inputs
+        grads.append([y.detach()] + list(torch.autograd.grad(y, used, dy)))
+    for eager, compiled in zip(*grads):
+        assert torch.equal(eager, compiled)
+
+
 def test_nn_modules_load_torch_state_dicts(device):
     ref = torch.nn.LayerNorm(16).to(device)
     with torch.no_grad():
