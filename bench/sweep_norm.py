@@ -1,5 +1,5 @@
 """Sweep the single-read layer_norm forward plan (elements per thread x tile, each mode) next to torch
-(GPU; sets precred.plan.NORM_FORWARD_PER_THREAD). Prints GB/s per shape and dtype, one column per
+(GPU; sets the elements per thread of precred.plan.plan_norm_forward). Prints GB/s per shape and dtype, one column per
 (per_thread, tile) config in the order printed at the end.
 
     python3 bench/sweep_norm.py

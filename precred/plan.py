@@ -390,17 +390,18 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 
 # layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by
 # the accumulator's bytes) are read once by the single-read kernel, with softmax's tiles
-# (plan_single_read) but NORM_FORWARD_PER_THREAD elements per thread for either accumulator (softmax
-# takes 16 for fp64): H100, layer_norm `precise` (fp64), 16 -> 32 per thread: 65536x1024 fp32 1551 ->
-# 2061 GB/s, bf16 1102 -> 1313, 4096^2 fp32 1644 -> 1898; 8192^2 even (1333 / 1295); 8 was slower
-# everywhere; `fast` measured best at 32 (its default) on all three shapes (bench/sweep_norm.py).
+# (plan_single_read) but 32 elements per thread for the fp64 accumulator too (softmax takes 16) on rows
+# of at least NORM_FORWARD_WIDE_ROW: H100, layer_norm `precise`, 16 -> 32 per thread: 65536x1024 fp32
+# 1551 -> 2061 GB/s, bf16 1102 -> 1313, 4096^2 fp32 1644 -> 1898; 8192^2 even (1333 / 1295); 8 was
+# slower everywhere (bench/sweep_norm.py) -- but 262144x256 fp32 went 1670 -> 1230 (bench/norm_suite.py),
+# hence the row limit. `fast` measured best at 32 (its default) on the three swept shapes.
 # Longer rows take the Welford statistics and a normalizing pass over
 # NORM_APPLY_TILE (rows x columns) tiles. Backward: rows up to NORM_BACKWARD_MAX_ROW are held on chip
 # (x, g, xhat, g*w and two partial tiles: more registers than the forward), NORM_BACKWARD_TILE elements
 # a program at a time; longer rows loop twice over NORM_BACKWARD_LOOP_LANES lanes. A backward program
 # owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
-NORM_FORWARD_PER_THREAD = 32
+NORM_FORWARD_WIDE_ROW = 1024
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
@@ -413,7 +414,8 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
     """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
     where rows are too long for it."""
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
-                            per_thread=NORM_FORWARD_PER_THREAD, max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
+                            per_thread=32 if n >= NORM_FORWARD_WIDE_ROW else None,
+                            max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 
 @dataclass(frozen=True)
