@@ -64,7 +64,7 @@ class _Replay:
     """A compiled kernel launch replayed on new pointers of the same signature; on_chip: which path it
     is (rows on chip or streamed: the pointers differ), whatever the planner says now."""
 
-    def __init__(self, launch, on_chip: bool = True):
+    def __init__(self, launch, on_chip: bool):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.compiled, self.grid, self.trailing = launch

@@ -119,7 +119,7 @@ def state_bytes(accumulator_size: int) -> int:
 def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int) -> int:
     """Stages for pass p of a pipelined plan: LOOP_STAGES[schedule], fewer when S - 1 tiles would not
     fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else partial states of at
-    most STATE_BYTES(accumulator_size) each), 1 (a plain loop) for loops of fewer than
+    most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer than
     PIPELINE_MIN_TILES tiles."""
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1

@@ -102,7 +102,6 @@ def test_extrema_past_2_pow_31_elements(device):
 def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
     """Sizes that take the split (and, forced, the atomic) schedule with the GPU's tiles: values and
     indices equal torch's on data with many ties and a NaN."""
-    from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
     g = torch.Generator(device=device).manual_seed(3)
     x = torch.randint(-50, 51, shape, generator=g, device=device).float()
     x[1, 77] = float("nan")
