@@ -467,16 +467,25 @@ class _Recipe:
         self.workspace = workspace
         self.recompute = recompute    # the exact mode's second stage: (launch, chunked)
         self.get_stream = driver.active.get_current_stream
+        # The partial states of the passes before the last, one set per CUDA stream, allocated by the
+        # first replay on that stream and reused: a call writes and reads them in stream order, before
+        # the next call on that stream starts, so reuse is safe there (not across streams, hence the key).
+        # Each torch.empty costs microseconds of host time, which a split call of a few MB feels.
+        self.partials = {}
 
     def run(self, x: torch.Tensor):
         device = x.device
         out, mean = self.workspace.outputs(device)
         stream = self.get_stream(device.index)
+        partials = self.partials.get(stream)
+        if partials is None:
+            partials = self.partials[stream] = [self.workspace.destination(out, mean, False, parts)
+                                                for parts in self.parts[:-1]]
         source = _bits_if_bf16(x)
         src = (source, source, source)
         last = len(self.launches) - 1
         for index, (compiled, grid, trailing) in enumerate(self.launches):
-            dst = self.workspace.destination(out, mean, index == last, self.parts[index])
+            dst = self.workspace.destination(out, mean, True, 1) if index == last else partials[index]
             _replay(compiled, grid, stream, [*src, *dst, source], trailing)
             src = dst
         if self.recompute is not None:

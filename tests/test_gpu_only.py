@@ -167,3 +167,52 @@ def test_exact_mode_on_gpu_sizes_both_stages(device):
         want, _ = reference_sum(r, dim=(1,))
         assert torch.equal(precred.sum(r.to(device), 1, mode="exact").cpu(), want.to(dtype))
         assert torch.equal(precred.sum(r.t().contiguous().to(device), 0, mode="exact").cpu(), want.to(dtype))
+
+
+REPLAYED_CALLS = {
+    "sum": lambda t: precred.sum(t, -1),
+    "mean fp64": lambda t: precred.mean(t, (0, 1), mode="fp64"),
+    "sum exact": lambda t: precred.sum(t, 0, mode="exact"),
+    "var_mean": lambda t: precred.var_mean(t, -1),
+    "std fast": lambda t: precred.std(t, 0, correction=0, keepdim=True, mode="fast"),
+    "logsumexp": lambda t: precred.logsumexp(t, -1),
+    "amax": lambda t: precred.amax(t, 0),
+    "max(dim)": lambda t: precred.max(t, -1),
+    "argmin flat": lambda t: precred.argmin(t),
+}
+
+
+@pytest.mark.parametrize("shape", [(16, 262144), (300, 70)])
+@pytest.mark.parametrize("op", list(REPLAYED_CALLS))
+def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, shape):
+    """precred.eager: the first eager call of a signature stores a replay of its launch recipe; later
+    calls on new data (twice: the second reuses the stream's partial states) return exactly what the
+    full path returns for that data."""
+    from precred import eager, launch
+
+    f = REPLAYED_CALLS[op]
+    g = torch.Generator(device="cpu").manual_seed(11)
+    inputs = [(torch.randn(shape, generator=g) * 5 + k).to(device) for k in range(3)]
+    eager._CALLS.clear()
+    f(inputs[0])
+    assert len(eager._CALLS) == 1, "the call left no replay"
+    replayed = [f(x) for x in inputs[1:]]
+    for x, got in zip(inputs[1:], replayed):
+        eager._CALLS.clear()
+        launch._RECIPES.clear()
+        fresh = f(x)
+        for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, fresh))):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def test_replayed_calls_still_check_their_arguments(device):
+    """A replay is keyed on the arguments' types too: keepdim=1 after keepdim=True is still a TypeError."""
+    x = torch.randn(64, 4096, device=device)
+    precred.sum(x, 1, keepdim=True)
+    precred.sum(x, 1, keepdim=True)
+    with pytest.raises(TypeError, match="keepdim"):
+        precred.sum(x, 1, keepdim=1)
+    precred.amax(x, (1,))
+    with pytest.raises(TypeError, match="dim"):
+        precred.amax(x, (True,))

@@ -10,9 +10,10 @@ import math
 
 import torch
 
+from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
-from ..launch import reduce_logsumexp, softmax_rows
+from ..launch import Output, cached_recipe, reduce_logsumexp, softmax_rows
 from ..modes import DEFAULT_EXP_MODE, get_exp_mode
 
 
@@ -64,6 +65,10 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate exp) -- bounds in
     precred.logsumexp_error_bound. CPU tensors run the same kernels in Triton's interpreter.
     """
+    key = eager.call_key("logsumexp", x, dim, keepdim, mode)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     if dim is None:
         raise TypeError("logsumexp: dim must be an int or a tuple of ints (torch requires it), got None")
@@ -72,7 +77,11 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     dims = list(normalize_dims(dim, x.dim()))
     if through_custom_op(x):
         return _logsumexp(x, dims, keepdim, mode)
-    return _logsumexp_impl(x, dims, keepdim, mode)
+    result = _logsumexp_impl(x, dims, keepdim, mode)
+    shape = result.shape
+    eager.remember(key, cached_recipe(x, tuple(dims), get_exp_mode(mode), x.dtype, Output()),
+                   lambda out, _: out.view(shape))
+    return result
 
 
 def _softmax_impl(x: torch.Tensor, dim: int, out_dtype: torch.dtype, mode: str, log: bool) -> torch.Tensor:

@@ -11,8 +11,9 @@ the result; max/min(dim) send it to the element at the returned index.
 """
 import torch
 
+from .. import eager
 from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
-from ..launch import reduce_extremum
+from ..launch import Output, cached_recipe, reduce_extremum
 from ..modes import MAXIMUM_MODE, MINIMUM_MODE
 
 
@@ -99,13 +100,19 @@ _with_index.register_autograd(_with_index_backward, setup_context=_with_index_se
 
 
 def _amax_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
+    key = eager.call_key(op, x, dim, keepdim, minimum)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     check_keepdim(keepdim)
     dims = list(normalize_dims(dim, x.dim()))
     _check_reducible(x, dims, op)
     if through_custom_op(x):
         return _values(x, dims, keepdim, minimum)
-    return _values_impl(x, dims, keepdim, minimum)
+    result = _values_impl(x, dims, keepdim, minimum)
+    _remember(key, x, dims, minimum, False, (result,))
+    return result
 
 
 def _single_dim(dim, ndim: int) -> int:
@@ -116,13 +123,30 @@ def _single_dim(dim, ndim: int) -> int:
 
 
 def _with_index_call(x, dim, keepdim, minimum: bool, op: str):
+    key = eager.call_key(op + "(dim)", x, dim, keepdim, minimum)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     check_keepdim(keepdim)
     d = _single_dim(dim, x.dim())
     _check_reducible(x, [d] if x.dim() else [], op)
     if through_custom_op(x):
         return _with_index(x, d, keepdim, minimum)
-    return _with_index_impl(x, d, keepdim, minimum)
+    result = _with_index_impl(x, d, keepdim, minimum)
+    _remember(key, x, [d] if x.dim() else [], minimum, True, result)
+    return result
+
+
+def _remember(key, x, dims, minimum: bool, with_index: bool, result) -> None:
+    """Let eager.replay repeat this call (the recipe `reduce` left; none for scalars, empty or atomic)."""
+    shape = result[0].shape
+    mode = MINIMUM_MODE if minimum else MAXIMUM_MODE
+    recipe = cached_recipe(x, tuple(dims), mode, x.dtype, Output(with_mean=with_index))
+    if with_index:
+        eager.remember(key, recipe, lambda values, index: (values.view(shape), index.view(shape)))
+    else:
+        eager.remember(key, recipe, lambda values, _: values.view(shape))
 
 
 def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:

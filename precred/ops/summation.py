@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce_sum
@@ -57,27 +58,11 @@ def _backward(ctx, grad):
 _sum_reduce.register_autograd(_backward, setup_context=_setup_context)
 
 
-# Eager CUDA calls already seen, by their raw arguments and the input's layout and alignment: the
-# checked arguments, the output shape and the launch recipe they led to. A repeated call skips the
-# checks and the planning (both are functions of this key) and replays the recipe: small reductions
-# are bound by this host-side time.
-_EAGER_CALLS = {}
-
-
 def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
-    # Decided before the cache key is built: dynamo cannot trace the key's data_ptr.
-    through_op = through_custom_op(x)
-    key = None
-    if not through_op:
-        try:
-            key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, type(dim), keepdim,
-                   type(keepdim), dtype, mode, divide)
-            hit = _EAGER_CALLS.get(key)
-        except (AttributeError, TypeError):   # not a tensor, or an unhashable dim (a list): the full path
-            key = hit = None
-        if hit is not None:
-            recipe, shape = hit
-            return recipe.run(x)[0].view(shape)
+    key = eager.call_key("sum", x, dim, keepdim, dtype, mode, divide)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     get_mode(mode)
     check_keepdim(keepdim)
@@ -85,14 +70,13 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
     dims = normalize_dims(dim, x.dim())
     if mode == "exact":
         _check_exact(x, dims, out_dtype)
-    if through_op:
+    if through_custom_op(x):
         return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
-    if key is not None and x.numel() > 0:
-        recipe = cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide))
-        if recipe is not None:
-            _EAGER_CALLS[key] = (recipe, result.shape)
+    shape = result.shape
+    eager.remember(key, cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide)),
+                   lambda out, _: out.view(shape))
     return result
 
 

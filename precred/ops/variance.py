@@ -9,8 +9,9 @@ import numbers
 
 import torch
 
+from .. import eager
 from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
-from ..launch import reduce_moments
+from ..launch import Output, cached_recipe, reduce_moments
 from ..modes import DEFAULT_VAR_MODE, get_var_mode
 
 
@@ -85,6 +86,10 @@ def _check_correction(correction) -> float:
 
 
 def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
+    key = eager.call_key("moments", x, dim, correction, keepdim, mode, take_sqrt)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     get_var_mode(mode)
     check_keepdim(keepdim)
@@ -93,7 +98,12 @@ def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
     if through_custom_op(x):
         return _moments(x, list(dims), keepdim, correction, mode, take_sqrt)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
-    return _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
+    result = _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
+    shape = result[0].shape
+    output = Output(correction=correction, take_sqrt=take_sqrt, with_mean=True)
+    eager.remember(key, cached_recipe(x, dims, get_var_mode(mode), x.dtype, output),
+                   lambda out, mean: (out.view(shape), mean.view(shape)))
+    return result
 
 
 def var(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
