@@ -80,6 +80,14 @@ MIN_LANES = 32
 PROGRAMS_PER_SM = 4
 # ...and the input is at least this large: below it a second launch costs more than it saves.
 SPLIT_MIN_BYTES = 4 << 20
+# A split inner pass whose parts would hold fewer than SHORT_PART_TILES tiles per lane (few rows of a
+# few MB: 16 x 262144) is planned for fewer, longer parts instead: SHORT_SPLIT_PROGRAMS_PER_SM programs
+# per SM, lanes narrowed to SHORT_PART_TILES tiles per part, and the full warps of the heavy states.
+# H100, kernel time of 16 x 262144 dim=-1 (.probe sweep, figures in the stop note of the third session
+# of 2026-11-23), 32 parts of 4096 lanes -> 16 parts of 1024 lanes, 4 warps: fp32 var fp64 20.2 -> 12.7 us,
+# logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
+SHORT_PART_TILES = 16
+SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # Outer first passes in the registers layout narrow their column block down to this many warps, then
 # split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 OUTER_MIN_WARPS = 4
@@ -158,12 +166,15 @@ def _chunk_and_parts(red, lanes, parts_wanted, max_tiles):
     return chunk, -(-red // chunk)
 
 
-def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit):
+def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, short_parts=False):
     rows = outer * inner
     lanes = min(_pow2_at_least(red), tile_elements)
     if not whole_tree:
         lanes = _narrow_lanes(lanes, red, MIN_LANES)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
+    if short_parts:   # SHORT_PART_TILES tiles per lane in each part; the rows per program stay
+        while lanes > MIN_LANES and -(-red // parts_wanted) < SHORT_PART_TILES * lanes:
+            lanes //= 2
     if whole_tree:   # pairwise: one tile per lane, every pass one balanced tree per part
         chunk, parts = lanes, -(-red // lanes)
     else:
@@ -236,11 +247,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                                       and inner >= 32 * vector * OUTER_MIN_WARPS
                                       and red >= OUTER_REGISTERS_MIN_RED)
 
-    def first_pass(parts_wanted, block_limit):
+    def first_pass(parts_wanted, block_limit, short_parts=False):
         if inner > 1 and inner_contiguous:
             return _outer_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit,
                                vector if registers_layout else 0)
-        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit)
+        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit, short_parts)
 
     # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
     # row, or one warp's columns), then -- for inputs large enough to repay a second launch -- split
@@ -257,8 +268,12 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if (splittable and _programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
-    passes = [first_pass(parts_wanted, block_limit)]
-    if heavy_state:
+    short_parts = (parts_wanted > 1 and single.schedule == "inner"
+                   and -(-red // parts_wanted) < SHORT_PART_TILES * single.lanes)
+    if short_parts:
+        parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
+    passes = [first_pass(parts_wanted, block_limit, short_parts)]
+    if heavy_state and not short_parts:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous

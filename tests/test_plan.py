@@ -6,6 +6,7 @@ import torch
 
 from precred.layout import reduction_view
 from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
+                          SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
                           plan_single_read)
 
@@ -52,9 +53,13 @@ def test_plan_invariants_on_design_shapes(shape, reduce_dim, pairwise):
 
 def test_few_long_rows_are_split_to_fill_the_gpu():
     plan = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
-    assert len(plan.passes) == 2 and plan.passes[0].parts > 1
-    programs = 16 * plan.passes[0].parts
-    assert programs >= 2 * H100_SMS
+    first = plan.passes[0]
+    assert len(plan.passes) == 2 and first.parts > 1
+    # Short parts (plan.SHORT_PART_TILES): fewer, longer parts -- every SM busy, at most
+    # SHORT_SPLIT_PROGRAMS_PER_SM programs on each, each lane running SHORT_PART_TILES tiles.
+    programs = 16 * first.parts
+    assert H100_SMS <= programs <= SHORT_SPLIT_PROGRAMS_PER_SM * H100_SMS
+    assert first.tiles_per_lane >= SHORT_PART_TILES
     full = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert full.passes[0].parts >= 4 * H100_SMS // 2
     # Depth of the fast/kahan tree stays far below n: lanes chains plus two trees.
@@ -97,7 +102,8 @@ def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, eleme
     assert rows.passes[0].loop_stages == LOOP_STAGES["inner"]
     split = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                            pipelined=True)
-    assert [p.loop_stages for p in split.passes] == [1, 1]
+    # its short parts run SHORT_PART_TILES (>= PIPELINE_MIN_TILES) tiles per lane; the merge one tile
+    assert [p.loop_stages for p in split.passes] == [LOOP_STAGES["inner"], 1]
 
 
 def test_plan_is_pure_and_cached():
