@@ -216,7 +216,7 @@ def _programs(p: Pass) -> int:
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False,
-                   accumulator_size: int = 4, pipelined: bool = False) -> Plan:
+                   accumulator_size: int = 4, pipelined: bool = False, short_parts: bool = True) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -231,6 +231,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     to ACC_TILE_BYTES, so 16-bit inputs summed in fp64 get half the elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
+    short_parts: whether a split inner pass of few tiles per part may take SHORT_PART_TILES' fewer,
+    longer parts (every strategy but the exact filter measured faster that way).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       ACC_TILE_BYTES // accumulator_size)
@@ -268,7 +270,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if (splittable and _programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
-    short_parts = (parts_wanted > 1 and single.schedule == "inner"
+    short_parts = (short_parts and parts_wanted > 1 and single.schedule == "inner"
                    and -(-red // parts_wanted) < SHORT_PART_TILES * single.lanes)
     if short_parts:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
