@@ -106,8 +106,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
             options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
         else:
-            # Few long rows (16 x 262144): the short-parts split measured 637 -> 333 GB/s for fp32 on
-            # the H100 (the filter's fp64 work wants the shorter, more numerous parts).
+            # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
+            # the short-parts split was not measured for it apart from the host-bound case below its
+            # kernels (H100: 14 us of kernels, 320-333 GB/s with either plan).
             options.update(heavy_state=False, short_parts=False)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,

@@ -232,7 +232,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_parts: whether a split inner pass of few tiles per part may take SHORT_PART_TILES' fewer,
-    longer parts (every strategy but the exact filter measured faster that way).
+    longer parts (the sums, Welford, the stable exponential sum and the extrema measured faster that
+    way; the exact filter keeps its own measured split).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       ACC_TILE_BYTES // accumulator_size)
