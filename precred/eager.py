@@ -13,7 +13,7 @@ nor do CPU tensors (the interpreter has no recipes) or unhashable arguments (a l
 Invariant: an entry is stored only after a call with that key passed every check and launched the
 recipe, so a replay raises nothing that the full path would have raised.
 """
-import torch
+from .checks import through_custom_op
 
 _CALLS = {}
 
@@ -22,10 +22,10 @@ def call_key(op: str, x, dim, *args):
     """The key of an eager CUDA call, or None when the call must take the full path. The types ride
     along by C-level maps (this runs on every call): dim's, its elements' when it is a tuple, and the
     other arguments'."""
-    if torch.compiler.is_compiling():   # dynamo must not trace data_ptr; compiled calls use the custom op
+    if through_custom_op(x):   # first: dynamo must not trace data_ptr
         return None
     try:
-        if not x.is_cuda or (x.requires_grad and torch.is_grad_enabled()):
+        if not x.is_cuda:
             return None
         dim_types = tuple(map(type, dim)) if type(dim) is tuple else type(dim)
         return (op, x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, dim_types, args,

@@ -141,9 +141,9 @@ def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: in
 COUNTER_TILES = 128
 
 
-def _narrow_lanes(lanes: int, red: int, floor: int) -> int:
-    """Halve the lanes until each runs MIN_TILES_PER_LANE tiles (not below `floor`)."""
-    while lanes > floor and red < MIN_TILES_PER_LANE * lanes:
+def _narrow_lanes(lanes: int, red: int, floor: int, tiles: int = MIN_TILES_PER_LANE) -> int:
+    """Halve the lanes until each runs `tiles` tiles over `red` elements (not below `floor`)."""
+    while lanes > floor and red < tiles * lanes:
         lanes //= 2
     return lanes
 
@@ -173,8 +173,7 @@ def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
         lanes = _narrow_lanes(lanes, red, MIN_LANES)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
     if short_parts:   # SHORT_PART_TILES tiles per lane in each part; the rows per program stay
-        while lanes > MIN_LANES and -(-red // parts_wanted) < SHORT_PART_TILES * lanes:
-            lanes //= 2
+        lanes = _narrow_lanes(lanes, -(-red // parts_wanted), MIN_LANES, SHORT_PART_TILES)
     if whole_tree:   # pairwise: one tile per lane, every pass one balanced tree per part
         chunk, parts = lanes, -(-red // lanes)
     else:
@@ -271,12 +270,12 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if (splittable and _programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
-    short_parts = (short_parts and parts_wanted > 1 and single.schedule == "inner"
-                   and -(-red // parts_wanted) < SHORT_PART_TILES * single.lanes)
-    if short_parts:
+    short = (short_parts and parts_wanted > 1 and single.schedule == "inner"
+             and -(-red // parts_wanted) < SHORT_PART_TILES * single.lanes)
+    if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
-    passes = [first_pass(parts_wanted, block_limit, short_parts)]
-    if heavy_state and not short_parts:
+    passes = [first_pass(parts_wanted, block_limit, short)]
+    if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
