@@ -33,6 +33,10 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
     for name in names:
         if name == "shift_ptr":
             sig[name] = "*" + src_ty
+        elif name == "arrivals_ptr":
+            sig[name] = "*i32"   # the fused merge's counters
+        elif name in ("part_hi_ptr", "part_lo_ptr"):
+            sig[name] = "*" + acc   # the fused merge's partial states
         elif name.endswith("cnt_ptr"):
             sig[name] = "*i64" if extremum or strategy == 7 else "*fp64"
         elif name == "dst_lo_ptr" and extremum and not dst_state:
@@ -134,8 +138,9 @@ def main():
         print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast}: "
               f"{time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
-            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4)),
-             (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1)),
+            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4, MERGE_LANES=0)),
+             (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1, MERGE_LANES=0)),
+             (inner_kernel, dict(BLOCK_M=1, BLOCK_N=1024, LOOP_STAGES=1, MERGE_LANES=16)),
              (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False, LOOP_STAGES=4)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],
@@ -147,6 +152,8 @@ def main():
             continue   # the exact filter: fp32 / 16-bit inputs, fp64 state
         if only_strategies is not None and strategy not in only_strategies:
             continue
+        if blocks.get("MERGE_LANES") and (src_state or dst_state):
+            continue   # the fused merge: a first pass that writes the output
         started = time.time()
         compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state)
         cases += 1

@@ -356,11 +356,17 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     strides = (view.stride_outer, view.stride_red, view.stride_inner)
     divisor = output.divisor(view.red, mode.strategy)
     launches = []
-    for index, p in enumerate(plan.passes):
-        last = index == len(plan.passes) - 1
+    # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
+    passes = plan.passes[:1] if plan.fused_merge else plan.passes
+    for index, p in enumerate(passes):
+        last = index == len(passes) - 1
         dst = workspace.destination(out, mean, last, p.parts)
+        merge = None
+        if plan.fused_merge:
+            merge = workspace.fused_merge_scratch(out, mean, p.parts)
         launches.append(_launch_pass(p, src, dst, shift, strides, workspace, mode.strategy, output, divisor,
-                                     src_is_state=index > 0, dst_is_state=not last))
+                                     src_is_state=index > 0, dst_is_state=not last, merge=merge,
+                                     merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
@@ -425,6 +431,12 @@ class _Workspace:
         mean = torch.empty(self.n_out, dtype=self.second_dtype, device=device) if self.with_mean else None
         return out, mean
 
+    def fused_merge_scratch(self, out, mean, parts):
+        """(partial states hi, lo, cnt, arrival counters) of a fused merge: [rows, parts] states and one
+        zeroed int32 counter per row (the kernel leaves them 0 again)."""
+        return (*self.destination(out, mean, False, parts),
+                torch.zeros(self.n_out, dtype=torch.int32, device=out.device))
+
     def destination(self, out, mean, last, parts):
         """(hi, lo, cnt) where a pass writes: the output(s) when last, else fresh partial states."""
         if last:
@@ -437,8 +449,10 @@ class _Workspace:
 
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
-                 dst_is_state):
-    """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args)."""
+                 dst_is_state, merge=None, merge_lanes=0):
+    """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
+    merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
+    pass's lanes, or None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
@@ -449,14 +463,22 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         rows = p.outer * p.inner
         grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
-        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages)
+        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
     scalars += shift_scalars
-    return _launch(kernel, grid, [*src, *dst, shift_ptr], scalars, p.num_warps, **consts)
+    pointers = [*src, *dst, shift_ptr]
+    if kernel is inner_kernel:
+        pointers += _merge_pointers(dst, merge)
+    return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)
+
+
+def _merge_pointers(dst, merge):
+    """The inner kernel's fused-merge pointers: merge's scratch, or placeholders it never touches."""
+    return list(merge) if merge is not None else [*dst, dst[0]]
 
 
 class _Recipe:
@@ -467,6 +489,8 @@ class _Recipe:
 
         self.launches = launches
         self.parts = [p.parts for p in plan.passes]
+        self.inner = [p.schedule == "inner" for p in plan.passes]
+        self.fused_merge = plan.fused_merge
         self.workspace = workspace
         self.recompute = recompute    # the exact mode's second stage: (launch, chunked)
         self.get_stream = driver.active.get_current_stream
@@ -475,25 +499,36 @@ class _Recipe:
         # the next call on that stream starts, so reuse is safe there (not across streams, hence the key).
         # Each torch.empty costs microseconds of host time, which a split call of a few MB feels.
         self.partials = {}
+        self.recompute_scratch = {}   # the exact mode's limb sums and counters, per stream likewise
 
     def run(self, x: torch.Tensor):
         device = x.device
         out, mean = self.workspace.outputs(device)
         stream = self.get_stream(device.index)
         partials = self.partials.get(stream)
-        if partials is None:
-            partials = self.partials[stream] = [self.workspace.destination(out, mean, False, parts)
-                                                for parts in self.parts[:-1]]
+        if partials is None:   # a fused merge's scratch: its counters start at 0 and are left at 0
+            partials = self.partials[stream] = (
+                [self.workspace.fused_merge_scratch(out, mean, self.parts[0])] if self.fused_merge else
+                [self.workspace.destination(out, mean, False, parts) for parts in self.parts[:-1]])
         source = _bits_if_bf16(x)
         src = (source, source, source)
         last = len(self.launches) - 1
         for index, (compiled, grid, trailing) in enumerate(self.launches):
+            merge = partials[0] if self.fused_merge else None
             dst = self.workspace.destination(out, mean, True, 1) if index == last else partials[index]
-            _replay(compiled, grid, stream, [*src, *dst, source], trailing)
+            pointers = [*src, *dst, source]
+            if self.inner[index]:
+                pointers += _merge_pointers(dst, merge)
+            _replay(compiled, grid, stream, pointers, trailing)
             src = dst
         if self.recompute is not None:
             (compiled, grid, trailing), chunked = self.recompute
-            scratch = _recompute_scratch(self.workspace.n_out, chunked, device, mean)
+            scratch = (mean, mean)   # placeholders: rows of one chunk need no scratch
+            if chunked:   # zero on entry, left zero by the kernel
+                scratch = self.recompute_scratch.get(stream)
+                if scratch is None:
+                    scratch = self.recompute_scratch[stream] = _recompute_scratch(self.workspace.n_out, True,
+                                                                                  device, None)
             _replay(compiled, grid, stream, [source, _bits_if_bf16(out), mean, *scratch], trailing)
             return out, None
         return out, mean

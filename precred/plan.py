@@ -47,6 +47,10 @@ class Pass:
 @dataclass(frozen=True)
 class Plan:
     passes: tuple
+    # The split's merge runs inside the first pass's launch (schedules/inner.py): every program writes
+    # its partial state, and the last of a row's parts to arrive merges them exactly as passes[1]
+    # would (same lanes, same order, so the same bits). Only for two inner passes.
+    fused_merge: bool = False
 
     @property
     def depth(self) -> int:
@@ -88,6 +92,10 @@ SPLIT_MIN_BYTES = 4 << 20
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
+# A split of two inner passes runs as one launch: the last program of each row to finish merges the
+# row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
+# on every split of few rows (16 x 262144, 2^28). The flag lets bench/ sweeps time both.
+FUSE_INNER_MERGE = True
 # Outer first passes in the registers layout narrow their column block down to this many warps, then
 # split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 OUTER_MIN_WARPS = 4
@@ -292,7 +300,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if pipelined:
         passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size))
                   for i, p in enumerate(passes)]
-    return Plan(tuple(passes))
+    fused = FUSE_INNER_MERGE and len(passes) == 2 and all(p.schedule == "inner" for p in passes)
+    return Plan(tuple(passes), fused_merge=fused)
 
 
 # The extrema's atomic schedule (schedules/atomic.py) replaces the split's merging pass with int64

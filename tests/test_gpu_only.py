@@ -1,4 +1,6 @@
 """GPU-only checks: sizes the interpreter cannot reach (run with PRECRED_TEST_DEVICE=cuda)."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -124,9 +126,20 @@ def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
     every pipelined strategy's result is the plain loop's, bit for bit, on both schedules -- every sum
     mode (sum and mean), every var mode (variance and mean), every logsumexp mode, max and min with
     their indices."""
+    x, runs = _reductions_by_plan(shape, dim, dtype, device)
+    for mode, run in runs:
+        assert mode.strategy in PIPELINED_STRATEGIES
+        _, piped = plan_for(x, (dim,), mode, x.dtype)
+        _, plain = plan_for(x, (dim,), mode, x.dtype, pipelined=False)
+        assert any(p.loop_stages > 1 for p in piped.passes) or mode.name == "pairwise", (mode.name, piped)
+        _assert_same_bits(run(piped, mode), run(plain, mode), mode)
+
+
+def _reductions_by_plan(shape, dim, dtype, device):
+    """(x, [(mode, run(plan, mode) -> outputs)]): every sum mode (sum and mean), every var mode (variance
+    and mean), every logsumexp mode, max and min with their indices, over dim of normal data."""
     g = torch.Generator(device="cpu").manual_seed(5)
     x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype).to(device)
-    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
     runs = [(get_mode(name), lambda plan, m, divide=divide: [reduce_sum(x, (dim,), m, x.dtype, divide, plan=plan)])
             for name in precred.MODES for divide in (False, True)]
     runs += [(get_var_mode(name), lambda plan, m: reduce_moments(x, (dim,), m, x.dtype, 1.0, False, True, plan=plan))
@@ -135,14 +148,33 @@ def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
              for name in precred.EXP_MODES]
     runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, True, plan=plan, schedule="passes"))
              for m in (MAXIMUM_MODE, MINIMUM_MODE)]
+    return x, runs
+
+
+def _assert_same_bits(got, want, mode):
+    def as_bits(t):   # NaN-safe equality
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]) if t.is_floating_point() else t
+    for a, b in zip(got, want):
+        assert torch.equal(as_bits(a), as_bits(b)), mode
+
+
+@pytest.mark.parametrize("shape,dtype", [((16, 262144), torch.float32), ((16, 262144), torch.bfloat16),
+                                         ((1, 2 ** 24), torch.float32)])
+def test_fused_merge_gives_the_bits_of_two_launches(device, shape, dtype):
+    """Plan.fused_merge: the split's merge run by the last program of each row (schedules/inner.py)
+    returns the second launch's bits for every strategy, on the GPU's own plans -- three times in a
+    row, so a counter left non-zero would show as a missing output."""
+    x, runs = _reductions_by_plan(shape, 1, dtype, device)
+    fused_seen = 0
     for mode, run in runs:
-        assert mode.strategy in PIPELINED_STRATEGIES
-        _, piped = plan_for(x, (dim,), mode, x.dtype)
-        _, plain = plan_for(x, (dim,), mode, x.dtype, pipelined=False)
-        assert any(p.loop_stages > 1 for p in piped.passes) or mode.name == "pairwise", (mode.name, piped)
-        for a, b in zip(run(piped, mode), run(plain, mode)):
-            as_bits = (lambda t: t.view(bits) if t.is_floating_point() else t)  # noqa: E731 -- NaN-safe equality
-            assert torch.equal(as_bits(a), as_bits(b)), mode
+        _, plan = plan_for(x, (1,), mode, x.dtype)
+        if not plan.fused_merge:
+            continue
+        fused_seen += 1
+        want = run(replace(plan, fused_merge=False), mode)
+        for _ in range(3):
+            _assert_same_bits(run(plan, mode), want, mode)
+    assert fused_seen == len(runs)
 
 
 def test_exact_mode_on_gpu_sizes_both_stages(device):
@@ -165,7 +197,8 @@ def test_exact_mode_on_gpu_sizes_both_stages(device):
     for dtype in (torch.float32, torch.bfloat16):
         r = rows.to(dtype)
         want, _ = reference_sum(r, dim=(1,))
-        assert torch.equal(precred.sum(r.to(device), 1, mode="exact").cpu(), want.to(dtype))
+        for _ in range(3):   # replays reuse the chunked recompute's scratch, which the kernel leaves zeroed
+            assert torch.equal(precred.sum(r.to(device), 1, mode="exact").cpu(), want.to(dtype))
         assert torch.equal(precred.sum(r.t().contiguous().to(device), 0, mode="exact").cpu(), want.to(dtype))
 
 

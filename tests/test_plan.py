@@ -66,6 +66,23 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
     assert full.depth < 2 ** 28 // 1000
 
 
+@pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28), (3, 10 ** 7)])
+@pytest.mark.parametrize("reduce_dim", [1, 0])
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_exactly_the_two_pass_inner_splits_fuse_their_merge(shape, reduce_dim, pairwise):
+    # Plan.fused_merge: the merge runs in the first launch for a split of two inner passes, and only
+    # there (outer passes and longer chains keep their launches).
+    rows, cols = shape
+    outer, red, inner = (rows, cols, 1) if reduce_dim == 1 else (1, rows, cols)
+    plan = plan_reduction(outer, red, inner, inner_contiguous=reduce_dim == 0, whole_tree=pairwise,
+                          sm_count=H100_SMS)
+    two_inner = len(plan.passes) == 2 and all(p.schedule == "inner" for p in plan.passes)
+    assert plan.fused_merge == two_inner
+    if rows * cols >= 2 ** 22 and rows <= 16 and reduce_dim == 1 and not pairwise:
+        assert plan.fused_merge, plan   # few long rows: the cases the fusion is for (pairwise's 2^28
+                                        # tree takes three passes)
+
+
 def test_many_rows_are_not_split():
     plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert len(plan.passes) == 1 and plan.passes[0].block_kept >= 1

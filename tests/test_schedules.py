@@ -1,12 +1,14 @@
 """Every schedule computes the right thing: on small-integer data (every partial sum exact in the
 accumulator) each mode and each plan must return the exact sum bitwise, and a row must give the same
 bits alone and inside a batch (its plan's per-row order does not depend on the batch size)."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 import precred
-from precred.launch import plan_for, reduce_sum
+from precred.launch import Output, plan_for, reduce, reduce_sum
 from precred.modes import get_mode
 from validation import generators as gen
 from validation.oracle import reference_sum
@@ -81,3 +83,45 @@ def test_pairwise_plans_are_whole_trees_on_the_device(device):
     assert all(p.tiles_per_lane == 1 or p.tile_counter for p in plan.passes)
     assert plan.depth <= 14 + len(plan.passes) - 1        # ceil(log2 10000) = 14
     assert torch.equal(precred.sum(x, 1, mode="pairwise").cpu(), torch.full((3,), 10000.0))
+
+
+FUSED_MERGE_CASES = {   # (mode, output, out dtype or None for the input's) of every strategy
+    "fast": (precred.modes.MODES["fast"], Output(divide=True), None),
+    "kahan": (precred.modes.MODES["kahan"], Output(), None),
+    "fp64": (precred.modes.MODES["fp64"], Output(), torch.float64),
+    "exact": (precred.modes.MODES["exact"], Output(divide=True), None),
+    "var fast": (precred.modes.VAR_MODES["fast"], Output(correction=1.0, with_mean=True), None),
+    "var fp64": (precred.modes.VAR_MODES["fp64"], Output(correction=0.0, take_sqrt=True), None),
+    "logsumexp": (precred.modes.EXP_MODES["fast"], Output(), None),
+    "softmax's reduction": (precred.modes.EXP_MODES["fp64"], Output(with_mean=True), torch.float64),
+    "argmax": (precred.modes.MAXIMUM_MODE, Output(with_mean=True), None),
+    "argmin": (precred.modes.MINIMUM_MODE, Output(with_mean=True), None),
+    "prod": (precred.modes.PROD_MODES["fast"], Output(), None),
+}
+
+
+@pytest.mark.parametrize("case", list(FUSED_MERGE_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
+    # A split of two inner passes runs as one launch whose last program per row merges the parts
+    # (Plan.fused_merge); it must reproduce the second launch's bits -- values, means, indices, the
+    # exact filter's flags -- for every strategy, every time. (Replayed CUDA calls reuse the arrival
+    # counters, which the kernel leaves at 0: test_gpu_only's replay tests see a stale counter as a
+    # missing output.)
+    mode, output, out_dtype = FUSED_MERGE_CASES[case]
+    rng = np.random.default_rng(7)
+    x = torch.from_numpy(rng.standard_normal((3, 700)) * 4 + 1).to(dtype)
+    x[1, 555] = x[1, 100] = x.max() + 1   # ties: the first index wins
+    if case == "prod":
+        x = (1 + x.float() / 64).to(dtype)
+    x = x.to(device)
+    _, plan = plan_for(x, (1,), mode, out_dtype, sm_count=64, split_min_bytes=0)
+    assert plan.fused_merge and plan.passes[0].parts > 1, plan
+    two_launches = reduce(x, (1,), mode, out_dtype or x.dtype, output, replace(plan, fused_merge=False))
+    for _ in range(2):
+        fused = reduce(x, (1,), mode, out_dtype or x.dtype, output, plan)
+        for got, want in zip(fused, two_launches):
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)) if got.dtype.is_floating_point \
+                    else torch.equal(got, want), (case, got, want)

@@ -3,7 +3,7 @@
 The input is viewed as rows r = (o, i) of a (outer, reduce, inner) layout: element j of row r lives at
 o*stride_outer + i*stride_inner + j*stride_red, with o = r // inner_size, i = r % inner_size.
 A program owns BLOCK_M rows and one part of the reduced axis (the `split` schedule runs several parts
-per row and merges the partial states in a second launch). It streams its part in [BLOCK_M, BLOCK_N]
+per row and merges the partial states in a second launch, or in this one: see "Fused merge"). It streams its part in [BLOCK_M, BLOCK_N]
 tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element -- and merges the
 BLOCK_N lanes once at the end with the fixed tree.
 
@@ -14,6 +14,13 @@ the loop on the input, loaded with the partial states after it -- and subtracts 
 The loop may be software-pipelined (LOOP_STAGES > 1, precred.plan._loop_stages): Triton then loads
 the next LOOP_STAGES - 1 tiles into shared memory while this one is folded; the order of the updates
 is unchanged.
+
+Fused merge (MERGE_LANES > 0, precred.plan.Plan.fused_merge): every program writes its part's state,
+then counts itself in on its row block's arrival counter; the last to arrive merges the row block's
+parts with the second pass's own loop (MERGE_LANES lanes, in order, then the fixed tree) -- the bits
+do not depend on which program arrives last -- writes the output and resets the counter to 0 for the
+next launch. Ordering: a CTA barrier, then the counter's acq_rel atomic (gpu scope), publishes the
+program's states before its arrival is seen; the last program's acquire makes all of them visible.
 
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
@@ -44,39 +51,13 @@ def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_
 
 
 @triton.jit
-def inner_kernel(
-    src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
-    src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
-    src_cnt_ptr,   # counts of partial states (Welford, SRC_IS_STATE)
-    dst_hi_ptr,    # output [n_rows] (final pass), or hi parts of partial states [n_rows, n_parts]
-    dst_lo_ptr,    # lo parts of partial states (DST_IS_STATE), or Welford's mean output (WRITE_MEAN)
-    dst_cnt_ptr,   # counts of partial states (Welford, DST_IS_STATE)
-    shift_ptr,     # Welford: the original input, whose row r starts at the shift_* offsets below
-    n_rows,        # number of rows = outputs of this pass
-    inner_size,    # rows are (o, i) pairs with i < inner_size
-    stride_outer, stride_inner, stride_red,  # element strides of the source
-    red_len,       # length of the reduced axis
-    chunk_len,     # elements per part, a multiple of BLOCK_N (== red_len rounded up when n_parts == 1)
-    n_parts,       # parts per row
-    divisor: tl.float64,   # sum: divides the value when DIVIDE (mean); Welford: divides m2 (n - correction)
-    shift_inner, shift_stride_outer, shift_stride_inner,   # row r = (o, i) of the original input
-    STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
-    SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
-    TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    LOOP_STAGES: tl.constexpr,   # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
-):
-    rows, row_mask, row_base, part, part_start, part_end = program_rows(
-        n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
-
+def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start, part_end, stride_red,
+                shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
+                USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
+    row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
+    fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index."""
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
-    if STRATEGY == 2:
-        shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
-                           ACC_DTYPE)
-        shift_tile = shift[:, None]
-    else:
-        shift = 0.0
-        shift_tile = 0.0
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -103,7 +84,65 @@ def inner_kernel(
 
     row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY)
     row_cnt = finished_index(row_cnt, part_start, STRATEGY, SRC_IS_STATE)
+    return row_hi, row_lo, row_cnt
+
+
+@triton.jit
+def inner_kernel(
+    src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
+    src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
+    src_cnt_ptr,   # counts of partial states (Welford, SRC_IS_STATE)
+    dst_hi_ptr,    # output [n_rows] (final pass), or hi parts of partial states [n_rows, n_parts]
+    dst_lo_ptr,    # lo parts of partial states (DST_IS_STATE), or Welford's mean output (WRITE_MEAN)
+    dst_cnt_ptr,   # counts of partial states (Welford, DST_IS_STATE)
+    shift_ptr,     # Welford: the original input, whose row r starts at the shift_* offsets below
+    part_hi_ptr,   # fused merge only: the partial states [n_rows, n_parts] (hi, lo, cnt) ...
+    part_lo_ptr,
+    part_cnt_ptr,
+    arrivals_ptr,  # ... and an int32 arrival counter per row block, 0 on entry and on exit
+    n_rows,        # number of rows = outputs of this pass
+    inner_size,    # rows are (o, i) pairs with i < inner_size
+    stride_outer, stride_inner, stride_red,  # element strides of the source
+    red_len,       # length of the reduced axis
+    chunk_len,     # elements per part, a multiple of BLOCK_N (== red_len rounded up when n_parts == 1)
+    n_parts,       # parts per row
+    divisor: tl.float64,   # sum: divides the value when DIVIDE (mean); Welford: divides m2 (n - correction)
+    shift_inner, shift_stride_outer, shift_stride_inner,   # row r = (o, i) of the original input
+    STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    SRC_IS_STATE: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr, USES_LO: tl.constexpr,
+    TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,   # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
+    MERGE_LANES: tl.constexpr,   # > 0: the fused merge's lanes (the second pass's); 0: no fused merge
+):
+    rows, row_mask, row_base, part, part_start, part_end = program_rows(
+        n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
+
+    if STRATEGY == 2:
+        shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
+                           ACC_DTYPE)
+        shift_tile = shift[:, None]
+    else:
+        shift = 0.0
+        shift_tile = 0.0
+    row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
+                                          part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
+                                          USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
-    write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
-                 divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+    if MERGE_LANES == 0:
+        write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
+                     divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+    else:
+        write_result(row_hi, row_lo, row_cnt, part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, state_index, row_mask,
+                     divisor, shift, STRATEGY, True, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+        tl.debug_barrier()   # every thread's states stored before the arrival is published
+        counter = arrivals_ptr + tl.program_id(0) // n_parts
+        if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == n_parts - 1:
+            tl.atomic_xchg(counter, 0)
+            merge_start = tl.full((), 0, tl.int64)
+            merged_hi, merged_lo, merged_cnt = reduce_part(
+                part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, row_mask, rows.to(tl.int64) * n_parts, merge_start,
+                merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1)
+            write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
+                         row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)

@@ -9,7 +9,8 @@ chunk of the row from the original input in [BLOCK_R] tiles into [BLOCK_R, LIMBS
 
 One chunk per row (CHUNKED false): the program finishes the output itself. Several chunks (few,
 long rows): each program adds its limbs into the row's int64 limb sums with atomics and counts itself
-in; the last to arrive reads the sums back (through atomics, past any stale cache) and finishes.
+in; the last to arrive reads the sums back (through atomics, past any stale cache), zeroing them and
+the row's counter (the launcher reuses the scratch: it is zero on entry and on exit), and finishes.
 Integer addition is exact and order-free, so the result does not depend on who arrives last.
 
 The row layout is the launcher's (outer, reduce, inner) view: output r = (o, i) reads elements
@@ -38,8 +39,8 @@ def recompute_kernel(
     src_ptr,        # the original input (bf16 as int16 bit patterns)
     out_ptr,        # [n_out] outputs, written by the filter; uncertified ones are overwritten here
     flags_ptr,      # [n_out] int8: 1 where the filter certified the output
-    limbs_ptr,      # [n_out, LIMBS] int64 zeros (CHUNKED only): the rows' limb sums
-    arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far
+    limbs_ptr,      # [n_out, LIMBS] int64 zeros (CHUNKED only): the rows' limb sums; zeros again on exit
+    arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far; zeros on exit
     n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
     chunk_len,      # elements per chunk, a multiple of BLOCK_R
     n_chunks,       # chunks per row
@@ -72,7 +73,9 @@ def recompute_kernel(
                         row_limbs = limbs_ptr + r.to(tl.int64) * LIMBS + slot
                         tl.atomic_add(row_limbs, limbs)
                         if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
-                            total = tl.atomic_add(row_limbs, tl.zeros([LIMBS], tl.int64))
+                            # read the sums and leave the scratch zeroed for the next launch
+                            total = tl.atomic_xchg(row_limbs, tl.zeros([LIMBS], tl.int64))
+                            tl.atomic_xchg(arrivals_ptr + r, 0)
                             value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
                             tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
                     else:
