@@ -237,7 +237,8 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
 
 def _row_plan(x, view, acc_dtype) -> RowPlan | LoopPlan | None:
     rows = view.outer * view.inner
-    plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize)
+    plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize,
+                            element_size=x.element_size())
     if plan is None and view.inner == 1 and view.stride_red == 1:
         plan = plan_row_loop(rows, view.red, element_size=x.element_size(), accumulator_size=acc_dtype.itemsize,
                              sm_count=device_sm_count(x.device))

@@ -353,14 +353,22 @@ SINGLE_READ_MIN_COLUMNS = 32
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
 SINGLE_READ_MAX_WARPS = 32
+# Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
+# of input on SINGLE_READ_STRIDED_WARPS warps: 64 (fp32) or 128 (16-bit) elements per thread.
+# .probe/softmax_d0.py, H100, softmax 16x262144 dim 0 (rows of 16), GB/s, 256-row tiles on 4 warps ->
+# this: fp32 fast 1229 -> 2110 (512 rows), fp64 742 -> 1217; bf16 fast 234 -> 1464 (1024 rows), fp64
+# 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only.
+SINGLE_READ_STRIDED_TILE_BYTES = 32768
+SINGLE_READ_STRIDED_WARPS = 4
 
 
 @lru_cache(maxsize=4096)
-def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int,
-                     tile_elements: int = SINGLE_READ_TILE, per_thread: int | None = None,
+def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int, element_size: int = 4,
+                     tile_elements: int | None = None, per_thread: int | None = None,
                      max_row: int | None = None) -> RowPlan | None:
-    """The single-read plan of a softmax over rows x red (both >= 1), or None where rows do not fit on
-    chip. tile_elements, per_thread, max_row override the defaults (bench/sweep_softmax.py)."""
+    """The single-read plan of a softmax over rows x red (both >= 1) of element_size-byte inputs, or
+    None where rows do not fit on chip. tile_elements, per_thread, max_row override the defaults
+    (bench/sweep_softmax.py)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_single_read needs a non-empty softmax")
     block_j = _pow2_at_least(red)
@@ -368,11 +376,16 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         max_row = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[accumulator_size]
     if block_j > max_row:
         return None
+    strided = not j_fast and tile_elements is None and per_thread is None
+    if tile_elements is None:
+        tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size if strided else SINGLE_READ_TILE
     if per_thread is None:
         per_thread = 16 if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))
+    if strided:
+        warps = min(warps, SINGLE_READ_STRIDED_WARPS)
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
 
 
