@@ -357,9 +357,11 @@ SINGLE_READ_MAX_WARPS = 32
 # of input on SINGLE_READ_STRIDED_WARPS warps: 64 (fp32) or 128 (16-bit) elements per thread.
 # .probe/softmax_d0.py, H100, softmax 16x262144 dim 0 (rows of 16), GB/s, 256-row tiles on 4 warps ->
 # this: fp32 fast 1229 -> 2110 (512 rows), fp64 742 -> 1217; bf16 fast 234 -> 1464 (1024 rows), fp64
-# 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only.
+# 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only, hence
+# SINGLE_READ_STRIDED_MAX_J: longer strided rows keep the 4096-element tiles.
 SINGLE_READ_STRIDED_TILE_BYTES = 32768
 SINGLE_READ_STRIDED_WARPS = 4
+SINGLE_READ_STRIDED_MAX_J = 16
 
 
 @lru_cache(maxsize=4096)
@@ -376,7 +378,7 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         max_row = (SINGLE_READ_MAX_ROW if j_fast else SINGLE_READ_MAX_STRIDED_ROW)[accumulator_size]
     if block_j > max_row:
         return None
-    strided = not j_fast and tile_elements is None and per_thread is None
+    strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
     if tile_elements is None:
         tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size if strided else SINGLE_READ_TILE
     if per_thread is None:
