@@ -433,8 +433,9 @@ class _Workspace:
         return out, mean
 
     def fused_merge_scratch(self, out, mean, parts):
-        """(partial states hi, lo, cnt, arrival counters) of a fused merge: [rows, parts] states and one
-        zeroed int32 counter per row (the kernel leaves them 0 again)."""
+        """(partial states hi, lo, cnt, arrival counters) of a fused merge: [rows, parts] states and
+        zeroed int32 counters, one per row (the kernel uses one per row block, at most that many, and
+        leaves them 0 again)."""
         return (*self.destination(out, mean, False, parts),
                 torch.zeros(self.n_out, dtype=torch.int32, device=out.device))
 
@@ -514,8 +515,8 @@ class _Recipe:
         source = _bits_if_bf16(x)
         src = (source, source, source)
         last = len(self.launches) - 1
+        merge = partials[0] if self.fused_merge else None
         for index, (compiled, grid, trailing) in enumerate(self.launches):
-            merge = partials[0] if self.fused_merge else None
             dst = self.workspace.destination(out, mean, True, 1) if index == last else partials[index]
             pointers = [*src, *dst, source]
             if self.inner[index]:
