@@ -145,7 +145,7 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1, 2, 3, 4, 5, 6, 7], [(False, False), (False, True), (True, False)]):
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [(False, False), (False, True), (True, False)]):
         if strategy >= 2 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
         if strategy == 7 and (acc != "fp64" or src_ty == "fp64"):

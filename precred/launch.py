@@ -23,7 +23,7 @@ from .schedules.outer import outer_kernel
 from .schedules.recompute import recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel
-from .strategies import COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, WELFORD
+from .strategies import COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA, WELFORD
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -45,7 +45,7 @@ EXACT_OUTER_MIN_INNER = 512
 # 262144x256 1048 -> 1984; logsumexp fast 8192^2 dim 0 fp32 1585 -> 2239, 2^28 bf16 1500 -> 2240;
 # amax 2^28 fp32 2212 -> 2909, 8192^2 dim 0 fp32 1664 -> 2313 (8192^2 bf16 1932 -> 1820, the one loss).
 # The product is not pipelined: not measured.
-PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP, *EXTREMA})
+PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP, *EXTREMA, *VALUE_EXTREMA})
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -75,7 +75,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
-                   heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA),
+                   heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA, *VALUE_EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
@@ -172,21 +172,29 @@ def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, 
                     schedule: str | None = None, **planner_overrides):
     """(flat values in x's dtype, flat int64 indices along the reduced axis or None): the maximum (or
     minimum, by the mode's strategy) over dims. Indices count along the view's reduced axis, which is
-    the dim itself when one dim is reduced.
+    the dim itself when one dim is reduced; they need an indexed mode (MAXIMUM_MODE, MINIMUM_MODE),
+    whose values are the first occurrence's. The value modes (MAXIMUM_VALUE_MODE, MINIMUM_VALUE_MODE:
+    amax / amin) keep no index and follow IEEE 754-2019's maximum / minimum.
 
     schedule: None (the planner's choice), "atomic" (schedules/atomic.py; its first pass is the
     planned one, which must be an inner pass, split or not) or "passes" (the plan's passes, merged by
     later passes when split). plan / planner_overrides shape the passes (tests)."""
+    indexed = mode.strategy in EXTREMA   # else the value alone (amax / amin: VALUE_EXTREMA)
+    if with_index and not indexed:
+        raise ValueError(f"mode {mode.name!r} keeps no index")
     if schedule is None:   # planning twice costs host time that small calls feel: only when it may pay
         schedule = "passes"
-        if ATOMIC_EXTREMA:
+        if ATOMIC_EXTREMA and indexed:
             view, planned = plan_for(x, dims, mode)
             schedule = "atomic" if use_atomic(planned, x.dtype, view.red) else "passes"
     if schedule == "atomic":
+        if not indexed:
+            raise ValueError("the atomic schedule serves the indexed extrema (max / min with indices, argmax, "
+                             f"argmin); mode {mode.name!r} takes the passes")
         return _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides)
     if planner_overrides:
         plan = plan_for(x, dims, mode, **planner_overrides)[1]
-    if x.numel() > 2 ** 31 and (plan or plan_for(x, dims, mode)[1]).passes[0].chunk > 2 ** 31:
+    if indexed and x.numel() > 2 ** 31 and (plan or plan_for(x, dims, mode)[1]).passes[0].chunk > 2 ** 31:
         # the first pass counts indices within its part in int32
         raise RuntimeError("extremum plan with parts of more than 2^31 elements: over int32 relative indices")
     return reduce(x, dims, mode, x.dtype, Output(with_mean=with_index), plan)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import COMPENSATED, EXACT, MAXIMUM, MINIMUM, PLAIN, PRODUCT, STABLE_EXP, WELFORD
+from .strategies import (COMPENSATED, EXACT, MAXIMUM, MAXIMUM_VALUE, MINIMUM, MINIMUM_VALUE, PLAIN, PRODUCT, STABLE_EXP,
+                         WELFORD)
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,15 @@ def get_exp_mode(mode: str) -> Mode:
     return _lookup(EXP_MODES, mode, " for logsumexp/softmax/log_softmax")
 
 
-# max / min / argmax / argmin / amax / amin: exact whatever the order (strategies/extremum.py), so there
-# is no precision to choose; these two internal modes only select the direction. The accumulator holds
-# the input dtype exactly (fp32 for 16-bit inputs).
+# max / min / argmax / argmin (with indices, strategies/extremum.py) and amax / amin (values alone,
+# strategies/extremum_value.py): exact whatever the order, so there is no precision to choose; these
+# internal modes only select the direction and whether an index is kept. The accumulator holds the
+# input dtype exactly (fp32 for 16-bit inputs).
 MAXIMUM_MODE = Mode("maximum", MAXIMUM, False, False, "the largest element and its first index (exact)")
 MINIMUM_MODE = Mode("minimum", MINIMUM, False, False, "the smallest element and its first index (exact)")
+# amax / amin: the value alone (strategies/extremum_value.py), IEEE 754-2019 maximum / minimum.
+MAXIMUM_VALUE_MODE = Mode("maximum value", MAXIMUM_VALUE, False, False, "the largest element (exact; +0.0 > -0.0)")
+MINIMUM_VALUE_MODE = Mode("minimum value", MINIMUM_VALUE, False, False, "the smallest element (exact; -0.0 < +0.0)")
 
 # Modes of prod (strategies/product.py). Bound: precred.bounds.product_error_bound.
 PROD_MODES = {

@@ -1,6 +1,7 @@
 """amax / amin / max / min / argmax / argmin: the exact extremum and its first index on every schedule
 (inner, outer, split, atomic), bitwise, against a reference written here from the definition (NaN is
-the largest value, ties -- -0.0 == 0.0 included -- go to the smallest index) and against torch;
+the largest value, ties -- -0.0 == 0.0 included -- go to the smallest index), amax / amin's value
+alone against IEEE 754-2019's maximum / minimum (NaN wins, +0.0 > -0.0), and against torch;
 torch's semantics for dims, keepdim, empty dims, scalars and bad arguments; autograd; compile."""
 import math
 
@@ -12,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import precred
 from precred.launch import plan_for, reduce_extremum
-from precred.modes import MAXIMUM_MODE, MINIMUM_MODE
+from precred.modes import MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 # Planner settings that reach every schedule on small inputs: the default plan, long lane chains split
@@ -43,6 +44,27 @@ def reference(rows: np.ndarray, minimum: bool):
         out.append(best[0])
     index = np.array(out, dtype=np.int64)
     return index, rows[np.arange(len(rows)), index]
+
+
+def ieee_reference(rows: np.ndarray, minimum: bool) -> np.ndarray:
+    """Each row's IEEE 754-2019 maximum (minimum): NaN if the row holds one, else the largest (smallest)
+    value, +0.0 over -0.0 (-0.0 under +0.0) -- whatever the elements' order."""
+    out = []
+    for row in rows:
+        if np.isnan(row).any():
+            out.append(np.nan)
+            continue
+        best = row.min() if minimum else row.max()
+        if best == 0:
+            zero_signs = np.signbit(row[row == 0])
+            best = -0.0 if (zero_signs.any() if minimum else zero_signs.all()) else 0.0
+        out.append(best)
+    return np.array(out, dtype=np.float64)
+
+
+def same_bits_or_nan(got: np.ndarray, want: np.ndarray) -> bool:
+    same = (got == want) & (np.signbit(got) == np.signbit(want))
+    return bool(np.all(same | (np.isnan(got) & np.isnan(want))))
 
 
 def family(name: str, rows: int, n: int, rng, dtype) -> torch.Tensor:
@@ -82,12 +104,15 @@ def check_rows(x: torch.Tensor, device, minimum: bool, schedule: dict, dim: int 
     rows = (x if d == 1 else x.t()).double().numpy()
     want_index, want_value = reference(rows, minimum)
     assert index.cpu().numpy().tolist() == want_index.tolist()
-    got = values.cpu().double().numpy()
-    same = (got == want_value) & (np.signbit(got) == np.signbit(want_value))
-    assert np.all(same | (np.isnan(got) & np.isnan(want_value)))
-    # amax / amin (no index) give the same bits.
+    assert same_bits_or_nan(values.cpu().double().numpy(), want_value)
+    # The indexed strategy without its index gives the same bits.
     only = reduce_extremum(xd, (d,), mode, False, **schedule)[0]
     assert torch.equal(only.view(torch.uint8), values.view(torch.uint8))
+    # amax / amin's value alone (no atomic schedule: it serves the indexed extrema).
+    if schedule["schedule"] != "atomic":
+        value_mode = MINIMUM_VALUE_MODE if minimum else MAXIMUM_VALUE_MODE
+        alone = reduce_extremum(xd, (d,), value_mode, False, **schedule)[0]
+        assert same_bits_or_nan(alone.cpu().double().numpy(), ieee_reference(rows, minimum))
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
@@ -159,11 +184,20 @@ def test_public_functions_agree_with_torch(device, dtype):
     assert torch.equal(precred.max(x).nan_to_num(), torch.max(x).nan_to_num())
 
 
-def test_zero_signs_follow_the_first_occurrence(device):
-    x = torch.tensor([[0.0, -0.0], [-0.0, 0.0]], device=device)
-    assert precred.amax(x, 1).signbit().tolist() == [False, True]
-    assert precred.amin(x, 1).signbit().tolist() == [False, True]
-    assert precred.max(x, 1).indices.tolist() == [0, 0]
+def test_zero_signs(device):
+    """max / min along a dim return the first occurrence; amax / amin IEEE's maximum / minimum, whatever
+    the order (torch's amax leaves it to its kernel's order)."""
+    x = torch.tensor([[0.0, -0.0], [-0.0, 0.0], [-0.0, -0.0]], device=device)
+    assert precred.max(x, 1).values.signbit().tolist() == [False, True, True]
+    assert precred.min(x, 1).values.signbit().tolist() == [False, True, True]
+    assert precred.max(x, 1).indices.tolist() == [0, 0, 0]
+    assert precred.amax(x, 1).signbit().tolist() == [False, False, True]
+    assert precred.amin(x, 1).signbit().tolist() == [True, True, True]
+    assert precred.max(x).signbit().item() is False and precred.min(x).signbit().item() is True
+    with pytest.raises(ValueError, match="atomic"):
+        reduce_extremum(x, (1,), MAXIMUM_VALUE_MODE, False, schedule="atomic")
+    with pytest.raises(ValueError, match="index"):
+        reduce_extremum(x, (1,), MAXIMUM_VALUE_MODE, True)
 
 
 def test_edge_cases_follow_torch(device):

@@ -7,7 +7,8 @@ import torch
 import precred
 from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
                             reduce_sum)
-from precred.modes import MAXIMUM_MODE, MINIMUM_MODE, get_exp_mode, get_mode, get_var_mode
+from precred.modes import (MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE, get_exp_mode,
+                           get_mode, get_var_mode)
 
 pytestmark = pytest.mark.gpu
 
@@ -111,6 +112,15 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
         v, i = ours(x, dim)
         tv, ti = theirs(x, dim)
         assert torch.equal(i, ti) and torch.equal(v.nan_to_num(), tv.nan_to_num())
+    for ours, theirs in ((precred.amax, torch.amax), (precred.amin, torch.amin)):
+        assert torch.equal(ours(x, dim).nan_to_num(), theirs(x, dim).nan_to_num())
+    # amax / amin of signed zeros: IEEE's maximum / minimum on every plan of these sizes.
+    zeros = torch.where(torch.rand(shape, generator=g, device=device) < 0.5, -0.0, 0.0)
+    zeros.select(1 - dim, 0).fill_(-0.0)   # one output all -0.0
+    want_max = torch.ones(zeros.shape[1 - dim], dtype=torch.bool, device=device)
+    want_max[0] = False
+    assert torch.equal(precred.amax(zeros, dim).signbit(), ~want_max)
+    assert bool(precred.amin(zeros, dim).signbit().all())
     if dim == 1:
         for mode, theirs in ((MAXIMUM_MODE, torch.max), (MINIMUM_MODE, torch.min)):
             v, i = reduce_extremum(x, (1,), mode, True, schedule="atomic")
@@ -137,7 +147,8 @@ def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
 
 def _reductions_by_plan(shape, dim, dtype, device):
     """(x, [(mode, run(plan, mode) -> outputs)]): every sum mode (sum and mean), every var mode (variance
-    and mean), every logsumexp mode, max and min with their indices, over dim of normal data."""
+    and mean), every logsumexp mode, max and min with their indices and amax / amin, over dim of normal
+    data."""
     g = torch.Generator(device="cpu").manual_seed(5)
     x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype).to(device)
     runs = [(get_mode(name), lambda plan, m, divide=divide: [reduce_sum(x, (dim,), m, x.dtype, divide, plan=plan)])
@@ -148,6 +159,8 @@ def _reductions_by_plan(shape, dim, dtype, device):
              for name in precred.EXP_MODES]
     runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, True, plan=plan, schedule="passes"))
              for m in (MAXIMUM_MODE, MINIMUM_MODE)]
+    runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, False, plan=plan)[:1])
+             for m in (MAXIMUM_VALUE_MODE, MINIMUM_VALUE_MODE)]
     return x, runs
 
 

@@ -96,6 +96,8 @@ FUSED_MERGE_CASES = {   # (mode, output, out dtype or None for the input's) of e
     "softmax's reduction": (precred.modes.EXP_MODES["fp64"], Output(with_mean=True), torch.float64),
     "argmax": (precred.modes.MAXIMUM_MODE, Output(with_mean=True), None),
     "argmin": (precred.modes.MINIMUM_MODE, Output(with_mean=True), None),
+    "amax": (precred.modes.MAXIMUM_VALUE_MODE, Output(), None),
+    "amin": (precred.modes.MINIMUM_VALUE_MODE, Output(), None),
     "prod": (precred.modes.PROD_MODES["fast"], Output(), None),
 }
 

@@ -1,9 +1,12 @@
 """`precred.amax`, `amin`, `max`, `min`, `argmax`, `argmin`: public function -> custom op -> launcher.
 
-All six are one strategy (strategies/extremum.py: the value and its first index under a total order in
-which NaN is largest and ties go to the smaller index), so they are exact and bitwise the same on every
-schedule and device. Values come back in the input dtype, indices as int64 along the reduced dim (the
-flattened row-major index when argmax/argmin reduce every dim, as torch).
+max / min along a dim and argmax / argmin are one strategy (strategies/extremum.py: the value and its
+first index under a total order in which NaN is largest and ties go to the smaller index); amax / amin
+(and max / min over every dim) keep the value alone (strategies/extremum_value.py: IEEE 754-2019's
+maximum / minimum, a NaN anywhere wins, +0.0 > -0.0), which takes half the registers. Both are exact
+and bitwise the same on every schedule and device. Values come back in the input dtype, indices as
+int64 along the reduced dim (the flattened row-major index when argmax/argmin reduce every dim, as
+torch).
 
 The custom ops (`precred::extremum_values`, `precred::extremum_with_index`) let torch.compile trace
 calls. Gradients are torch's: amax/amin share the upstream gradient evenly among the elements equal to
@@ -14,7 +17,7 @@ import torch
 from .. import eager
 from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
 from ..launch import Output, cached_recipe, reduce_extremum
-from ..modes import MAXIMUM_MODE, MINIMUM_MODE
+from ..modes import MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE
 
 
 def _check_reducible(x: torch.Tensor, dims, op: str) -> None:
@@ -24,14 +27,19 @@ def _check_reducible(x: torch.Tensor, dims, op: str) -> None:
             raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
 
 
+def _mode(minimum: bool, with_index: bool):
+    if with_index:
+        return MINIMUM_MODE if minimum else MAXIMUM_MODE
+    return MINIMUM_VALUE_MODE if minimum else MAXIMUM_VALUE_MODE
+
+
 def _extremum(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool, with_index: bool):
     """(values, indices or None) in the reduced shape; dims non-empty unless x is 0-d."""
     shape = reduced_shape(x.shape, dims, keepdim)
     if x.dim() == 0 or x.numel() == 0:   # a scalar is its own extremum; an empty output stays empty
         values = x.clone().reshape(shape)
         return values, (torch.zeros(shape, dtype=torch.int64, device=x.device) if with_index else None)
-    mode = MINIMUM_MODE if minimum else MAXIMUM_MODE
-    values, index = reduce_extremum(x, tuple(dims), mode, with_index)
+    values, index = reduce_extremum(x, tuple(dims), _mode(minimum, with_index), with_index)
     return values.view(shape), (index.view(shape) if with_index else None)
 
 
@@ -141,8 +149,7 @@ def _with_index_call(x, dim, keepdim, minimum: bool, op: str):
 def _remember(key, x, dims, minimum: bool, with_index: bool, result) -> None:
     """Let eager.replay repeat this call (the recipe `reduce` left; none for scalars, empty or atomic)."""
     shape = result[0].shape
-    mode = MINIMUM_MODE if minimum else MAXIMUM_MODE
-    recipe = cached_recipe(x, tuple(dims), mode, x.dtype, Output(with_mean=with_index))
+    recipe = cached_recipe(x, tuple(dims), _mode(minimum, with_index), x.dtype, Output(with_mean=with_index))
     if with_index:
         eager.remember(key, recipe, lambda values, index: (values.view(shape), index.view(shape)))
     else:
@@ -163,8 +170,9 @@ def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
 def amax(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
     """The largest element over `dim` (torch.amax's semantics): dim an int or tuple of ints, () or None
     for every dim; a NaN anywhere gives NaN; a reduced dim of size 0 is an IndexError. Exact (no
-    rounding). Between equal values (-0.0 and 0.0 included) the first in the tensor's order is returned,
-    as torch does on the CPU. CPU tensors run the same kernels in Triton's interpreter."""
+    rounding). Between zeros, +0.0 is the larger (IEEE 754-2019's maximum: the result does not depend
+    on the elements' order, where torch's sign of a zero does); amin returns -0.0 over +0.0. CPU tensors
+    run the same kernels in Triton's interpreter."""
     return _amax_call(x, dim, keepdim, minimum=False, op="amax")
 
 

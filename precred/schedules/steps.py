@@ -3,14 +3,16 @@ a merged state out (as a partial state, or finished into the output).
 
 A state is (hi, lo, cnt): the sum strategies use hi/lo and never touch cnt (the schedules pass a
 placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, count) there, the stable
-exponential sum (s, -, m), the extremum (v, -, index) and the product (p, -, -).
+exponential sum (s, -, m), the extremum (v, -, index), the extremum's value alone (key, -, -) and the
+product (p, -, -).
 """
 import triton
 import triton.language as tl
 
 from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, exact_combine, exact_finish,
-                          exact_update, extremum_combine, extremum_update, magnitude_key, oriented, stable_exp_combine,
-                          stable_exp_update, state_combine, state_update, welford_combine, welford_update)
+                          exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
+                          stable_exp_combine, stable_exp_update, state_combine, state_update, value_key,
+                          welford_combine, welford_update)
 from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
@@ -19,8 +21,9 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
                   SRC_IS_STATE: tl.constexpr):
     """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
     Welford, (0, 0, no magnitude) for the exact filter, (0, -, -inf) for the stable exponential sum, (-inf, -,
-    no index) for the extremum (int32 relative indices on the input, int64 on partial states) and
-    (1, -, -) for the product. Unused parts are placeholders the compiler drops."""
+    no index) for the extremum (int32 relative indices on the input, int64 on partial states),
+    (key(-inf), -, -) for the extremum's value alone and (1, -, -) for the product. Unused parts are
+    placeholders the compiler drops."""
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
     lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
     cnt = hi
@@ -36,6 +39,8 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
             cnt = tl.full([ROWS, COLS], INDEX_NONE, tl.int64)
         else:
             cnt = tl.full([ROWS, COLS], INDEX_NONE_32, tl.int32)
+    elif STRATEGY == 8 or STRATEGY == 9:
+        hi = lowest_key(ROWS, COLS, ACC_DTYPE)
     elif STRATEGY == 6:
         hi = tl.full([ROWS, COLS], 1.0, ACC_DTYPE)
     return hi, lo, cnt
@@ -52,8 +57,8 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
     along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
     after this tile. The stable exponential sum keeps (s, m) in (hi, cnt). The extremum keeps (v, index)
     there: `positions` are the tile's element indices relative to the part's start (broadcast to the
-    tile), masked partial states enter as the identity (-inf, INDEX_NONE). The product's masked lanes
-    are 1."""
+    tile), masked partial states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
+    keeps the largest key, masked elements entering as key(-inf). The product's masked lanes are 1."""
     raw = tl.load(hi_ptrs, mask=mask, other=0)
     x_hi = to_accumulator(raw, ACC_DTYPE)
     if STRATEGY == 4 or STRATEGY == 5:
@@ -63,6 +68,9 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
         else:
             hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), positions.to(tl.int32), mask)
+    elif STRATEGY == 8 or STRATEGY == 9:   # partial states are oriented already
+        x_key = value_key(x_hi if SRC_IS_STATE else oriented(x_hi, STRATEGY))
+        hi = tl.maximum(hi, tl.where(mask, x_key, lowest_key(1, 1, ACC_DTYPE)))
     elif STRATEGY == 6:
         hi, lo = state_combine(hi, lo, tl.where(mask, x_hi, 1.0), lo, STRATEGY)
     elif STRATEGY == 3:
@@ -135,6 +143,8 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     extremum's is its value (exact in any output dtype that holds the input) and, WRITE_MEAN, its index
     in dst_lo (int64); the exact filter's is its value and, in dst_lo, an int8 flag: certified or not."""
     if DST_IS_STATE:
+        if STRATEGY == 8 or STRATEGY == 9:   # the value the key stands for (keyed again on load)
+            hi = key_value(hi)
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
@@ -145,6 +155,9 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         value, certified = exact_finish(hi, lo, cnt, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty)
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
         tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
+    elif STRATEGY == 8 or STRATEGY == 9:
+        value = oriented(key_value(hi), STRATEGY).to(tl.float64)   # exact; minima negated back
+        tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
     elif STRATEGY == 4 or STRATEGY == 5:
         value = oriented(hi, STRATEGY).to(tl.float64)   # minima were negated on the way in
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)

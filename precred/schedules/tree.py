@@ -7,7 +7,7 @@ thread (lanes are held in contiguous runs, as loaded). Each level is a `tl.reduc
 exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
 error term is exact in either order, the exact filter's sums and minima commute, Welford's merge
-orders its operands first, the extremum's order is total), so the order is
+orders its operands first, the extremum's order is total, integer maxima are exact), so the order is
 ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
 releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
 """
@@ -17,6 +17,7 @@ import triton.language as tl
 from ..strategies.compensated import compensated_combine
 from ..strategies.exact import exact_combine
 from ..strategies.extremum import extremum_combine
+from ..strategies.extremum_value import value_max_combine
 from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
 from ..strategies.stable_exp import stable_exp_combine
@@ -46,6 +47,8 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             elif STRATEGY == 7:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
+            elif STRATEGY == 8 or STRATEGY == 9:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, value_max_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
             elif STRATEGY == 1:
@@ -77,6 +80,8 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
             elif STRATEGY == 7:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, exact_combine)
+            elif STRATEGY == 8 or STRATEGY == 9:
+                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, value_max_combine)
             elif STRATEGY == 6:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
             elif STRATEGY == 1:

@@ -10,7 +10,8 @@ The sum strategies keep the same two-component state so workspaces of partial st
 (mean, m2, count) state puts mean and m2 where hi and lo go and the count in a third array
 (strategies/welford.py); the stable exponential sum's (s, m) puts s in hi and the running maximum m in
 the third array (strategies/stable_exp.py); the extremum's (v, index) puts v in hi and the index in the
-third array (strategies/extremum.py); the product's p is hi (strategies/product.py); the exact
+third array (strategies/extremum.py), and amax's key alone sits in hi (strategies/extremum_value.py);
+the product's p is hi (strategies/product.py); the exact
 filter's (s, t, smallest |x|) fills all three (strategies/exact.py). The schedules
 branch on the strategy id at compile time where their updates differ.
 """
@@ -22,6 +23,7 @@ from .compensated import compensated_update, compensated_combine, compensated_fi
 from .welford import welford_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
+from .extremum_value import key_value, lowest_key, value_key, value_max_combine
 from .product import product_combine
 from .exact import NO_MAGNITUDE, exact_combine, exact_finish, exact_update, magnitude_key
 
@@ -34,7 +36,10 @@ MAXIMUM = 4    # extremum.py: max / argmax / amax
 MINIMUM = 5    # extremum.py on -x: min / argmin / amin
 PRODUCT = 6
 EXACT = 7      # exact.py: the exact mode's filter (the superaccumulator recomputes what it cannot certify)
+MAXIMUM_VALUE = 8    # extremum_value.py: amax, max(x) -- the value alone, IEEE 754-2019 maximum
+MINIMUM_VALUE = 9    # extremum_value.py on -x: amin, min(x)
 EXTREMA = (MAXIMUM, MINIMUM)
+VALUE_EXTREMA = (MAXIMUM_VALUE, MINIMUM_VALUE)
 
 
 @triton.jit
@@ -75,5 +80,6 @@ __all__ = [
     "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine",
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
-    "NO_MAGNITUDE",
+    "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",
+    "value_max_combine",
 ]

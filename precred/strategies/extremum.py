@@ -58,9 +58,9 @@ def extremum_combine(v_a, lo_a, i_a, v_b, lo_b, i_b):
 
 @triton.jit
 def oriented(x, STRATEGY: tl.constexpr):
-    """The value the order compares: x for maxima (strategy 4), -x for minima (strategy 5). Written as
-    x * -1, which flips the sign bit of zeros too (Triton's unary minus is 0 - x, which maps -0.0 to
+    """The value the order compares: x for maxima (strategies 4 and 8), -x for minima (5 and 9). Written
+    as x * -1, which flips the sign bit of zeros too (Triton's unary minus is 0 - x, which maps -0.0 to
     +0.0)."""
-    if STRATEGY == 5:
+    if STRATEGY == 5 or STRATEGY == 9:
         x = x * -1.0
     return x
