@@ -30,7 +30,8 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import accumulate_tile, finished_index, initial_state, load_shift, tile_weights, write_result
+from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
+                    write_result)
 from .tree import tree_reduce_last_axis
 
 
@@ -66,7 +67,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     lo_ptrs = src_lo_ptr + first_tile
     cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
-    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
+    loop_end = part_end
+    if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
+        loop_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
+    for start in tl.range(part_start, loop_end, BLOCK_N, num_stages=LOOP_STAGES):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
         if STRATEGY == 2:
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
@@ -78,6 +82,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         hi_ptrs += step
         lo_ptrs += step
         cnt_ptrs += step
+    if STRATEGY == 8 or STRATEGY == 9:
+        if loop_end < part_end:
+            mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
+            hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
                               (BLOCK_M, BLOCK_N))

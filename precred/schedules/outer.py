@@ -17,7 +17,8 @@ import triton.language as tl
 
 from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import accumulate_tile, finished_index, initial_state, load_shift, tile_weights, write_result
+from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
+                    write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -91,7 +92,10 @@ def outer_kernel(
         else:
             shift = 0.0
             shift_tile = 0.0
-        for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
+        loop_end = part_end
+        if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
+            loop_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
+        for start in tl.range(part_start, loop_end, BLOCK_R, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
             if STRATEGY == 2:
                 reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
@@ -103,6 +107,10 @@ def outer_kernel(
             hi_ptrs += step
             lo_ptrs += step
             cnt_ptrs += step
+        if STRATEGY == 8 or STRATEGY == 9:
+            if loop_end < part_end:
+                mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
+                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
         if STRATEGY == 2 and not SRC_IS_STATE:
             cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
                                   (BLOCK_R, BLOCK_I))
