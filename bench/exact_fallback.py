@@ -48,8 +48,8 @@ def _exact_with_flags(data, dim):
     launch._launch_recompute, saved = spy, dict(launch._RECIPES)
     launch._RECIPES.clear()
     try:
-        from precred.ops import summation
-        summation._EAGER_CALLS.clear()
+        from precred import eager
+        eager._CALLS.clear()
         got = precred.sum(data, dim, mode="exact")
     finally:
         launch._launch_recompute = original

@@ -13,7 +13,7 @@ import triton
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
 from precred import launch, plan  # noqa: E402
-from precred.ops import summation  # noqa: E402
+from precred import eager  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
 MODES = ("fast", "kahan", "fp64")
@@ -39,7 +39,7 @@ def main():
         plan.OUTER_MIN_WARPS = min_warps
         plan.plan_reduction.cache_clear()
         launch._RECIPES.clear()
-        summation._EAGER_CALLS.clear()
+        eager._CALLS.clear()
         for c in cases:
             x = inputs[c]
             cells = []

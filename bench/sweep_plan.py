@@ -13,7 +13,7 @@ import triton
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
 from precred import launch, plan  # noqa: E402
-from precred.ops import summation  # noqa: E402
+from precred import eager  # noqa: E402
 
 CASES = [((8192, 8192), 1, torch.float32), ((8192, 8192), 0, torch.float32), ((2 ** 28,), 0, torch.float32),
          ((65536, 1024), 0, torch.float32), ((16, 262144), 1, torch.float32), ((1024, 65536), 0, torch.bfloat16),
@@ -34,7 +34,7 @@ def main():
         plan._warps = lambda t, s=warp_scale: max(1, _ORIGINAL_WARPS(t) // s)
         plan.plan_reduction.cache_clear()
         launch._RECIPES.clear()
-        summation._EAGER_CALLS.clear()
+        eager._CALLS.clear()
         cells = []
         for c in CASES:
             x = inputs[c]

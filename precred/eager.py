@@ -6,7 +6,7 @@ public function and the kernels -- the argument checks, dim normalization, plann
 recipe's lookup -- is a function of the key built here: the op, the input's shape, strides, dtype,
 device and 16-byte alignment (Triton specializes on it), and the raw arguments with their types (so
 that `keepdim=1` still reaches check_keepdim's TypeError, though 1 == True). A hit replays the launch
-recipe the first call left (launch._Recipe) and reshapes its flat outputs.
+recipe the first call left (launch._Recipe), which allocates its outputs in the result's shape.
 
 Calls that torch.compile traces or autograd records go through the custom ops and never come here;
 nor do CPU tensors (the interpreter has no recipes) or unhashable arguments (a list as dim).
@@ -45,12 +45,13 @@ def replay(key, x):
     return None if run is None else run(x)
 
 
-def remember(key, recipe, finish) -> None:
-    """Replay `recipe` for later calls with this key; finish(out, second) turns its flat outputs into
-    the public result. Nothing is stored without a key or a recipe (CPU, copied views, the atomic
-    schedule, empty inputs)."""
+def remember(key, recipe, shape, pair: bool = False) -> None:
+    """Replay `recipe` for later calls with this key: its outputs allocated in the result's `shape`
+    (no view per call), the first alone or (pair) both. Nothing is stored without a key or a recipe
+    (CPU, copied views, the atomic schedule, empty inputs)."""
     if key is not None and recipe is not None:
+        run = recipe.run
         try:
-            _CALLS[key] = lambda x: finish(*recipe.run(x))
+            _CALLS[key] = (lambda x: run(x, shape)) if pair else (lambda x: run(x, shape)[0])
         except TypeError:   # unhashable: never replayed
             pass

@@ -78,9 +78,7 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     if through_custom_op(x):
         return _logsumexp(x, dims, keepdim, mode)
     result = _logsumexp_impl(x, dims, keepdim, mode)
-    shape = result.shape
-    eager.remember(key, cached_recipe(x, tuple(dims), get_exp_mode(mode), x.dtype, Output()),
-                   lambda out, _: out.view(shape))
+    eager.remember(key, cached_recipe(x, tuple(dims), get_exp_mode(mode), x.dtype, Output()), result.shape)
     return result
 
 

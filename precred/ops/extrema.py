@@ -150,10 +150,7 @@ def _remember(key, x, dims, minimum: bool, with_index: bool, result) -> None:
     """Let eager.replay repeat this call (the recipe `reduce` left; none for scalars, empty or atomic)."""
     shape = result[0].shape
     recipe = cached_recipe(x, tuple(dims), _mode(minimum, with_index), x.dtype, Output(with_mean=with_index))
-    if with_index:
-        eager.remember(key, recipe, lambda values, index: (values.view(shape), index.view(shape)))
-    else:
-        eager.remember(key, recipe, lambda values, _: values.view(shape))
+    eager.remember(key, recipe, shape, pair=with_index)
 
 
 def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:

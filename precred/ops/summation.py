@@ -74,9 +74,7 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
         return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
-    shape = result.shape
-    eager.remember(key, cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide)),
-                   lambda out, _: out.view(shape))
+    eager.remember(key, cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide)), result.shape)
     return result
 
 

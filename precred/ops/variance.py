@@ -99,10 +99,8 @@ def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
         return _moments(x, list(dims), keepdim, correction, mode, take_sqrt)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
-    shape = result[0].shape
     output = Output(correction=correction, take_sqrt=take_sqrt, with_mean=True)
-    eager.remember(key, cached_recipe(x, dims, get_var_mode(mode), x.dtype, output),
-                   lambda out, mean: (out.view(shape), mean.view(shape)))
+    eager.remember(key, cached_recipe(x, dims, get_var_mode(mode), x.dtype, output), result[0].shape, pair=True)
     return result
 
 
