@@ -9,7 +9,7 @@ Meant for one device call (well under 9 minutes on an H100). Phases, in this ord
   3. the HBM ceiling: a 1 GiB device-to-device copy, bytes read + written / median time;
   4. torch.sum and precred.sum (every mode in precred.MODES) on the shapes of DESIGN.md's performance
      protocol, fp32 and bf16, each case checked against an fp64 reference before it is timed;
-  5. host latency of (64, 4096) fp32 dim=-1: a Python loop of 2000 calls;
+  5. host latency of (64, 4096) fp32 dim=-1: a Python loop of 2000 calls, in 5 interleaved rounds;
   6. with --accuracy, precred-report --device cuda into DIR/accuracy (before FlagGems, which reroutes
      torch.sum process-wide);
   7. FlagGems: flag_gems.enable() once, then torch.sum again (now FlagGems' kernel) on every case.
@@ -46,6 +46,7 @@ SHAPES_2D = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 
 FULL_NUMEL = 2**28
 LATENCY_SHAPE = (64, 4096)
 LATENCY_CALLS = 2000
+LATENCY_ROUNDS = 5
 BIG_INPUT_BYTES = 16 * 2**20  # "shapes with >= 16 MB of input" in the goals
 DEVICE = "cuda"  # a module constant so that a CPU dry run can swap it (see bench/README.md)
 
@@ -395,26 +396,41 @@ def loop_us(fn, calls=None, repeats=3) -> float:
 
 
 def measure_latency(inputs, modes, impls=("torch", "precred")) -> list[dict]:
+    """Wall time per call of each implementation's loop of LATENCY_CALLS calls, in LATENCY_ROUNDS
+    rounds that each run every implementation once, one after another. The device host's load drifts
+    over seconds (torch's own loop read 8.7 us in one run and 29 us in the next, minutes apart), so a
+    ratio to torch is the median of the rounds' ratios -- each against torch's loop of the same round --
+    and a time the median of its rounds."""
     case = Case(LATENCY_SHAPE, -1, "float32")
     x = inputs.get(case)
-    out = []
     todo = [("torch" if "torch" in impls else "flaggems", None, torch_sum_fn(x, -1))]
     if "precred" in impls:
         todo += [("precred", m, precred_sum_fn(x, -1, m)) for m in modes]
-    for impl, mode, fn in todo:
-        try:
-            us = loop_us(fn)
-            out.append({"case": case.label, "shape": list(case.shape), "dim": -1, "dtype": "float32",
-                        "impl": impl, "mode": mode, "us_per_call": us, "calls": LATENCY_CALLS})
-        except Exception as e:
-            out.append({"case": case.label, "impl": impl, "mode": mode, "us_per_call": None,
-                        "error": f"{type(e).__name__}: {e}"[:300]})
-    torch_us = next((r["us_per_call"] for r in out if r["impl"] == "torch"), None)
-    for r in out:
-        if torch_us and r["us_per_call"]:
-            r["ratio_to_torch"] = r["us_per_call"] / torch_us
-        log(f"[latency] {r['impl']} {r['mode'] or '':<9} "
-            + (f"{r['us_per_call']:.2f} us/call" if r["us_per_call"] else r.get("error", "")))
+    rounds: list[list] = [[] for _ in todo]
+    errors: dict = {}
+    for _ in range(LATENCY_ROUNDS):
+        for k, (impl, mode, fn) in enumerate(todo):
+            if k in errors:
+                continue
+            try:
+                rounds[k].append(loop_us(fn, repeats=1))
+            except Exception as e:
+                errors[k] = f"{type(e).__name__}: {e}"[:300]
+    out = []
+    for k, (impl, mode, _) in enumerate(todo):
+        if k in errors:
+            out.append({"case": case.label, "impl": impl, "mode": mode, "us_per_call": None, "error": errors[k]})
+            continue
+        r = {"case": case.label, "shape": list(case.shape), "dim": -1, "dtype": "float32", "impl": impl,
+             "mode": mode, "us_per_call": statistics.median(rounds[k]), "rounds_us": rounds[k],
+             "calls": LATENCY_CALLS}
+        if "torch" in impls and 0 not in errors:
+            r["ratio_to_torch"] = statistics.median(a / b for a, b in zip(rounds[k], rounds[0]))
+        out.append(r)
+        log(f"[latency] {impl} {mode or '':<9} "
+            + (f"{r['us_per_call']:.2f} us/call (rounds {', '.join(f'{u:.1f}' for u in rounds[k])})"))
+    for k in errors:
+        log(f"[latency] {todo[k][0]} {todo[k][1] or ''}: {errors[k]}")
     return out
 
 

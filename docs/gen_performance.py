@@ -140,8 +140,14 @@ def section(report: dict, path: str) -> list[str]:
         out.append(f"### Host latency: {shape_str(first.get('shape', [64, 4096]))} "
                    f"{DTYPE_NAMES.get(first.get('dtype', 'float32'), '')}, dim={first.get('dim', -1)}")
         out.append("")
-        out.append(f"Wall time per call of a Python loop of {first.get('calls', 2000)} calls, synchronized "
-                   "before and after (median of 3 loops).")
+        if first.get("rounds_us"):
+            out.append(f"Wall time per call of a Python loop of {first.get('calls', 2000)} calls, synchronized "
+                       f"before and after, in {len(first['rounds_us'])} rounds that run every implementation once "
+                       "in turn: the median of the rounds, and × torch the median of each round's ratio to "
+                       "torch's loop of that round (the device host's load drifts between seconds).")
+        else:   # runs before the interleaved rounds
+            out.append(f"Wall time per call of a Python loop of {first.get('calls', 2000)} calls, synchronized "
+                       "before and after (median of 3 loops).")
         out.append("")
         out.append("| impl | mode | µs per call | × torch |")
         out.append("|---|---|---:|---:|")
