@@ -384,7 +384,7 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     plan = planned if plan is None else plan
     workspace = _Workspace(mode.strategy, mode.accumulator_dtype(x.dtype, out_dtype), out_dtype,
                            view.outer * view.inner, output.with_mean)
-    out, mean = workspace.outputs(x.device)
+    out, mean = workspace.outputs(x)
     source = _bits_if_bf16(view.source)
     src = (source, source, source)
     shift = (source, view.inner, view.stride_outer, view.stride_inner)
@@ -461,11 +461,12 @@ class _Workspace:
         else:
             self.second_dtype = out_dtype
 
-    def outputs(self, device, shape=None):
-        """Fresh outputs of n_out elements: flat, or in `shape` (a replayed call's result shape)."""
+    def outputs(self, x, shape=None):
+        """Fresh outputs of n_out elements on x's device: flat, or in `shape` (a replayed call's result
+        shape). x.new_empty: about 2 us less host time than torch.empty(..., device=) on the H100's host."""
         shape = self.n_out if shape is None else shape
-        out = torch.empty(shape, dtype=self.out_dtype, device=device)
-        mean = torch.empty(shape, dtype=self.second_dtype, device=device) if self.with_mean else None
+        out = x.new_empty(shape, dtype=self.out_dtype)
+        mean = x.new_empty(shape, dtype=self.second_dtype) if self.with_mean else None
         return out, mean
 
     def fused_merge_scratch(self, out, mean, parts):
@@ -547,9 +548,8 @@ class _Recipe:
         for data_ptr() and the driver for its attributes (cuPointerGetAttribute), microseconds per
         call of a dozen pointers, which a small reduction's host time feels. Every address is of a
         tensor this call holds (x, the outputs) or the recipe keeps (the per-stream scratch)."""
-        device = x.device
-        out, mean = self.workspace.outputs(device, shape)
-        stream = self.get_stream(device.index)
+        out, mean = self.workspace.outputs(x, shape)
+        stream = self.get_stream(x.get_device())
         scratch = self.partials.get(stream)
         if scratch is None:   # a fused merge's scratch: its counters start at 0 and are left at 0
             groups = ([self.workspace.fused_merge_scratch(out, mean, self.parts[0])] if self.fused_merge else
@@ -576,7 +576,7 @@ class _Recipe:
             if chunked:   # zero on entry, left zero by the kernel
                 limbs = self.recompute_scratch.get(stream)
                 if limbs is None:
-                    tensors = _recompute_scratch(self.workspace.n_out, True, device, None)
+                    tensors = _recompute_scratch(self.workspace.n_out, True, x.device, None)
                     self.recompute_scratch[stream] = limbs = (tensors[0].data_ptr(), tensors[1].data_ptr())
                     self.recompute_tensors[stream] = tensors
             launch(stream, [source, out_ptr, mean_ptr, *limbs])
