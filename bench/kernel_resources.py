@@ -1,0 +1,100 @@
+"""Registers, spills, shared memory and global loads of exactly the kernels a public call launches,
+compiled for sm_90 without a GPU: the launcher's own arguments, specialized as Triton specializes them
+at launch (ints equal to 1 become constexprs, pointers and ints divisible by 16 are marked so), then
+ptxas -v. Nothing runs; outputs are not written. Registers per thread bound the programs per SM (65536
+per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's bytes in flight feel.
+
+    python bench/kernel_resources.py OP:DTYPE:SHAPE:DIM ...
+    e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 argmax:float32:16x262144:1
+
+(bench/compile_check.py compiles every variant with unspecialized ints: it catches front-end errors,
+but its 16-bit loads are not vectorized and its register counts are not the launched kernels'.)
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+os.environ["TRITON_INTERPRET"] = "0"   # compiled kernels (JITFunction), not the interpreter's
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton._C.libtriton import native_specialize_impl  # noqa: E402
+from triton.backends.compiler import BaseBackend, GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import precred  # noqa: E402
+from precred import checks, launch  # noqa: E402
+
+checks.KERNELS_INTERPRETED = True       # let CPU tensors through the checks
+launch.INTERPRETER_SM_COUNT = 132
+TARGET = GPUTarget("cuda", 90, 32)
+PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+SEEN = []
+
+
+def compile_like_launch(kernel, pointers, scalars, num_warps, consts):
+    sig, constexprs, attrs = {}, {}, {}
+    values = list(pointers) + list(scalars)
+    names = kernel.arg_names
+    for i, name in enumerate(names):
+        if name in consts:
+            sig[name] = "constexpr"; constexprs[name] = consts[name]; continue
+        v = values[i]
+        ty, spec = native_specialize_impl(BaseBackend, v, False, i not in kernel.do_not_specialize, True)
+        if ty == "constexpr":
+            sig[name] = "constexpr"; constexprs[name] = spec
+        else:
+            sig[name] = ty
+            if spec == "D":
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    c = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs),
+                       target=TARGET, options={"num_warps": num_warps})
+    return c
+
+
+def describe(c):
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(c.asm["ptx"])
+    out = subprocess.run([PTXAS, "-v", "-arch=sm_90a", f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    regs = re.search(r"Used (\d+) registers", out.stderr)
+    spill = re.search(r"(\d+) bytes spill stores", out.stderr)
+    ptx = c.asm["ptx"]
+    loads = sorted(set(re.findall(r"ld\.global[\.\w]*", ptx)))
+    return (f"regs={regs.group(1) if regs else '?'} spill={spill.group(1) if spill else '?'} "
+            f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads}")
+
+
+def capture(kernel, grid, pointers, scalars, num_warps, **consts):
+    c = compile_like_launch(kernel, pointers, scalars, num_warps, consts)
+    SEEN.append((kernel.__name__, grid, num_warps, {k: v for k, v in consts.items() if k.isupper() and k.startswith(("BLOCK", "LOOP", "MERGE"))}, describe(c)))
+    trailing = list(scalars) + [consts[n] for n in kernel.arg_names[len(pointers) + len(scalars):]]
+    return None, grid, trailing
+
+
+launch._launch = capture
+
+
+def show(label, fn):
+    SEEN.clear()
+    try:
+        fn()
+    except Exception:   # outputs are never written: host steps after the launches may trip on them
+        pass
+    for s in SEEN:
+        print(f"{label}: {s[0]} grid={s[1]} warps={s[2]} {s[3]} {s[4]}", flush=True)
+
+
+if __name__ == "__main__":
+    cases = sys.argv[1:] or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]
+    for case in cases:
+        op, dt, shape, dim = case.split(":")
+        x = torch.empty(tuple(int(s) for s in shape.split("x")), dtype=getattr(torch, dt))
+        dim = None if dim == "None" else int(dim)
+        if op.startswith("sum"):
+            mode = op.split("/")[1] if "/" in op else "fast"
+            show(case, lambda: precred.sum(x, dim, mode=mode))
+        else:
+            show(case, lambda: getattr(precred, op)(x, dim))
