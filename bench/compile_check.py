@@ -20,6 +20,7 @@ from precred.schedules.atomic import atomic_extremum_kernel, atomic_finish_kerne
 from precred.schedules.inner import inner_kernel  # noqa: E402
 from precred.schedules.normalize import normalize_kernel  # noqa: E402
 from precred.schedules.outer import outer_kernel  # noqa: E402
+from precred.schedules.recompute import exp_recompute_kernel  # noqa: E402
 from precred.schedules.row_loop import row_loop_kernel  # noqa: E402
 from precred.schedules.single_read import single_read_kernel  # noqa: E402
 
@@ -41,8 +42,8 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
             sig[name] = "*i64" if extremum or strategy == 7 else "*fp64"
         elif name == "dst_lo_ptr" and extremum and not dst_state:
             sig[name] = "*i64"   # the indices
-        elif name == "dst_lo_ptr" and strategy == 7 and not dst_state:
-            sig[name] = "*i8"    # the exact filter's certification flags
+        elif name == "dst_lo_ptr" and strategy in (7, 10) and not dst_state:
+            sig[name] = "*i8"    # a filter's certification flags
         elif name.endswith("_ptr"):
             is_src = name.startswith("src")
             ty = (acc if src_state else src_ty) if is_src else (acc if dst_state else dst_ty)
@@ -66,6 +67,26 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         # The fp64 mode's bound assumes libdevice's fp64 exp and log, not an fp32 approximation.
         ptx = compiled.asm["ptx"]
         assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "fp64 logsumexp uses an approximate exp"
+    if strategy == 10 and not dst_state:
+        # logsumexp's fp32 filter: fp32 exps (its bound counts ex2.approx), the log in fp64 (libdevice).
+        ptx = compiled.asm["ptx"]
+        assert "lg2.approx" not in ptx, "the certifying log is not fp64's"
+
+
+def compile_exp_recompute_variants() -> int:
+    """logsumexp's fp64 recompute (16-bit inputs): libdevice's fp64 exp and log, no approximation."""
+    cases = 0
+    for ty in ("i16", "fp16"):
+        sig = {name: ("*" + ty if name in ("src_ptr", "out_ptr") else "*i8" if name == "flags_ptr" else
+                      "constexpr" if name.isupper() else "i64" if name.startswith("stride") or name == "red_len"
+                      else "i32") for name in exp_recompute_kernel.arg_names}
+        ptx = triton.compile(ASTSource(fn=exp_recompute_kernel, signature=sig,
+                                       constexprs=dict(BLOCK_O=256, BLOCK_R=1024)),
+                             target=TARGET, options={"num_warps": 4}).asm["ptx"]
+        assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "the fp64 recompute uses an approximate exp"
+        cases += 1
+    print(f"logsumexp's fp64 recompute: {cases} variants", flush=True)
+    return cases
 
 
 def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps):
@@ -115,7 +136,7 @@ def compile_atomic_variants() -> int:
 def main():
     only_strategies = [int(s) for s in sys.argv[sys.argv.index("--strategies") + 1].split(",")] \
         if "--strategies" in sys.argv else None
-    cases = compile_atomic_variants()
+    cases = compile_atomic_variants() + compile_exp_recompute_variants()
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
@@ -145,11 +166,13 @@ def main():
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [(False, False), (False, True), (True, False)]):
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [(False, False), (False, True), (True, False)]):
         if strategy >= 2 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
         if strategy == 7 and (acc != "fp64" or src_ty == "fp64"):
             continue   # the exact filter: fp32 / 16-bit inputs, fp64 state
+        if strategy == 10 and (acc != "fp32" or src_ty == "fp64"):
+            continue   # logsumexp's filter: fp32 state
         if only_strategies is not None and strategy not in only_strategies:
             continue
         if blocks.get("MERGE_LANES") and (src_state or dst_state):

@@ -5,7 +5,7 @@ ptxas -v. Nothing runs; outputs are not written. Registers per thread bound the 
 per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's bytes in flight feel.
 
     python bench/kernel_resources.py OP:DTYPE:SHAPE:DIM ...
-    e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 argmax:float32:16x262144:1
+    e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 logsumexp/fp64:bfloat16:8192x8192:0
 
 (bench/compile_check.py compiles every variant with unspecialized ints: it catches front-end errors,
 but its 16-bit loads are not vectorized and its register counts are not the launched kernels'.)
@@ -88,13 +88,11 @@ def show(label, fn):
 
 
 if __name__ == "__main__":
-    cases = sys.argv[1:] or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]
+    cases = sys.argv[1:] or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]   # sum's default: kahan
     for case in cases:
         op, dt, shape, dim = case.split(":")
         x = torch.empty(tuple(int(s) for s in shape.split("x")), dtype=getattr(torch, dt))
         dim = None if dim == "None" else int(dim)
-        if op.startswith("sum"):
-            mode = op.split("/")[1] if "/" in op else "fast"
-            show(case, lambda: precred.sum(x, dim, mode=mode))
-        else:
-            show(case, lambda: getattr(precred, op)(x, dim))
+        name, _, mode = op.partition("/")   # OP or OP/MODE
+        modes = {"mode": mode} if mode else {}
+        show(case, lambda: getattr(precred, name)(x, dim, **modes))

@@ -219,6 +219,11 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
     first order; padded by 1/(1 - 2 rho), rho = |ds| / s, and no bound for rho >= 1/4. Then, in fp64:
     log(s_hat) is within rho / (1 - rho) of log(s), libdevice's log adds 2 u_64 |log s|, the sum
     m + log(s) u_64 |lse|; then the rounding to the output dtype.
+
+    The fp64 mode on bf16 / fp16 inputs first runs the fp32 pass and keeps its result where the bound
+    above for that pass (certified_log_sum_margin: every row's) proves it rounds to the exact result's
+    rounding; those outputs are within the rounding alone. The rest are recomputed in fp64, whose
+    depth is the recompute's (precred.plan.ExpRecomputePlan.depth): pass that one for them.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
     d_log = _log_sum_error(mode, n, s, t, dtype, out_dtype, depth)
@@ -226,6 +231,21 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
     lse = float(lse)
     err = d_log + u64 * (abs(lse) + d_log) + _TINY_64
     return _rounded_to_output(err, lse, out_dtype) * (1.0 + 16 * u64)
+
+
+def certified_log_sum_margin(n: int, depth: int) -> float:
+    """A bound on |log(s_hat) - log(s)| of logsumexp's fp32 pass (the `fast` numerics) over any row of n
+    values under a plan of depth `depth`: the filter of the fp64 mode on 16-bit inputs
+    (schedules/finish.py certify_logsumexp). inf when no bound holds (then nothing is certified).
+
+    The row's bound (logsumexp_error_bound's derivation) grows with t / s and 1 / s only, and both are
+    bounded whatever the row: s >= 1 (the maximum's own term), and t / s = sum p_i (m - x_i) with
+    p_i = exp(x_i - m) / s, i.e. -ln(p_i) - ln(s) for each gap, so t / s = H(p) - ln(s) <= ln(n), the
+    entropy of n weights at most ln(n). So the row's bound at s = 1, t = ln(n) holds for every row."""
+    rho = _sum_relative_error("fast", n, 1.0, math.log(n), torch.float32, torch.float32, depth)
+    if math.isinf(rho):
+        return math.inf
+    return rho / (1 - rho) * (1 + 2.0 ** -40)
 
 
 def _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth) -> float:

@@ -12,18 +12,20 @@ import triton
 import triton.language as tl
 
 from . import plan as planning
+from .bounds import certified_log_sum_margin
 from .layout import reduction_view
 from .modes import Mode
-from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_recompute,
-                   plan_reduction, plan_row_loop, plan_single_read, use_atomic)
+from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_exp_recompute,
+                   plan_recompute, plan_reduction, plan_row_loop, plan_single_read, use_atomic)
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
-from .schedules.recompute import recompute_kernel
+from .schedules.recompute import exp_recompute_kernel, recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel
-from .strategies import COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA, WELFORD
+from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
+                         WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -44,8 +46,12 @@ EXACT_OUTER_MIN_INNER = 512
 # pipelined GB/s: var_mean fast 2^28 fp32 2412 -> 2801, 8192^2 dim 0 bf16 1107 -> 1783; fp64
 # 262144x256 1048 -> 1984; logsumexp fast 8192^2 dim 0 fp32 1585 -> 2239, 2^28 bf16 1500 -> 2240;
 # amax 2^28 fp32 2212 -> 2909, 8192^2 dim 0 fp32 1664 -> 2313 (8192^2 bf16 1932 -> 1820, the one loss).
-# The product is not pipelined: not measured.
-PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP, *EXTREMA, *VALUE_EXTREMA})
+# The product is not pipelined: not measured. logsumexp's fp32 filter is STABLE_EXP's loop.
+PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP, CERTIFIED_EXP, *EXTREMA,
+                                  *VALUE_EXTREMA})
+# Strategies whose last pass is a filter: it writes each output and an int8 flag (certified or not) in
+# place of a second output, and a second stage recomputes the uncertified outputs.
+FILTERS = (EXACT, CERTIFIED_EXP)
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -84,7 +90,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
         options.update(heavy_state=False, tile_elements=WELFORD_OUTER_TILE)
-    if mode.strategy == STABLE_EXP and view.red >= OUTER_REGISTERS_MIN_RED:
+    if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and view.red >= OUTER_REGISTERS_MIN_RED:
         # logsumexp (bench/sweep_state.py logsumexp, H100): full tiles and warps (its state is two
         # arrays, no compensation), and 1024-element tiles where there are many outputs -- except fp32 over a
         # strided axis, which measured as fast or faster with the default tile (8192^2 dim 0 bf16:
@@ -390,6 +396,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     shift = (source, view.inner, view.stride_outer, view.stride_inner)
     strides = (view.stride_outer, view.stride_red, view.stride_inner)
     divisor = output.divisor(view.red, mode.strategy)
+    if mode.strategy == CERTIFIED_EXP:   # the filter's bound on |log(s_hat) - log(s)| for this plan
+        divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
@@ -408,15 +416,19 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     recompute = None
     if mode.strategy == EXACT:   # `mean` holds the filter's flags
         recompute = _launch_recompute(view, source, out, mean, output)
+    elif mode.strategy == CERTIFIED_EXP:
+        recompute = _launch_exp_recompute(view, source, out, mean)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
         if recompute is None or recompute[0][0] is not None:
             _RECIPES[key] = _Recipe(launches, plan, workspace, recompute)
-    return (out, None) if mode.strategy == EXACT else (out, mean)
+    return (out, None) if mode.strategy in FILTERS else (out, mean)
+
 
 
 def _launch_recompute(view, source, out, flags, output):
     """The exact mode's second stage over the filter's output: (launch, whether its row chunks need
-    zeroed limb sums and arrival counters)."""
+    zeroed limb sums and arrival counters, whether the kernel takes the limb sums' and counters'
+    pointers at all)."""
     n_out = view.outer * view.inner
     rp = plan_recompute(n_out, view.red, sm_count=device_sm_count(out.device), min_chunk=planning.RECOMPUTE_MIN_CHUNK)
     man_bits, exp_bits, lsb_exp = INPUT_FORMATS[view.source.dtype]
@@ -428,7 +440,18 @@ def _launch_recompute(view, source, out, flags, output):
                       rp.chunk, rp.chunks, view.red], rp.num_warps,
                      MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp, DIVIDE=output.divide,
                      CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
-    return launch, chunked
+    return launch, chunked, True
+
+
+def _launch_exp_recompute(view, source, out, flags):
+    """logsumexp's fp64 recompute of what its fp32 filter left uncertified: (launch, False, False) --
+    unchunked rows, no scratch (see _launch_recompute)."""
+    n_out = view.outer * view.inner
+    rp = plan_exp_recompute(n_out, view.red)
+    launch = _launch(exp_recompute_kernel, (triton.cdiv(n_out, rp.block_outputs),), [source, _bits_if_bf16(out), flags],
+                     [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red],
+                     rp.num_warps, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
+    return launch, False, False
 
 
 def _recompute_scratch(n_out, chunked, device, placeholder):
@@ -443,20 +466,20 @@ class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
     (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts,
     the stable exponential sum's maxima; int64 for the extremum's indices and the exact filter's
-    smallest-magnitude keys). The exact filter's second output is its int8 certification flags."""
+    smallest-magnitude keys). A filter's second output is its int8 certification flags."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
         self.acc_dtype, self.out_dtype, self.n_out = acc_dtype, out_dtype, n_out
-        self.with_mean = with_mean or strategy == EXACT
+        self.with_mean = with_mean or strategy in FILTERS
         self.uses_lo = strategy in (COMPENSATED, WELFORD, EXACT)
         # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
         # extremum's indices (int64), or the exact filter's smallest nonzero |x|.
-        self.uses_cnt = strategy in (WELFORD, STABLE_EXP, EXACT, *EXTREMA)
+        self.uses_cnt = strategy in (WELFORD, STABLE_EXP, CERTIFIED_EXP, EXACT, *EXTREMA)
         self.cnt_dtype = torch.int64 if strategy in (EXACT, *EXTREMA) else torch.float64
-        # The second output: the extremum's indices, the exact filter's flags, or a second value.
+        # The second output: the extremum's indices, a filter's flags, or a second value.
         if strategy in EXTREMA:
             self.second_dtype = torch.int64
-        elif strategy == EXACT:
+        elif strategy in FILTERS:
             self.second_dtype = torch.int8
         else:
             self.second_dtype = out_dtype
@@ -531,8 +554,9 @@ class _Recipe:
         self.inner = [p.schedule == "inner" for p in plan.passes]
         self.fused_merge = plan.fused_merge
         self.workspace = workspace
-        # The exact mode's second stage: (launch, whether its row chunks need zeroed scratch), or None.
-        self.recompute = None if recompute is None else (_BoundLaunch(*recompute[0]), recompute[1])
+        # A filter's second stage: (launch, whether its row chunks need zeroed scratch, whether it takes
+        # scratch pointers at all), or None.
+        self.recompute = None if recompute is None else (_BoundLaunch(*recompute[0]), *recompute[1:])
         self.get_stream = driver.active.get_current_stream
         # The partial states of the passes before the last, one set per CUDA stream, allocated by the
         # first replay on that stream and reused: a call writes and reads them in stream order, before
@@ -571,8 +595,9 @@ class _Recipe:
             launch(stream, pointers)
             src = dst
         if self.recompute is not None:
-            launch, chunked = self.recompute
-            limbs = (mean_ptr, mean_ptr)   # placeholders: rows of one chunk need no scratch
+            launch, chunked, takes_scratch = self.recompute
+            # placeholders: rows of one chunk need no scratch
+            limbs = (mean_ptr, mean_ptr) if takes_scratch else ()
             if chunked:   # zero on entry, left zero by the kernel
                 limbs = self.recompute_scratch.get(stream)
                 if limbs is None:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .strategies import (COMPENSATED, EXACT, MAXIMUM, MAXIMUM_VALUE, MINIMUM, MINIMUM_VALUE, PLAIN, PRODUCT, STABLE_EXP,
-                         WELFORD)
+from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, MAXIMUM, MAXIMUM_VALUE, MINIMUM, MINIMUM_VALUE, PLAIN,
+                         PRODUCT, STABLE_EXP, WELFORD)
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,24 @@ DEFAULT_EXP_MODE = "fp64"
 
 def get_exp_mode(mode: str) -> Mode:
     return _lookup(EXP_MODES, mode, " for logsumexp/softmax/log_softmax")
+
+
+# How logsumexp's fp64 mode runs on bf16 / fp16 inputs: the fp32 pass (fast's numerics, on the fp32
+# pipe) with a bound that certifies the rounding of most outputs to 16 bits -- those are the exact
+# result correctly rounded -- then fp64 for the outputs it cannot certify (schedules/recompute.py).
+# The fp64 pipe made the plain fp64 pass compute-bound on 16-bit data (H100: 2.0-2.7x torch against
+# fast's 3.9-7.1x, docs/logsumexp.md at 75af2ee). Within the fp64 mode's bound either way
+# (precred.bounds.logsumexp_error_bound).
+CERTIFIED_EXP_MODE = Mode("fp64 (certified fp32 pass)", CERTIFIED_EXP, False, False,
+                          "fp32 online max and sum of exp; roundings its bound certifies, fp64 for the rest")
+
+
+def logsumexp_mode(mode: str, dtype: torch.dtype) -> Mode:
+    """The Mode that runs logsumexp's `mode` on `dtype` input (the output has x's dtype)."""
+    found = get_exp_mode(mode)
+    if found.name == "fp64" and dtype in (torch.bfloat16, torch.float16):
+        return CERTIFIED_EXP_MODE
+    return found
 
 
 # max / min / argmax / argmin (with indices, strategies/extremum.py) and amax / amin (values alone,

@@ -520,3 +520,32 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int = RECO
     chunk = -(-chunk // RECOMPUTE_TILE) * RECOMPUTE_TILE
     chunks = -(-red // chunk)
     return RecomputePlan(block_outputs, RECOMPUTE_TILE, chunk, chunks, 4)
+
+
+# logsumexp's fp64 recompute of the rows its fp32 filter did not certify (schedules/recompute.py,
+# exp_recompute_kernel): outputs per program as the exact mode's (RECOMPUTE_OUTPUTS,
+# RECOMPUTE_BLOCK_ELEMENTS), each uncertified row streamed by one program in tiles of
+# EXP_RECOMPUTE_TILE fp64 lanes (8 per thread at 4 warps). Rows are never split: no scratch, and the
+# bits do not depend on an arrival order. Where the filter certifies (most rows of ordinary data,
+# precred.bounds.certified_log_sum_margin) this launch reads its flags and stops.
+EXP_RECOMPUTE_TILE = 1024
+
+
+@dataclass(frozen=True)
+class ExpRecomputePlan:
+    block_outputs: int   # outputs per program, a power of two
+    block_r: int         # lanes of a row's tile, a power of two
+    red: int             # the row length
+    num_warps: int
+
+    @property
+    def depth(self) -> int:
+        """Roundings an element goes through (Pass.depth's count): its lane's chain, then the lane tree."""
+        return (-(-self.red // self.block_r) - 1) + (self.block_r.bit_length() - 1)
+
+
+@lru_cache(maxsize=4096)
+def plan_exp_recompute(n_out: int, red: int) -> ExpRecomputePlan:
+    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out),
+                        _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
+    return ExpRecomputePlan(block_outputs, min(EXP_RECOMPUTE_TILE, _pow2_at_least(red)), red, 4)

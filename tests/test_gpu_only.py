@@ -7,8 +7,8 @@ import torch
 import precred
 from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
                             reduce_sum)
-from precred.modes import (MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE, get_exp_mode,
-                           get_mode, get_var_mode)
+from precred.modes import (CERTIFIED_EXP_MODE, MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE,
+                           get_exp_mode, get_mode, get_var_mode)
 
 pytestmark = pytest.mark.gpu
 
@@ -147,7 +147,7 @@ def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
 
 def _reductions_by_plan(shape, dim, dtype, device):
     """(x, [(mode, run(plan, mode) -> outputs)]): every sum mode (sum and mean), every var mode (variance
-    and mean), every logsumexp mode, max and min with their indices and amax / amin, over dim of normal
+    and mean), every logsumexp mode (and the fp64 mode's certified fp32 pass), max and min with their indices and amax / amin, over dim of normal
     data."""
     g = torch.Generator(device="cpu").manual_seed(5)
     x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype).to(device)
@@ -155,8 +155,8 @@ def _reductions_by_plan(shape, dim, dtype, device):
             for name in precred.MODES for divide in (False, True)]
     runs += [(get_var_mode(name), lambda plan, m: reduce_moments(x, (dim,), m, x.dtype, 1.0, False, True, plan=plan))
              for name in precred.VAR_MODES]
-    runs += [(get_exp_mode(name), lambda plan, m: [reduce_logsumexp(x, (dim,), m, plan=plan)])
-             for name in precred.EXP_MODES]
+    runs += [(m, lambda plan, m: [reduce_logsumexp(x, (dim,), m, plan=plan)])
+             for m in [get_exp_mode(name) for name in precred.EXP_MODES] + [CERTIFIED_EXP_MODE]]
     runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, True, plan=plan, schedule="passes"))
              for m in (MAXIMUM_MODE, MINIMUM_MODE)]
     runs += [(m, lambda plan, m: reduce_extremum(x, (dim,), m, False, plan=plan)[:1])
@@ -222,6 +222,7 @@ REPLAYED_CALLS = {
     "var_mean": lambda t: precred.var_mean(t, -1),
     "std fast": lambda t: precred.std(t, 0, correction=0, keepdim=True, mode="fast"),
     "logsumexp": lambda t: precred.logsumexp(t, -1),
+    "logsumexp bf16": lambda t: precred.logsumexp(t.bfloat16(), 0),
     "amax": lambda t: precred.amax(t, 0),
     "max(dim)": lambda t: precred.max(t, -1),
     "argmin flat": lambda t: precred.argmin(t),
@@ -250,6 +251,26 @@ def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, sha
         for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, fresh))):
             assert a.shape == b.shape and a.dtype == b.dtype
             assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def test_certified_logsumexp_replays_its_recompute(device):
+    """logsumexp's fp64 mode on bf16: rows next to a rounding boundary (padded with -inf, which leaves
+    the result alone) are left to the fp64 recompute; replayed calls return the full path's bits, and
+    every output is within the mode's bound (certified ones correctly rounded)."""
+    from precred import eager, launch
+    from test_logsumexp import _near_midpoint_rows, assert_within_bound
+
+    pairs = _near_midpoint_rows(torch.bfloat16, 40)
+    x = torch.full((pairs.shape[0], 300), float("-inf"), dtype=torch.bfloat16)
+    x[:, 7], x[:, 250] = pairs[:, 0], pairs[:, 1]
+    x = torch.cat([x, (torch.randn(200, 300) * 4).bfloat16()])
+    eager._CALLS.clear()
+    launch._RECIPES.clear()
+    calls = [precred.logsumexp(x.to(device), 1) for _ in range(3)]
+    assert len(eager._CALLS) == 1
+    for got in calls[1:]:
+        assert torch.equal(got, calls[0])
+    assert_within_bound(x, 1, "fp64", device)
 
 
 def test_replayed_calls_still_check_their_arguments(device):

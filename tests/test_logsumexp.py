@@ -1,6 +1,9 @@
 """logsumexp: every mode x dtype x schedule within precred.logsumexp_error_bound against the mpmath
 reference (validation/stable_exp.py) on adversarial rows; torch's semantics for specials, empty
-reductions and arguments; the default mode's fp32 goal (<= 2 ulp); determinism, autograd, compile."""
+reductions and arguments; the default mode's fp32 goal (<= 2 ulp); determinism, autograd, compile.
+The fp64 mode's two stages on 16-bit inputs are tested on their own too: the fp32 filter must be right
+wherever it certifies and certify what its bound allows; the fp64 recompute must be right on every row
+when the filter's flags are cleared."""
 import math
 from fractions import Fraction
 
@@ -11,8 +14,11 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import precred
+from precred import launch
+from precred.bounds import certified_log_sum_margin
 from precred.launch import plan_for, reduce_logsumexp
-from precred.modes import get_exp_mode
+from precred.modes import CERTIFIED_EXP_MODE, logsumexp_mode
+from precred.plan import plan_exp_recompute
 from validation.oracle import format_info, round_to, ulp_error
 from validation.stable_exp import reference_logsumexp
 
@@ -54,10 +60,13 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     largest error / bound ratio."""
     dims = tuple(sorted(d % x.dim() for d in ((dim,) if isinstance(dim, int) else dim)))
     xd = x.to(device)
-    m = get_exp_mode(mode)
-    _, plan = plan_for(xd, dims, m, x.dtype, **(planner or {}))
+    m = logsumexp_mode(mode, x.dtype)
+    view, plan = plan_for(xd, dims, m, x.dtype, **(planner or {}))
     got = reduce_logsumexp(xd, dims, m, plan=plan).cpu().double().tolist()
     rows, _, _ = reference_logsumexp(x, dim)
+    # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
+    # the fp64 recompute's elsewhere: the bound with the recompute's depth covers both.
+    depth = plan.depth if m is not CERTIFIED_EXP_MODE else plan_exp_recompute(view.outer * view.inner, view.red).depth
     worst = 0.0
     for value, row in zip(got, rows):
         if row.lse is None:
@@ -66,11 +75,10 @@ def assert_within_bound(x, dim, mode, device, planner=None):
         if round_to(row.lse, x.dtype) in (math.inf, -math.inf):
             assert value == round_to(row.lse, x.dtype)
             continue
-        bound = precred.logsumexp_error_bound(mode, row.n, row.s, row.t, float(row.lse), x.dtype,
-                                              depth=plan.depth)
+        bound = precred.logsumexp_error_bound(mode, row.n, row.s, row.t, float(row.lse), x.dtype, depth=depth)
         err = abs(Fraction(value) - row.lse)
         assert err <= Fraction(bound) + Fraction(row.exact_to), (
-            f"{mode} {x.dtype} n={row.n} {plan.schedule} depth={plan.depth}: error {float(err):.3e} > "
+            f"{mode} {x.dtype} n={row.n} {plan.schedule} depth={depth}: error {float(err):.3e} > "
             f"bound {bound:.3e} (exact {float(row.lse):.9e}, got {value!r})")
         worst = max(worst, float(err) / bound)
     return worst
@@ -194,3 +202,107 @@ def test_torch_compile_fullgraph(device):
     x = torch.randn(4, 100, device=device)
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(x), f(x))
+
+
+# --- the fp64 mode on 16-bit inputs: the fp32 filter and the fp64 recompute ---
+
+@pytest.fixture
+def filter_flags(monkeypatch):
+    """Record the fp32 filter's flags at each call of the fp64 recompute; `clear=True` zeroes them
+    first, so the recompute redoes every output."""
+    seen = []
+    settings = {"clear": False}
+    original = launch._launch_exp_recompute
+
+    def spy(view, source, out, flags):
+        if settings["clear"]:
+            flags.zero_()
+        seen.append(flags.cpu().clone())
+        return original(view, source, out, flags)
+
+    monkeypatch.setattr(launch, "_launch_exp_recompute", spy)
+    return seen, settings
+
+
+def _as_output(value: Fraction, dtype) -> float:
+    """The kernels' rounding of an exact value to a 16-bit output: to fp32, then to the format."""
+    return round_to(Fraction(round_to(value, torch.float32)), dtype)
+
+
+def _filtered(x, device, planner=None):
+    """(outputs, the filter's flags, the plan) of the certified fp64 mode over x's last dim."""
+    xd = x.to(device)
+    _, plan = plan_for(xd, (1,), CERTIFIED_EXP_MODE, x.dtype, **(planner or {}))
+    got = reduce_logsumexp(xd, (1,), CERTIFIED_EXP_MODE, plan=plan).cpu().double().tolist()
+    return got, plan
+
+
+def _near_midpoint_rows(dtype, count):
+    """Rows (x, x - g) of 16-bit values whose logsumexp x + log1p(exp(-g)) lies within 1e-6 of a
+    rounding boundary of the format (found in fp64 over x in [1, 2) and g in [2^-10, 16)): the fp32
+    filter cannot tell which way they round."""
+    p, _, _ = format_info(dtype)
+    bits = 0x3F80 if dtype == torch.bfloat16 else 0x3C00
+    xs = torch.arange(bits, bits + (1 << (p - 1)), dtype=torch.int16).view(dtype).double().numpy()
+    low, high = torch.tensor([2.0 ** -10, 16.0], dtype=dtype).view(torch.int16).tolist()
+    gs = torch.arange(low, high, dtype=torch.int16).view(dtype).double().numpy()
+    lse = xs[:, None] + np.log1p(np.exp(-gs[None, :]))
+    spacing = 2.0 ** (np.floor(np.log2(lse)) - (p - 1))
+    distance = np.abs(lse / spacing - np.floor(lse / spacing) - 0.5) * spacing
+    i, j = np.nonzero(distance < 1e-6)
+    pairs = np.stack([xs[i], xs[i] - gs[j]], axis=1)[:count]
+    return torch.from_numpy(pairs).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_filter_is_right_wherever_it_certifies(dtype, device, filter_flags):
+    """Certified outputs are the exact result correctly rounded (a theorem of the filter's bound), on
+    adversarial families and on rows built to sit next to a rounding boundary; on those, the filter
+    leaves some to the recompute, and every output is within the fp64 mode's bound."""
+    seen, _ = filter_flags
+    rng = np.random.default_rng([21, dtype.itemsize])
+    inputs = [family(name, 6, 700, rng, dtype) for name in FAMILIES] + [_near_midpoint_rows(dtype, 40)]
+    for x in inputs:
+        got, _ = _filtered(x, device)
+        flags = seen[-1].tolist()
+        rows, _, _ = reference_logsumexp(x, 1)
+        for value, flag, row in zip(got, flags, rows):
+            if flag and row.lse is not None:
+                assert value == _as_output(row.lse, dtype), (value, float(row.lse), x.dtype)
+        assert_within_bound(x, 1, "fp64", device)
+    assert not all(seen[-2].tolist()[:40]), "rows next to a rounding boundary: the filter must not certify all"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_filter_certifies_what_its_bound_allows(dtype, device, filter_flags):
+    """A row whose exact result is more than twice the filter's margin (plus fp64's) from every rounding
+    boundary is certified: the filter's interval lies inside the result's rounding cell."""
+    seen, _ = filter_flags
+    rng = np.random.default_rng([22, dtype.itemsize])
+    x = family("normal", 64, 1500, rng, dtype)
+    got, plan = _filtered(x, device)
+    flags = seen[-1].tolist()
+    margin = certified_log_sum_margin(x.shape[1], plan.depth)
+    rows, _, _ = reference_logsumexp(x, 1)
+    clear_rows = 0
+    for flag, row in zip(flags, rows):
+        lse = row.lse
+        e = Fraction(2 * margin) + Fraction(2.0 ** -48) * (abs(lse) + 1)
+        if _as_output(lse - e, dtype) == _as_output(lse + e, dtype):
+            clear_rows += 1
+            assert flag, (float(row.lse), margin)
+    assert clear_rows >= 48, "the normal family's results are mostly far from boundaries"
+
+
+@pytest.mark.parametrize("planner", list(PLANNER_SETTINGS))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_recompute_alone_on_every_row(dtype, planner, device, filter_flags):
+    """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound."""
+    seen, settings = filter_flags
+    settings["clear"] = True
+    rng = np.random.default_rng([23, dtype.itemsize])
+    for name in FAMILIES:
+        x = family(name, 3, 1100, rng, dtype)
+        assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
+        assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
+    assert seen and not any(bool(f.any()) for f in seen)

@@ -14,7 +14,7 @@ from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce_logsumexp, softmax_rows
-from ..modes import DEFAULT_EXP_MODE, get_exp_mode
+from ..modes import DEFAULT_EXP_MODE, get_exp_mode, logsumexp_mode
 
 
 def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
@@ -23,7 +23,7 @@ def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) 
     if x.numel() == 0 or n == 0:
         # torch: log of an empty sum is log(0) = -inf; an empty output stays empty.
         return torch.full(shape, -math.inf, dtype=x.dtype, device=x.device)
-    return reduce_logsumexp(x, tuple(dims), get_exp_mode(mode)).view(shape)
+    return reduce_logsumexp(x, tuple(dims), logsumexp_mode(mode, x.dtype)).view(shape)
 
 
 _logsumexp = torch.library.custom_op("precred::logsumexp", _logsumexp_impl, mutates_args=())
@@ -63,7 +63,9 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     torch. The output has x's dtype; bf16/fp16 inputs are computed in fp32 or fp64. Rows of -inf give
     -inf, a +inf gives +inf, a NaN gives NaN; an empty reduction gives -inf. mode: "fp64" (default:
     exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate exp) -- bounds in
-    precred.logsumexp_error_bound. CPU tensors run the same kernels in Triton's interpreter.
+    precred.logsumexp_error_bound. On bf16 / fp16 input "fp64" first runs the fp32 pass and keeps the
+    outputs whose rounding its error bound certifies (those are correctly rounded), recomputing the
+    others in fp64. CPU tensors run the same kernels in Triton's interpreter.
     """
     key = eager.call_key("logsumexp", x, dim, keepdim, mode)
     result = eager.replay(key, x)
@@ -78,7 +80,7 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     if through_custom_op(x):
         return _logsumexp(x, dims, keepdim, mode)
     result = _logsumexp_impl(x, dims, keepdim, mode)
-    eager.remember(key, cached_recipe(x, tuple(dims), get_exp_mode(mode), x.dtype, Output()), result.shape)
+    eager.remember(key, cached_recipe(x, tuple(dims), logsumexp_mode(mode, x.dtype), x.dtype, Output()), result.shape)
     return result
 
 

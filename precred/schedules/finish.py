@@ -48,6 +48,42 @@ def finish_logsumexp(s, m, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
+def certify_logsumexp(s, m, margin, OUT_DTYPE: tl.constexpr):
+    """logsumexp's fp32 filter (strategy 10): (m + log(s) formed in fp64 and rounded to OUT_DTYPE,
+    whether that rounding is certified to be the exact result's).
+
+    margin bounds |log(s_hat) - log(s)| for the pass's plan whatever the row
+    (precred.bounds.certified_log_sum_margin); the fp64 log and sum add at most 2 u_64 |log s| +
+    u_64 |lse| and the two sums lse -+ e round by u_64 |lse -+ e| each: 2^-50 (|log s| + |lse|) covers
+    them. So the exact result lies in [lse - e, lse + e] (computed). Rounding to the output (fp64 ->
+    fp32 -> 16-bit, round_to_output) is monotone: when both ends round to the same bits, so does every
+    point between, and the value is the exact result correctly rounded (as round_to_output rounds).
+    +-0 differ in bits, so a result at zero is not certified. Non-finite results are finish_logsumexp's
+    and certified as they are: m = +-inf gives +-inf at both ends, a NaN s is NaN (certified apart)."""
+    log_s = tl.log(s.to(tl.float64))
+    lse = m.to(tl.float64) + log_s
+    e = margin + 8.881784197001252e-16 * (tl.abs(log_s) + tl.abs(lse))   # 2^-50
+    value = round_to_output(lse, OUT_DTYPE)
+    below = _output_bits(round_to_output(lse - e, OUT_DTYPE))
+    above = _output_bits(round_to_output(lse + e, OUT_DTYPE))
+    return value, (below == above) | (lse != lse)
+
+
+@triton.jit
+def _output_bits(value):
+    """An output value's bit pattern (bf16 is one already), so that -0 and +0 differ and NaN equals NaN."""
+    if value.dtype == tl.float16:
+        bits = value.to(tl.int16, bitcast=True)
+    elif value.dtype == tl.float32:
+        bits = value.to(tl.int32, bitcast=True)
+    elif value.dtype == tl.float64:
+        bits = value.to(tl.int64, bitcast=True)
+    else:
+        bits = value
+    return bits
+
+
+@triton.jit
 def round_to_output(value, OUT_DTYPE: tl.constexpr):
     """An fp64 value rounded to the output dtype (bf16 as its int16 bit pattern)."""
     if OUT_DTYPE == tl.float64:

@@ -1,4 +1,7 @@
-"""`exact` mode: recompute the outputs the filter could not certify, with the integer superaccumulator.
+"""Second stages of the filtered modes: recompute the outputs the filter could not certify.
+
+`exact` (recompute_kernel): with the integer superaccumulator; logsumexp's fp64 mode on 16-bit
+inputs (exp_recompute_kernel, at the end): in fp64. The rest of this note is about the first.
 
 Runs after the filter's last pass (the shared schedules with strategies/exact.py), which wrote every
 output and a flag per output (1: certified correctly rounded). A program owns BLOCK_O outputs and one
@@ -20,7 +23,9 @@ import triton
 import triton.language as tl
 
 from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
-from .finish import round_to_output
+from .finish import finish_logsumexp, round_to_output
+from .steps import accumulate_tile
+from .tree import tree_reduce_last_axis
 
 
 @triton.jit
@@ -81,3 +86,46 @@ def recompute_kernel(
                     else:
                         value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
                         tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+
+
+_STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
+
+
+@triton.jit
+def exp_recompute_kernel(
+    src_ptr,        # the original input (bf16 as int16 bit patterns)
+    out_ptr,        # [n_out] outputs, written by logsumexp's fp32 filter; uncertified ones are overwritten
+    flags_ptr,      # [n_out] int8: 1 where the filter certified the output
+    n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
+    BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+):
+    """logsumexp's fp64 mode on 16-bit inputs, second stage: each output the fp32 filter could not
+    certify (strategy 10, schedules/finish.py certify_logsumexp) is recomputed from its row in fp64 --
+    BLOCK_R lanes of the stable exponential sum (strategies/stable_exp.py) chained over the row, the
+    fixed lane tree, m + log(s) in fp64 -- by the program that owns it: one program per BLOCK_O
+    outputs, which reads their flags and stops when all are certified. Error: precred.bounds
+    .logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
+    first = tl.program_id(0) * BLOCK_O
+    slots = tl.arange(0, BLOCK_O)
+    outputs = first + slots
+    flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
+    # Visit only the uncertified outputs, in order: the next one is the smallest pending slot above
+    # the last (a reduction over the loaded flags, no load per output).
+    pending = flags == 0
+    k = tl.min(tl.where(pending, slots, BLOCK_O))
+    lanes = tl.arange(0, BLOCK_R)
+    step = tl.full((), BLOCK_R, tl.int64) * stride_red
+    while k < BLOCK_O:
+        r = first + k
+        base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
+        ptrs = src_ptr + base + lanes[None, :].to(tl.int64) * stride_red
+        s = tl.zeros([1, BLOCK_R], tl.float64)
+        m = tl.full([1, BLOCK_R], float("-inf"), tl.float64)
+        for start in range(0, red_len, BLOCK_R):
+            mask = ((start + lanes) < red_len)[None, :]
+            s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, tl.float64,
+                                      _STABLE_EXP, False, False)
+            ptrs += step
+        row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_R, _STABLE_EXP)
+        tl.store(out_ptr + r + tl.arange(0, 1), finish_logsumexp(row_s, row_m, out_ptr.dtype.element_ty))
+        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK_O))

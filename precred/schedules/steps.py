@@ -3,8 +3,8 @@ a merged state out (as a partial state, or finished into the output).
 
 A state is (hi, lo, cnt): the sum strategies use hi/lo and never touch cnt (the schedules pass a
 placeholder, which the compiler drops); Welford's strategy keeps (mean, m2, count) there, the stable
-exponential sum (s, -, m), the extremum (v, -, index), the extremum's value alone (key, -, -) and the
-product (p, -, -).
+exponential sum (s, -, m) (also as logsumexp's fp32 filter, strategy 10), the extremum (v, -, index),
+the extremum's value alone (key, -, -) and the product (p, -, -).
 """
 import triton
 import triton.language as tl
@@ -13,7 +13,7 @@ from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_inde
                           exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
                           stable_exp_combine, stable_exp_update, state_combine, state_update, value_key,
                           welford_combine, welford_update)
-from .finish import finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
+from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
 @triton.jit
@@ -31,7 +31,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
         cnt = tl.zeros([ROWS, COLS], tl.float64)
     elif STRATEGY == 7:
         cnt = tl.full([ROWS, COLS], NO_MAGNITUDE, tl.uint32)   # the smallest nonzero |x|'s key
-    elif STRATEGY == 3:
+    elif STRATEGY == 3 or STRATEGY == 10:
         cnt = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)   # the running maxima
     elif STRATEGY == 4 or STRATEGY == 5:
         hi = tl.full([ROWS, COLS], float("-inf"), ACC_DTYPE)
@@ -74,7 +74,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
         hi = tl.maximum(hi, value_key(x_hi if SRC_IS_STATE else oriented(x_hi, STRATEGY)))
     elif STRATEGY == 6:
         hi, lo = state_combine(hi, lo, tl.where(mask, x_hi, 1.0), lo, STRATEGY)
-    elif STRATEGY == 3:
+    elif STRATEGY == 3 or STRATEGY == 10:
         if SRC_IS_STATE:   # masked partial states load (0, -inf), the merge's identity
             x_m = tl.load(cnt_ptrs, mask=mask, other=float("-inf")).to(ACC_DTYPE)
             hi, lo, cnt = stable_exp_combine(hi, lo, cnt, x_hi, lo, x_m)
@@ -153,14 +153,15 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
     the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo); the
     extremum's is its value (exact in any output dtype that holds the input) and, WRITE_MEAN, its index
-    in dst_lo (int64); the exact filter's is its value and, in dst_lo, an int8 flag: certified or not."""
+    in dst_lo (int64); the exact filter's and logsumexp's fp32 filter's is the value and, in dst_lo, an
+    int8 flag: certified or not."""
     if DST_IS_STATE:
         if STRATEGY == 8 or STRATEGY == 9:   # the value the key stands for (keyed again on load)
             hi = key_value(hi)
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
         if USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 7:
         # The exact mode's filter: the rounded value and, in dst_lo (int8), whether it is certified.
@@ -175,6 +176,12 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
         if WRITE_MEAN:
             tl.store(dst_lo_ptr + out_index, cnt, mask=mask)
+    elif STRATEGY == 10:
+        # logsumexp's fp32 filter: the rounded value and, in dst_lo (int8), whether it is certified;
+        # `divisor` carries the pass's bound on |log(s_hat) - log(s)| (precred.bounds).
+        value, certified = certify_logsumexp(hi, cnt, divisor, dst_hi_ptr.dtype.element_ty)
+        tl.store(dst_hi_ptr + out_index, value, mask=mask)
+        tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
     elif STRATEGY == 3:
         if WRITE_MEAN:   # softmax's reduction: log(s) and the maximum m apart, both in fp64 (exact m)
             tl.store(dst_hi_ptr + out_index, tl.log(hi.to(tl.float64)), mask=mask)

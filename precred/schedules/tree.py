@@ -38,7 +38,7 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
-            elif STRATEGY == 3:
+            elif STRATEGY == 3 or STRATEGY == 10:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
             elif STRATEGY == 4 or STRATEGY == 5:
@@ -55,7 +55,7 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
+    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
         cnt = tl.reshape(cnt, (ROWS,))
     return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,)), cnt
 
@@ -71,7 +71,7 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_combine)
-            elif STRATEGY == 3:
+            elif STRATEGY == 3 or STRATEGY == 10:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, stable_exp_combine)
             elif STRATEGY == 4 or STRATEGY == 5:
@@ -88,7 +88,7 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7:
+    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
         cnt = tl.reshape(cnt, (COLS,))
     return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,)), cnt
 

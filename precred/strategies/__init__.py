@@ -38,6 +38,11 @@ PRODUCT = 6
 EXACT = 7      # exact.py: the exact mode's filter (the superaccumulator recomputes what it cannot certify)
 MAXIMUM_VALUE = 8    # extremum_value.py: amax, max(x) -- the value alone, IEEE 754-2019 maximum
 MINIMUM_VALUE = 9    # extremum_value.py on -x: amin, min(x)
+# stable_exp.py in fp32 as a filter (logsumexp's fp64 mode on 16-bit inputs): the state and the
+# schedules' steps are STABLE_EXP's; the last pass writes the rounded value and whether the fp32 pass's
+# error bound certifies that rounding (schedules/finish.py), and the uncertified outputs are recomputed
+# in fp64 (schedules/recompute.py).
+CERTIFIED_EXP = 10
 EXTREMA = (MAXIMUM, MINIMUM)
 VALUE_EXTREMA = (MAXIMUM_VALUE, MINIMUM_VALUE)
 
@@ -81,5 +86,5 @@ __all__ = [
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
     "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",
-    "value_max_combine",
+    "value_max_combine", "CERTIFIED_EXP",
 ]
