@@ -1,10 +1,14 @@
 """Sweep the outer schedule's planner constants on the dim=0 DESIGN.md shapes (GPU; one device call).
 
-    python3 bench/sweep_outer.py
-Prints GB/s and the ratio to torch.sum per planner variant (layout of chained passes, tile bytes,
-smallest warp count before a split), case and mode, to choose precred.plan's OUTER_CHAINS_IN_REGISTERS,
-TILE_BYTES and OUTER_MIN_WARPS from measurements.
+    python3 bench/sweep_outer.py [--variants NAME,...] [--dim -1] [--variant "name:CONST=value;CONST=value"]
+Prints GB/s and the ratio to torch.sum per planner variant (constants of precred.plan set as VARIANTS
+lists them), case and mode, to choose the outer schedule's constants from measurements: the layout of
+chained first passes and the column floor of the passes that merge partial states (add variants for
+others with --variant, e.g. "tile8k:TILE_BYTES=8192"). --dim -1 times the same shapes over their
+contiguous axis (the inner schedule's constants). Each result is also checked to repeat bitwise.
 """
+import argparse
+import ast
 import sys
 
 import torch
@@ -12,43 +16,72 @@ import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from precred import launch, plan  # noqa: E402
-from precred import eager  # noqa: E402
+from precred import eager, launch, plan  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
-MODES = ("fast", "kahan", "fp64")
-# (chains in the registers layout, tile bytes, smallest warp count before a split)
-VARIANTS = [(False, 16384, 4), (True, 16384, 4), (True, 16384, 8), (True, 32768, 4), (True, 32768, 8),
-            (True, 8192, 4)]
+MODES = ("fast", "pairwise", "kahan", "fp64")
+# Each variant: the precred.plan constants it sets (the rest keep their defaults).
+# Variants measured on the H100 and dropped (stop note of 2026-11-24's sixth session): wide-layout
+# rows of 512 bytes (256 bf16 columns: kahan bf16 1024x65536 1820 -> 1231 GB/s), pairwise first
+# passes in the wide layout on narrow kept axes (262144x256 bf16 1613 -> 105), wide-layout lanes
+# narrowed to 1 or 2 tiles (16x262144 bf16 fast 641 -> 136).
+VARIANTS = {
+    "default": {},
+    "state0": {"STATE_PASS_MIN_COLUMNS": 0},
+    "state64": {"STATE_PASS_MIN_COLUMNS": 64},
+    "chains-wide": {"OUTER_CHAINS_IN_REGISTERS": False},
+}
 
 
 def _time(fn):
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
+def _set(constants):
+    for name, value in constants.items():
+        setattr(plan, name, value)
+    plan.plan_reduction.cache_clear()
+    launch._RECIPES.clear()
+    eager._CALLS.clear()
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--variant", action="append", default=[],
+                    help='extra variant "name:CONST=value;CONST=value" (values: Python literals)')
+    ap.add_argument("--dim", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="times each variant runs (noise check)")
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    variants = dict(VARIANTS)
+    for spec in args.variant:
+        name, _, assignments = spec.partition(":")
+        variants[name] = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";"))}
+    dim = args.dim
     print(torch.cuda.get_device_name())
     cases = [(s, d) for d in (torch.float32, torch.bfloat16) for s in SHAPES]
     inputs = {c: torch.randn(c[0], device="cuda", dtype=c[1]) for c in cases}
-    base = {c: _time(lambda c=c: torch.sum(inputs[c], 0)) for c in cases}
-    print("torch GB/s: " + " ".join(f"{c[0]}{str(c[1])[6:]}={inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
+    base = {c: _time(lambda c=c: torch.sum(inputs[c], dim)) for c in cases}
+    print("torch GB/s: " + " ".join(f"{c[0][0]}x{c[0][1]}{str(c[1])[6:]}="
+                                    f"{inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
                                     for c in cases))
-    for registers, tile_bytes, min_warps in VARIANTS:
-        plan.OUTER_CHAINS_IN_REGISTERS = registers
-        plan.TILE_BYTES = tile_bytes
-        plan.OUTER_MIN_WARPS = min_warps
-        plan.plan_reduction.cache_clear()
-        launch._RECIPES.clear()
-        eager._CALLS.clear()
+    defaults = {name: getattr(plan, name) for v in variants.values() for name in v}
+    names = args.variants.split(",") + [spec.partition(":")[0] for spec in args.variant]
+    for name in names * args.repeat:
+        _set({**defaults, **variants[name]})
         for c in cases:
             x = inputs[c]
             cells = []
-            for mode in MODES:
-                ms = _time(lambda: precred.sum(x, 0, mode=mode))
+            for mode in modes:
+                reference = precred.sum(x, dim, mode=mode)
+                ms = _time(lambda: precred.sum(x, dim, mode=mode))
                 gbps = x.numel() * x.element_size() / ms / 1e6
-                cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f})")
-            print(f"regs {registers:d} tile {tile_bytes:5d} minw {min_warps}  {str(c[0]):14s} {str(c[1])[6:]:8s} " + "  ".join(cells),
-                  flush=True)
+                ok = torch.equal(reference, precred.sum(x, dim, mode=mode))
+                cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f}){'' if ok else ' NONDET'}")
+            print(f"{name:22s} {c[0][0]:6d}x{c[0][1]:<6d} {str(c[1])[6:]:8s} " + "  ".join(cells), flush=True)
+    _set(defaults)
 
 
 if __name__ == "__main__":

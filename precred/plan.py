@@ -103,6 +103,13 @@ OUTER_MIN_WARPS = 4
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
 OUTER_CHAINS_IN_REGISTERS = True
 OUTER_REGISTERS_MIN_RED = 64
+# Later outer passes (merging [parts, outputs] partial states) narrow their column block, down to this
+# many columns (128 bytes of fp32 states), until 2 programs per SM run; 0 keeps the 128-column block.
+# Without it few programs merged every part: 8 on 65536 x 1024 over dim 0, 2 on 262144 x 256.
+# bench/sweep_outer.py, H100 (stop note of 2026-11-24's sixth session), GB/s 0 -> 32: bf16 pairwise
+# 65536x1024 892 -> 1913, 262144x256 821 -> 1613; fp32 pairwise 262144x256 1375 -> 2344, 65536x1024
+# 1805 -> 2484; fast 65536x1024 fp32 2410 -> 2534, bf16 1922 -> 2113. 64 was no better.
+STATE_PASS_MIN_COLUMNS = 32
 
 
 def _warps(tile_elements: int) -> int:
@@ -249,12 +256,14 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if red < 1 or outer * inner < 1:
         raise ValueError("plan_reduction needs a non-empty reduction")
     vector = max(1, 16 // element_size)
-    # The registers layout (schedules/outer.py): pairwise always (it runs the lane tree on every tile);
-    # chained plain passes when the kept axis is at least OUTER_MIN_WARPS warps wide and the reduced
-    # one at least OUTER_REGISTERS_MIN_RED long. Compensated passes, narrow kept axes and short reduced
-    # axes (16 x 262144 over dim 0) measured faster in the wide layout (bench/sweep_outer.py, H100).
-    registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and not heavy_state
-                                      and inner >= 32 * vector * OUTER_MIN_WARPS
+    # The registers layout (schedules/outer.py): pairwise always (it runs the lane tree on every tile;
+    # the wide layout measured 5-15x slower on 262144 x 256 over dim 0); chained passes, compensated
+    # ones included, when the kept axis is at least OUTER_MIN_WARPS warps wide and the reduced one at
+    # least OUTER_REGISTERS_MIN_RED long. Narrow kept axes and short reduced axes (16 x 262144 over
+    # dim 0) measured faster in the wide layout (bench/sweep_outer.py, H100). Compensated passes were
+    # kept wide until the pipelined loops; now the registers layout is faster on bf16 (kahan 8192^2
+    # dim 0 1526 -> 2057 GB/s, 1024x65536 1820 -> 2102, 65536x1024 1670 -> 2009; fp32 8192^2 2406 -> 2517).
+    registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and inner >= 32 * vector * OUTER_MIN_WARPS
                                       and red >= OUTER_REGISTERS_MIN_RED)
 
     def first_pass(parts_wanted, block_limit, short_parts=False):
@@ -294,6 +303,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30)
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
+            while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
+                # Same lanes and parts, fewer columns: the same additions in the same order.
+                nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
+                                  nxt.block_kept // 2, 0)
         if nxt.parts > 1 and nxt.parts >= prev.parts:
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)

@@ -4,9 +4,10 @@ import math
 import pytest
 import torch
 
+from precred import plan as plan_module
 from precred.layout import reduction_view
 from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
-                          SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM,
+                          SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS, plan_reduction, plan_row_loop,
                           plan_single_read)
 
@@ -81,6 +82,31 @@ def test_exactly_the_two_pass_inner_splits_fuse_their_merge(shape, reduce_dim, p
     if rows * cols >= 2 ** 22 and rows <= 16 and reduce_dim == 1 and not pairwise:
         assert plan.fused_merge, plan   # few long rows: the cases the fusion is for (pairwise's 2^28
                                         # tree takes three passes)
+
+
+@pytest.mark.parametrize("shape", DESIGN_SHAPES)
+@pytest.mark.parametrize("pairwise", [False, True])
+@pytest.mark.parametrize("element_size,heavy", [(4, False), (2, False), (4, True), (2, True)])
+def test_outer_merge_passes_fill_the_gpu_without_changing_their_tree(shape, pairwise, element_size, heavy,
+                                                                     monkeypatch):
+    # An outer pass over partial states narrows its column block (STATE_PASS_MIN_COLUMNS) until two
+    # programs per SM run; its lanes, chunks and parts -- the additions and their order -- stay those
+    # of the full block.
+    rows, cols = shape
+    options = dict(inner_contiguous=True, whole_tree=pairwise, sm_count=H100_SMS, element_size=element_size,
+                   heavy_state=heavy)
+    plan = plan_reduction(1, rows, cols, **options)
+    monkeypatch.setattr(plan_module, "STATE_PASS_MIN_COLUMNS", 0)
+    full = plan_module.plan_reduction.__wrapped__(1, rows, cols, **options)   # uncached: the full block
+    assert len(plan.passes) == len(full.passes) and plan.passes[0] == full.passes[0]
+    for p, f in zip(plan.passes[1:], full.passes[1:]):
+        assert p.schedule == "outer"
+        assert (p.lanes, p.chunk, p.parts, p.tile_counter, p.depth) == (f.lanes, f.chunk, f.parts, f.tile_counter,
+                                                                       f.depth)
+        programs = -(-p.inner // p.block_kept)
+        assert programs >= 2 * H100_SMS or p.block_kept == min(f.block_kept, STATE_PASS_MIN_COLUMNS)
+    if cols <= 8192 and len(plan.passes) > 1:
+        assert plan.passes[1].block_kept < full.passes[1].block_kept   # 8192^2 .. 262144x256 narrow
 
 
 def test_many_rows_are_not_split():
