@@ -4,8 +4,10 @@ at launch (ints equal to 1 become constexprs, pointers and ints divisible by 16 
 ptxas -v. Nothing runs; outputs are not written. Registers per thread bound the programs per SM (65536
 per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's bytes in flight feel.
 
-    python bench/kernel_resources.py OP:DTYPE:SHAPE:DIM ...
+    python bench/kernel_resources.py [plan.CONST=value ...] OP:DTYPE:SHAPE:DIM ...
     e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 logsumexp/fp64:bfloat16:8192x8192:0
+
+KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans).
 
 (bench/compile_check.py compiles every variant with unspecialized ints: it catches front-end errors,
 but its 16-bit loads are not vectorized and its register counts are not the launched kernels'.)
@@ -62,6 +64,10 @@ def describe(c):
     regs = re.search(r"Used (\d+) registers", out.stderr)
     spill = re.search(r"(\d+) bytes spill stores", out.stderr)
     ptx = c.asm["ptx"]
+    if os.environ.get("KERNEL_PTX_DIR"):   # keep each kernel's PTX, e.g. to diff two plans' code
+        os.makedirs(os.environ["KERNEL_PTX_DIR"], exist_ok=True)
+        with open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ptx"), "w") as f:
+            f.write(ptx)
     loads = sorted(set(re.findall(r"ld\.global[\.\w]*", ptx)))
     return (f"regs={regs.group(1) if regs else '?'} spill={spill.group(1) if spill else '?'} "
             f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads}")
@@ -88,7 +94,13 @@ def show(label, fn):
 
 
 if __name__ == "__main__":
-    cases = sys.argv[1:] or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]   # sum's default: kahan
+    import ast
+    from precred import plan
+    for arg in [a for a in sys.argv[1:] if a.startswith("plan.")]:   # plan.CONST=value: a planner variant
+        name, _, value = arg[len("plan."):].partition("=")
+        setattr(plan, name, ast.literal_eval(value))
+    cases = [a for a in sys.argv[1:] if not a.startswith("plan.")]
+    cases = cases or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]   # sum's default: kahan
     for case in cases:
         op, dt, shape, dim = case.split(":")
         x = torch.empty(tuple(int(s) for s in shape.split("x")), dtype=getattr(torch, dt))

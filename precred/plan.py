@@ -304,7 +304,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
             while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
-                # Same lanes and parts, fewer columns: the same additions in the same order.
+                # Same lanes and parts, fewer columns: the same operations in the same order (the same
+                # bits, but for Welford, whose contractible mul/add ptxas may fuse differently in the
+                # narrower kernel: tests/test_gpu_only.py).
                 nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
                                   nxt.block_kept // 2, 0)
         if nxt.parts > 1 and nxt.parts >= prev.parts:

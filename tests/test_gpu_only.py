@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import precred
-from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
+from precred.launch import (PIPELINED_STRATEGIES, WELFORD, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
                             reduce_sum)
 from precred.modes import (CERTIFIED_EXP_MODE, MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE,
                            get_exp_mode, get_mode, get_var_mode)
@@ -188,6 +188,35 @@ def test_fused_merge_gives_the_bits_of_two_launches(device, shape, dtype):
         for _ in range(3):
             _assert_same_bits(run(plan, mode), want, mode)
     assert fused_seen == len(runs)
+
+
+@pytest.mark.parametrize("shape", [(65536, 1024), (262144, 256), (8192, 8192)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_narrowed_outer_merge_gives_the_bits_of_the_full_block(device, shape, dtype, monkeypatch):
+    """plan.STATE_PASS_MIN_COLUMNS: an outer pass over partial states split into more, narrower
+    programs returns the bits of the unnarrowed pass, on the GPU's plans: the same tree in the same
+    order. Welford is the exception: Chan's merge multiplies and adds with contractible mul.f32 /
+    add.f32, which ptxas fuses into FMAs as the code around them allows, so kernels for other column
+    blocks may round differently (1 ulp of fp32 var, seen on 65536x1024 and 262144x256); its bound
+    does not depend on the fusion (each fused operation rounds once instead of twice)."""
+    from precred import plan as plan_module
+
+    x, runs = _reductions_by_plan(shape, 0, dtype, device)
+    plans = [plan_for(x, (0,), mode, x.dtype)[1] for mode, _ in runs]
+    monkeypatch.setattr(plan_module, "STATE_PASS_MIN_COLUMNS", 0)
+    plan_module.plan_reduction.cache_clear()
+    try:
+        full_plans = [plan_for(x, (0,), mode, x.dtype)[1] for mode, _ in runs]
+    finally:
+        plan_module.plan_reduction.cache_clear()
+    narrowed_seen = 0
+    for (mode, run), plan, full in zip(runs, plans, full_plans):
+        if full == plan or mode.strategy == WELFORD:
+            continue
+        narrowed_seen += 1
+        assert all(p.block_kept <= f.block_kept for p, f in zip(plan.passes, full.passes))
+        _assert_same_bits(run(plan, mode), run(full, mode), mode)
+    assert narrowed_seen > 0
 
 
 def test_exact_mode_on_gpu_sizes_both_stages(device):
