@@ -426,40 +426,49 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
 
 
 def _launch_recompute(view, source, out, flags, output):
-    """The exact mode's second stage over the filter's output: (launch, whether its row chunks need
-    zeroed limb sums and arrival counters, whether the kernel takes the limb sums' and counters'
-    pointers at all)."""
+    """The exact mode's second stage over the filter's output: (launch, the factory of the zeroed
+    scratch its row chunks need -- None for rows of one chunk --, how many scratch pointers the kernel
+    takes)."""
     n_out = view.outer * view.inner
     rp = plan_recompute(n_out, view.red, sm_count=device_sm_count(out.device), min_chunk=planning.RECOMPUTE_MIN_CHUNK)
     man_bits, exp_bits, lsb_exp = INPUT_FORMATS[view.source.dtype]
+    device = out.device
+
+    def make_scratch():   # the rows' limb sums and arrival counters: zero on entry, left zero on exit
+        return (torch.zeros(n_out * LIMBS, dtype=torch.int64, device=device),
+                torch.zeros(n_out, dtype=torch.int32, device=device))
+
     chunked = rp.chunks > 1
-    scratch = _recompute_scratch(n_out, chunked, out.device, flags)
+    scratch = make_scratch() if chunked else (flags, flags)   # placeholders, never touched
     launch = _launch(recompute_kernel, (triton.cdiv(n_out, rp.block_outputs), rp.chunks),
                      [source, _bits_if_bf16(out), flags, *scratch],
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk, rp.chunks, view.red], rp.num_warps,
                      MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp, DIVIDE=output.divide,
                      CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
-    return launch, chunked, True
+    return launch, make_scratch if chunked else None, len(scratch)
 
 
 def _launch_exp_recompute(view, source, out, flags):
-    """logsumexp's fp64 recompute of what its fp32 filter left uncertified: (launch, False, False) --
-    unchunked rows, no scratch (see _launch_recompute)."""
+    """logsumexp's fp64 recompute of what its fp32 filter left uncertified (see _launch_recompute):
+    long rows in chunks, whose (s, m) states and arrival counters are the scratch."""
     n_out = view.outer * view.inner
     rp = plan_exp_recompute(n_out, view.red)
-    launch = _launch(exp_recompute_kernel, (triton.cdiv(n_out, rp.block_outputs),), [source, _bits_if_bf16(out), flags],
-                     [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red],
-                     rp.num_warps, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
-    return launch, False, False
+    device = out.device
 
+    def make_scratch():   # chunk states (written before read) and arrival counters (zero on entry and exit)
+        return (torch.empty(n_out * rp.chunks, dtype=torch.float64, device=device),
+                torch.empty(n_out * rp.chunks, dtype=torch.float64, device=device),
+                torch.zeros(n_out, dtype=torch.int32, device=device))
 
-def _recompute_scratch(n_out, chunked, device, placeholder):
-    """(limb sums, arrival counters), zeroed, for chunked rows; placeholders (never touched) otherwise."""
-    if not chunked:
-        return placeholder, placeholder
-    return (torch.zeros(n_out * LIMBS, dtype=torch.int64, device=device),
-            torch.zeros(n_out, dtype=torch.int32, device=device))
+    chunked = rp.chunks > 1
+    scratch = make_scratch() if chunked else (flags, flags, flags)   # placeholders, never touched
+    launch = _launch(exp_recompute_kernel, (triton.cdiv(n_out, rp.block_outputs), rp.chunks),
+                     [source, _bits_if_bf16(out), flags, *scratch],
+                     [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
+                      rp.chunk if chunked else view.red, rp.chunks],
+                     rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
+    return launch, make_scratch if chunked else None, len(scratch)
 
 
 class _Workspace:
@@ -554,8 +563,8 @@ class _Recipe:
         self.inner = [p.schedule == "inner" for p in plan.passes]
         self.fused_merge = plan.fused_merge
         self.workspace = workspace
-        # A filter's second stage: (launch, whether its row chunks need zeroed scratch, whether it takes
-        # scratch pointers at all), or None.
+        # A filter's second stage: (launch, the factory of its row chunks' scratch or None, how many
+        # scratch pointers it takes), or None.
         self.recompute = None if recompute is None else (_BoundLaunch(*recompute[0]), *recompute[1:])
         self.get_stream = driver.active.get_current_stream
         # The partial states of the passes before the last, one set per CUDA stream, allocated by the
@@ -563,7 +572,7 @@ class _Recipe:
         # the next call on that stream starts, so reuse is safe there (not across streams, hence the key).
         # Each torch.empty costs microseconds of host time, which a split call of a few MB feels.
         self.partials = {}
-        self.recompute_scratch = {}   # the exact mode's limb sums and counters, per stream likewise (addresses)
+        self.recompute_scratch = {}   # a chunked recompute's scratch, per stream likewise (addresses)
         self.recompute_tensors = {}   # ... and the tensors behind those addresses, kept alive here
 
     def run(self, x: torch.Tensor, shape=None):
@@ -595,16 +604,15 @@ class _Recipe:
             launch(stream, pointers)
             src = dst
         if self.recompute is not None:
-            launch, chunked, takes_scratch = self.recompute
-            # placeholders: rows of one chunk need no scratch
-            limbs = (mean_ptr, mean_ptr) if takes_scratch else ()
-            if chunked:   # zero on entry, left zero by the kernel
-                limbs = self.recompute_scratch.get(stream)
-                if limbs is None:
-                    tensors = _recompute_scratch(self.workspace.n_out, True, x.device, None)
-                    self.recompute_scratch[stream] = limbs = (tensors[0].data_ptr(), tensors[1].data_ptr())
+            launch, make_scratch, n_scratch = self.recompute
+            scratch = (mean_ptr,) * n_scratch   # placeholders: rows of one chunk need no scratch
+            if make_scratch is not None:   # counters zero on entry, left zero by the kernel: reused
+                scratch = self.recompute_scratch.get(stream)
+                if scratch is None:
+                    tensors = make_scratch()
+                    self.recompute_scratch[stream] = scratch = tuple(t.data_ptr() for t in tensors)
                     self.recompute_tensors[stream] = tensors
-            launch(stream, [source, out_ptr, mean_ptr, *limbs])
+            launch(stream, [source, out_ptr, mean_ptr, *scratch])
             return out, None
         return out, mean
 

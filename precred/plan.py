@@ -539,11 +539,16 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int = RECO
 
 # logsumexp's fp64 recompute of the rows its fp32 filter did not certify (schedules/recompute.py,
 # exp_recompute_kernel): outputs per program as the exact mode's (RECOMPUTE_OUTPUTS,
-# RECOMPUTE_BLOCK_ELEMENTS), each uncertified row streamed by one program in tiles of
-# EXP_RECOMPUTE_TILE fp64 lanes (8 per thread at 4 warps). Rows are never split: no scratch, and the
-# bits do not depend on an arrival order. Where the filter certifies (most rows of ordinary data,
-# precred.bounds.certified_log_sum_margin) this launch reads its flags and stops.
+# RECOMPUTE_BLOCK_ELEMENTS), each uncertified row streamed in tiles of EXP_RECOMPUTE_TILE fp64 lanes
+# (8 per thread at 4 warps). Rows longer than EXP_RECOMPUTE_MIN_CHUNK are cut into chunks of about that
+# many elements, one program each (at most EXP_RECOMPUTE_MAX_CHUNKS): the fp64 exponentials of a row
+# are compute-bound on one SM (H100: an uncertified row of 65536 took ~50 us alone, the whole filter
+# pass over 1024 such rows ~65 us). The chunks' states are merged by the last to arrive, in chunk order.
+# Where the filter certifies (most rows of ordinary data, precred.bounds.certified_log_sum_margin)
+# this launch reads its flags and stops.
 EXP_RECOMPUTE_TILE = 1024
+EXP_RECOMPUTE_MIN_CHUNK = 4096
+EXP_RECOMPUTE_MAX_CHUNKS = 256
 
 
 @dataclass(frozen=True)
@@ -552,15 +557,32 @@ class ExpRecomputePlan:
     block_r: int         # lanes of a row's tile, a power of two
     red: int             # the row length
     num_warps: int
+    chunk: int = 0       # elements per chunk, a multiple of block_r (0: the whole row)
+    chunks: int = 1      # programs per row
 
     @property
     def depth(self) -> int:
-        """Roundings an element goes through (Pass.depth's count): its lane's chain, then the lane tree."""
-        return (-(-self.red // self.block_r) - 1) + (self.block_r.bit_length() - 1)
+        """Roundings an element goes through (Pass.depth's count): its lane's chain over its chunk, the
+        lane tree, then the chain merging the chunks' states in order (its first merge is with the
+        identity, exact)."""
+        span = self.chunk if self.chunks > 1 else self.red
+        return (-(-span // self.block_r) - 1) + (self.block_r.bit_length() - 1) + (self.chunks - 1)
+
+
+def plan_exp_recompute(n_out: int, red: int) -> ExpRecomputePlan:
+    """The plan under this module's EXP_RECOMPUTE_* constants at the time of the call (tests lower
+    them to split small rows into many chunks of several tiles)."""
+    return _plan_exp_recompute(n_out, red, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE)
 
 
 @lru_cache(maxsize=4096)
-def plan_exp_recompute(n_out: int, red: int) -> ExpRecomputePlan:
+def _plan_exp_recompute(n_out: int, red: int, min_chunk: int, tile: int) -> ExpRecomputePlan:
     block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out),
                         _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
-    return ExpRecomputePlan(block_outputs, min(EXP_RECOMPUTE_TILE, _pow2_at_least(red)), red, 4)
+    block_r = min(tile, _pow2_at_least(red))
+    chunks = min(EXP_RECOMPUTE_MAX_CHUNKS, -(-red // min_chunk))
+    chunk = -(-(-(-red // chunks)) // block_r) * block_r
+    chunks = -(-red // chunk)
+    if chunks == 1:
+        return ExpRecomputePlan(block_outputs, block_r, red, 4)
+    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks)

@@ -282,17 +282,21 @@ def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, sha
             assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
-def test_certified_logsumexp_replays_its_recompute(device):
+@pytest.mark.parametrize("width", [300, 9000])
+def test_certified_logsumexp_replays_its_recompute(device, width):
     """logsumexp's fp64 mode on bf16: rows next to a rounding boundary (padded with -inf, which leaves
-    the result alone) are left to the fp64 recompute; replayed calls return the full path's bits, and
-    every output is within the mode's bound (certified ones correctly rounded)."""
+    the result alone) are left to the fp64 recompute -- rows of 9000 in chunks (plan.ExpRecomputePlan),
+    whose counters the replays reuse --; replayed calls return the full path's bits, and every output
+    is within the mode's bound (certified ones correctly rounded)."""
+    from precred.plan import plan_exp_recompute
     from precred import eager, launch
     from test_logsumexp import _near_midpoint_rows, assert_within_bound
 
     pairs = _near_midpoint_rows(torch.bfloat16, 40)
-    x = torch.full((pairs.shape[0], 300), float("-inf"), dtype=torch.bfloat16)
-    x[:, 7], x[:, 250] = pairs[:, 0], pairs[:, 1]
-    x = torch.cat([x, (torch.randn(200, 300) * 4).bfloat16()])
+    x = torch.full((pairs.shape[0], width), float("-inf"), dtype=torch.bfloat16)
+    x[:, 7], x[:, width - 50] = pairs[:, 0], pairs[:, 1]
+    x = torch.cat([x, (torch.randn(200, width) * 4).bfloat16()])
+    assert (plan_exp_recompute(x.shape[0], width).chunks > 1) == (width > 4096)
     eager._CALLS.clear()
     launch._RECIPES.clear()
     calls = [precred.logsumexp(x.to(device), 1) for _ in range(3)]

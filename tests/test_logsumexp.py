@@ -18,6 +18,7 @@ from precred import launch
 from precred.bounds import certified_log_sum_margin
 from precred.launch import plan_for, reduce_logsumexp
 from precred.modes import CERTIFIED_EXP_MODE, logsumexp_mode
+from precred import plan as plan_module
 from precred.plan import plan_exp_recompute
 from validation.oracle import format_info, round_to, ulp_error
 from validation.stable_exp import reference_logsumexp
@@ -294,12 +295,19 @@ def test_filter_certifies_what_its_bound_allows(dtype, device, filter_flags):
     assert clear_rows >= 48, "the normal family's results are mostly far from boundaries"
 
 
+@pytest.mark.parametrize("chunked", [False, True])
 @pytest.mark.parametrize("planner", list(PLANNER_SETTINGS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_recompute_alone_on_every_row(dtype, planner, device, filter_flags):
-    """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound."""
+def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_flags, monkeypatch):
+    """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound
+    (whose depth counts the chunks' merge), rows of 1100 whole or in 5 chunks of 4 tiles (the last
+    short), merged by whichever chunk arrives last."""
     seen, settings = filter_flags
     settings["clear"] = True
+    if chunked:
+        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_MIN_CHUNK", 256)
+        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_TILE", 64)
+        assert plan_exp_recompute(3, 1100).chunks == 5
     rng = np.random.default_rng([23, dtype.itemsize])
     for name in FAMILIES:
         x = family(name, 3, 1100, rng, dtype)

@@ -24,6 +24,7 @@ import triton.language as tl
 
 from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output
+from ..strategies.stable_exp import stable_exp_combine
 from .steps import accumulate_tile
 from .tree import tree_reduce_last_axis
 
@@ -96,16 +97,28 @@ def exp_recompute_kernel(
     src_ptr,        # the original input (bf16 as int16 bit patterns)
     out_ptr,        # [n_out] outputs, written by logsumexp's fp32 filter; uncertified ones are overwritten
     flags_ptr,      # [n_out] int8: 1 where the filter certified the output
+    part_s_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): each chunk's sum of exp(x - m)
+    part_m_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): ... and its maximum m
+    arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far; zeros on exit
     n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
-    BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+    chunk_len,      # elements per chunk, a multiple of BLOCK_R (CHUNKED), else red_len
+    n_chunks,       # chunks per row
+    CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
 ):
     """logsumexp's fp64 mode on 16-bit inputs, second stage: each output the fp32 filter could not
     certify (strategy 10, schedules/finish.py certify_logsumexp) is recomputed from its row in fp64 --
     BLOCK_R lanes of the stable exponential sum (strategies/stable_exp.py) chained over the row, the
-    fixed lane tree, m + log(s) in fp64 -- by the program that owns it: one program per BLOCK_O
-    outputs, which reads their flags and stops when all are certified. Error: precred.bounds
-    .logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
+    fixed lane tree, m + log(s) in fp64 -- by the programs that own it: one per BLOCK_O outputs and
+    chunk of the row, which read their flags and stop when all are certified.
+
+    Several chunks (long rows: an fp64 row is compute-bound on one SM): each program stores its chunk's
+    (s, m) and counts itself in on the row's counter; the last to arrive merges the row's chunk states
+    in chunk order (stable_exp_combine from the identity), so the bits do not depend on who arrives
+    last, writes the output and resets the counter to 0 for the next launch. Ordering as the inner
+    schedule's fused merge: a CTA barrier, then the counter's acq_rel atomic (gpu scope).
+    Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
     first = tl.program_id(0) * BLOCK_O
+    chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
     outputs = first + slots
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
@@ -114,18 +127,36 @@ def exp_recompute_kernel(
     pending = flags == 0
     k = tl.min(tl.where(pending, slots, BLOCK_O))
     lanes = tl.arange(0, BLOCK_R)
+    one = tl.arange(0, 1)
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
+    start = chunk.to(tl.int64) * chunk_len
+    end = tl.minimum(start + chunk_len, red_len)
     while k < BLOCK_O:
         r = first + k
         base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
-        ptrs = src_ptr + base + lanes[None, :].to(tl.int64) * stride_red
+        ptrs = src_ptr + base + (start + lanes[None, :]).to(tl.int64) * stride_red
         s = tl.zeros([1, BLOCK_R], tl.float64)
         m = tl.full([1, BLOCK_R], float("-inf"), tl.float64)
-        for start in range(0, red_len, BLOCK_R):
-            mask = ((start + lanes) < red_len)[None, :]
+        for position in range(start, end, BLOCK_R):
+            mask = ((position + lanes) < end)[None, :]
             s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, tl.float64,
                                       _STABLE_EXP, False, False)
             ptrs += step
         row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_R, _STABLE_EXP)
-        tl.store(out_ptr + r + tl.arange(0, 1), finish_logsumexp(row_s, row_m, out_ptr.dtype.element_ty))
+        if CHUNKED:
+            part = r.to(tl.int64) * n_chunks
+            tl.store(part_s_ptr + part + chunk + one, row_s)
+            tl.store(part_m_ptr + part + chunk + one, row_m)
+            tl.debug_barrier()   # every thread's stores issued before the arrival is published
+            if tl.atomic_add(arrivals_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1:
+                tl.atomic_xchg(arrivals_ptr + r, 0)
+                total_s = tl.zeros([1], tl.float64)
+                total_m = tl.full([1], float("-inf"), tl.float64)
+                for c in range(0, n_chunks):
+                    total_s, _, total_m = stable_exp_combine(total_s, total_s, total_m,
+                                                             tl.load(part_s_ptr + part + c + one), total_s,
+                                                             tl.load(part_m_ptr + part + c + one))
+                tl.store(out_ptr + r + one, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty))
+        else:
+            tl.store(out_ptr + r + one, finish_logsumexp(row_s, row_m, out_ptr.dtype.element_ty))
         k = tl.min(tl.where(pending & (slots > k), slots, BLOCK_O))
