@@ -21,7 +21,8 @@ VAR_CASES = [((8192, 8192), 1, torch.float32), ((1024, 65536), 1, torch.float32)
              ((16, 262144), 0, torch.float32)]
 EXP_CASES = [((65536, 1024), 1, torch.float32), ((8192, 8192), 1, torch.float32),
              ((1024, 65536), 1, torch.bfloat16), ((16, 262144), 1, torch.float32), ((8192, 8192), 0, torch.float32),
-             ((8192, 8192), 0, torch.bfloat16), ((16, 262144), 0, torch.float32)]
+             ((8192, 8192), 0, torch.bfloat16), ((16, 262144), 0, torch.float32),
+             ((1024, 65536), 0, torch.bfloat16), ((262144, 256), 0, torch.bfloat16)]
 SUM_CASES = [((2 ** 28,), 0, torch.float32), ((1024, 65536), 1, torch.float32), ((65536, 1024), 1, torch.float32),
              ((262144, 256), 1, torch.float32), ((1024, 65536), 1, torch.bfloat16),
              ((65536, 1024), 1, torch.bfloat16), ((8192, 8192), 0, torch.float32),
