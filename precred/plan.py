@@ -375,6 +375,12 @@ SINGLE_READ_MAX_WARPS = 32
 # 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only, hence
 # SINGLE_READ_STRIDED_MAX_J: longer strided rows keep the 4096-element tiles.
 SINGLE_READ_STRIDED_TILE_BYTES = 32768
+# An fp64 accumulator doubles the registers of every element: its strided tiles hold
+# SINGLE_READ_STRIDED_WIDE_TILE elements whatever the input. ptxas (bench/kernel_resources.py,
+# log_softmax/fp64 over dim 0 of 16x262144, 4 warps): bf16 1024-row tiles used 255 registers and spilled
+# 2572 bytes per thread (softmax 540); 256-row tiles use 224 and do not spill; fp32 512 rows spilled 208,
+# 256 rows use 158 registers.
+SINGLE_READ_STRIDED_WIDE_TILE = 4096
 SINGLE_READ_STRIDED_WARPS = 4
 SINGLE_READ_STRIDED_MAX_J = 16
 
@@ -395,7 +401,12 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         return None
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
     if tile_elements is None:
-        tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size if strided else SINGLE_READ_TILE
+        if not strided:
+            tile_elements = SINGLE_READ_TILE
+        elif accumulator_size == 8:
+            tile_elements = SINGLE_READ_STRIDED_WIDE_TILE
+        else:
+            tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size
     if per_thread is None:
         per_thread = 16 if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))

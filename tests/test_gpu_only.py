@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import precred
-from precred.launch import (PIPELINED_STRATEGIES, WELFORD, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
+from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, reduce_logsumexp, reduce_moments,
                             reduce_sum)
 from precred.modes import (CERTIFIED_EXP_MODE, MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE,
                            get_exp_mode, get_mode, get_var_mode)
@@ -195,10 +195,9 @@ def test_fused_merge_gives_the_bits_of_two_launches(device, shape, dtype):
 def test_narrowed_outer_merge_gives_the_bits_of_the_full_block(device, shape, dtype, monkeypatch):
     """plan.STATE_PASS_MIN_COLUMNS: an outer pass over partial states split into more, narrower
     programs returns the bits of the unnarrowed pass, on the GPU's plans: the same tree in the same
-    order. Welford is the exception: Chan's merge multiplies and adds with contractible mul.f32 /
-    add.f32, which ptxas fuses into FMAs as the code around them allows, so kernels for other column
-    blocks may round differently (1 ulp of fp32 var, seen on 65536x1024 and 262144x256); its bound
-    does not depend on the fusion (each fused operation rounds once instead of twice)."""
+    order. Welford included: its products and sums are explicit FMAs (strategies/welford.py), where
+    contractible mul.f32 / add.f32 had let ptxas fuse them differently per column block (1 ulp of
+    fp32 var on 65536x1024 and 262144x256)."""
     from precred import plan as plan_module
 
     x, runs = _reductions_by_plan(shape, 0, dtype, device)
@@ -211,7 +210,7 @@ def test_narrowed_outer_merge_gives_the_bits_of_the_full_block(device, shape, dt
         plan_module.plan_reduction.cache_clear()
     narrowed_seen = 0
     for (mode, run), plan, full in zip(runs, plans, full_plans):
-        if full == plan or mode.strategy == WELFORD:
+        if full == plan:
             continue
         narrowed_seen += 1
         assert all(p.block_kept <= f.block_kept for p, f in zip(plan.passes, full.passes))

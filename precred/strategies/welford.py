@@ -13,6 +13,14 @@ Non-finite values keep torch.mean's semantics for the mean: the mean is updated 
 weighted average mean*(1 - r) + x*r and ma*wa + mb*wb, in which an infinity stays an infinity (and
 inf - inf is NaN) without a branch -- an empty side has mean 0 and weight 0, never inf * 0. The
 variance of a row whose mean is not finite is NaN (precred.schedules.finish.finish_moments).
+
+Every product that meets a sum is an explicit `tl.fma`. Written as `a * b + c`, Triton emits a
+contractible mul and add, and ptxas fused them or not depending on the kernel around them: the H100
+gave fp32 variances 1 ulp apart between two merge passes of the same tree that differed only in their
+column block (tests/test_gpu_only.py, narrowed outer merges). With the FMAs spelled out the bits depend
+on the operations alone. An FMA rounds once where the mul and the add rounded twice, so the bounds,
+which count both roundings, still hold. (The CPU interpreter evaluates tl.fma as a * b + c, two
+roundings: its bits may differ from the GPU's, as for every op with a rounding that differs there.)
 """
 import triton
 import triton.language as tl
@@ -28,8 +36,8 @@ def welford_update(mean, m2, x, reciprocal, complement, valid):
     per tile, not a division per element. mean' = mean (k-1)/k + x/k; m2' = m2 + (x - mean)(x - mean').
     """
     delta = x - mean
-    new_mean = mean * complement + x * reciprocal
-    new_m2 = m2 + delta * (x - new_mean)
+    new_mean = tl.fma(mean, complement, x * reciprocal)
+    new_m2 = tl.fma(delta, x - new_mean, m2)
     return tl.where(valid, new_mean, mean), tl.where(valid, new_m2, m2)
 
 
@@ -60,8 +68,8 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     weight_a = (na * inverse).to(ma.dtype)
     weight_b = (nb * inverse).to(ma.dtype)
     delta = mb - ma
-    mean = ma * weight_a + mb * weight_b
-    m2 = (qa + qb) + (delta * delta) * (na * nb * inverse).to(ma.dtype)
+    mean = tl.fma(ma, weight_a, mb * weight_b)
+    m2 = tl.fma(delta * delta, (na * nb * inverse).to(ma.dtype), qa + qb)
     return mean, m2, n
 
 
