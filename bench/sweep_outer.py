@@ -1,7 +1,8 @@
 """Sweep the outer schedule's planner constants on the dim=0 DESIGN.md shapes (GPU; one device call).
 
-    python3 bench/sweep_outer.py [--variants NAME,...] [--dim -1] [--variant "name:CONST=value;CONST=value"]
-Prints GB/s and the ratio to torch.sum per planner variant (constants of precred.plan set as VARIANTS
+    python3 bench/sweep_outer.py [--op logsumexp] [--variants NAME,...] [--dim -1]
+                                 [--variant "name:CONST=value;CONST=value"]
+Prints GB/s and the ratio to torch's op per planner variant (constants of precred.plan set as VARIANTS
 lists them), case and mode, to choose the outer schedule's constants from measurements: the layout of
 chained first passes and the column floor of the passes that merge partial states (add variants for
 others with --variant, e.g. "tile8k:TILE_BYTES=8192"). --dim -1 times the same shapes over their
@@ -19,7 +20,11 @@ import precred  # noqa: E402
 from precred import eager, launch, plan  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
-MODES = ("fast", "pairwise", "kahan", "fp64")
+# The ops it times (precred's and torch's call, x and dim given) and their modes.
+OPS = {
+    "sum": (precred.sum, torch.sum, ("fast", "pairwise", "kahan", "fp64")),
+    "logsumexp": (precred.logsumexp, torch.logsumexp, ("fast", "fp64")),
+}
 # Each variant: the precred.plan constants it sets (the rest keep their defaults).
 # Variants measured on the H100 and dropped (stop note of 2026-11-24's sixth session): wide-layout
 # rows of 512 bytes (256 bf16 columns: kahan bf16 1024x65536 1820 -> 1231 GB/s), pairwise first
@@ -48,13 +53,15 @@ def _set(constants):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--op", choices=sorted(OPS), default="sum")
+    ap.add_argument("--modes", help="comma-separated modes of --op (default: all of them)")
     ap.add_argument("--variant", action="append", default=[],
                     help='extra variant "name:CONST=value;CONST=value" (values: Python literals)')
     ap.add_argument("--dim", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="times each variant runs (noise check)")
     args = ap.parse_args()
-    modes = args.modes.split(",")
+    ours, theirs, all_modes = OPS[args.op]
+    modes = args.modes.split(",") if args.modes else list(all_modes)
     variants = dict(VARIANTS)
     for spec in args.variant:
         name, _, assignments = spec.partition(":")
@@ -63,7 +70,7 @@ def main():
     print(torch.cuda.get_device_name())
     cases = [(s, d) for d in (torch.float32, torch.bfloat16) for s in SHAPES]
     inputs = {c: torch.randn(c[0], device="cuda", dtype=c[1]) for c in cases}
-    base = {c: _time(lambda c=c: torch.sum(inputs[c], dim)) for c in cases}
+    base = {c: _time(lambda c=c: theirs(inputs[c], dim)) for c in cases}
     print("torch GB/s: " + " ".join(f"{c[0][0]}x{c[0][1]}{str(c[1])[6:]}="
                                     f"{inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
                                     for c in cases))
@@ -75,10 +82,10 @@ def main():
             x = inputs[c]
             cells = []
             for mode in modes:
-                reference = precred.sum(x, dim, mode=mode)
-                ms = _time(lambda: precred.sum(x, dim, mode=mode))
+                reference = ours(x, dim, mode=mode)
+                ms = _time(lambda: ours(x, dim, mode=mode))
                 gbps = x.numel() * x.element_size() / ms / 1e6
-                ok = torch.equal(reference, precred.sum(x, dim, mode=mode))
+                ok = torch.equal(reference, ours(x, dim, mode=mode))
                 cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f}){'' if ok else ' NONDET'}")
             print(f"{name:22s} {c[0][0]:6d}x{c[0][1]:<6d} {str(c[1])[6:]:8s} " + "  ".join(cells), flush=True)
     _set(defaults)

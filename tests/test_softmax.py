@@ -120,6 +120,19 @@ def test_within_bound(mode, dtype, log, device):
             assert_elements_within_bound(family(name, rows, n, rng, dtype), mode, log, device)
 
 
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mode", EXP_MODES)
+def test_strided_short_rows_share_a_tile_within_bound(mode, dtype, log, device):
+    """Rows of at most plan.SINGLE_READ_STRIDED_MAX_J along a strided dim: the single-read kernel's
+    wide tiles of many rows (hundreds per program; fp64 state: plan.SINGLE_READ_STRIDED_WIDE_TILE
+    elements), within the bound."""
+    x = family("normal", 300, 13, np.random.default_rng([13, EXP_MODES.index(mode), log]), dtype)
+    plan = plan_softmax(x.t().contiguous(), 0, get_exp_mode(mode), dtype)
+    assert isinstance(plan, RowPlan) and not plan.j_fast and plan.block_rows >= 256
+    assert_elements_within_bound(x, mode, log, device)
+
+
 def test_default_mode_fp32_softmax_within_two_ulp(device):
     """Issue 4's goal: fp32 softmax within 2 ulp (+ the row-sum's bound, which fp64 makes negligible)."""
     rng = np.random.default_rng(2)
