@@ -73,8 +73,16 @@ def _pow2_at_most(n: int) -> int:
 
 # Bytes of one loaded tile: 16 KiB per iteration keeps enough loads in flight per program.
 TILE_BYTES = 16384
-# ...and at most this many bytes of accumulators per tile (32 registers per thread at 8 warps).
-ACC_TILE_BYTES = 32768
+# ...and at most this many bytes of accumulators per tile (16 registers per thread at 8 warps; the
+# registers layout of the outer schedule holds tile/256 elements per thread whatever its warps).
+# 32768 -> 16384 (bench/sweep_outer.py, H100, 2026-11-25, GB/s): over dim 0, first passes whose
+# registers left a second, short wave of programs gained -- sum 262144x256 bf16 fast 1379 -> 1657, fp64
+# 1084 -> 1613 (now within 10% of fast), fp32 fp64 1872 -> 2239; logsumexp bf16 1024x65536 fast 1345 ->
+# 1838, fp64 1081 -> 1319, 262144x256 fast 1012 -> 1286, fp64 920 -> 1159, fp32 fp64 1068 -> 1370 --
+# while logsumexp bf16 lost where the larger tiles fitted one wave: 8192^2 fast 1988 -> 1849, fp64
+# 1326 -> 1267, 65536x1024 fast 1846 -> 1706, fp64 1545 -> 1263. Every other dim-0 sum and every
+# dim=-1 sum and logsumexp moved within 3%. Doubling PROGRAMS_PER_SM with it lost on most dim-0 cases.
+ACC_TILE_BYTES = 16384
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -304,9 +312,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
             while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
-                # Same lanes and parts, fewer columns: the same operations in the same order (the same
-                # bits, but for Welford, whose contractible mul/add ptxas may fuse differently in the
-                # narrower kernel: tests/test_gpu_only.py).
+                # Same lanes and parts, fewer columns: the same operations in the same order, the same
+                # bits (tests/test_gpu_only.py; Welford's FMAs are explicit for that, strategies/welford.py).
                 nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
                                   nxt.block_kept // 2, 0)
         if nxt.parts > 1 and nxt.parts >= prev.parts:
@@ -375,12 +382,10 @@ SINGLE_READ_MAX_WARPS = 32
 # 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only, hence
 # SINGLE_READ_STRIDED_MAX_J: longer strided rows keep the 4096-element tiles.
 SINGLE_READ_STRIDED_TILE_BYTES = 32768
-# An fp64 accumulator doubles the registers of every element: its strided tiles hold
-# SINGLE_READ_STRIDED_WIDE_TILE elements whatever the input. ptxas (bench/kernel_resources.py,
-# log_softmax/fp64 over dim 0 of 16x262144, 4 warps): bf16 1024-row tiles used 255 registers and spilled
-# 2572 bytes per thread (softmax 540); 256-row tiles use 224 and do not spill; fp32 512 rows spilled 208,
-# 256 rows use 158 registers.
-SINGLE_READ_STRIDED_WIDE_TILE = 4096
+# Measured and dropped (H100, 2026-11-25): tiles of 4096 elements for fp64 state, which ptxas fits
+# without spilling (bench/kernel_resources.py, log_softmax/fp64 16x262144 over dim 0: bf16 224
+# registers against 255 and 2572 spilled bytes per thread; fp32 158 against 255 and 208): softmax fp64
+# fell 674 -> 130 GB/s on bf16 and 1239 -> 738 on fp32, log_softmax 247 -> 130 and 1295 -> 688.
 SINGLE_READ_STRIDED_WARPS = 4
 SINGLE_READ_STRIDED_MAX_J = 16
 
@@ -401,12 +406,7 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         return None
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
     if tile_elements is None:
-        if not strided:
-            tile_elements = SINGLE_READ_TILE
-        elif accumulator_size == 8:
-            tile_elements = SINGLE_READ_STRIDED_WIDE_TILE
-        else:
-            tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size
+        tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size if strided else SINGLE_READ_TILE
     if per_thread is None:
         per_thread = 16 if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))

@@ -9,7 +9,7 @@ from precred.layout import reduction_view
 from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
                           SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
-                          SINGLE_READ_STRIDED_WIDE_TILE, plan_reduction, plan_row_loop, plan_single_read)
+                          plan_reduction, plan_row_loop, plan_single_read)
 
 H100_SMS = 132
 DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
@@ -228,11 +228,6 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
             assert 1 <= plan.num_warps <= 32 and plan.num_warps & (plan.num_warps - 1) == 0
             if not j_fast and rows >= SINGLE_READ_MIN_COLUMNS:
                 assert plan.block_rows >= SINGLE_READ_MIN_COLUMNS    # coalesced loads along the rows
-            if not j_fast and acc == 8:
-                # fp64 state: tiles of SINGLE_READ_STRIDED_WIDE_TILE elements at most, whatever the
-                # input's size (larger tiles spilled registers on the H100).
-                assert plan.block_rows * plan.block_j <= max(SINGLE_READ_STRIDED_WIDE_TILE,
-                                                             SINGLE_READ_MIN_COLUMNS * plan.block_j)
         assert plan_single_read(rows, limit + 1, j_fast=j_fast, accumulator_size=acc) is None
     with pytest.raises(ValueError):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
