@@ -83,6 +83,9 @@ TILE_BYTES = 16384
 # 1326 -> 1267, 65536x1024 fast 1846 -> 1706, fp64 1545 -> 1263. Every other dim-0 sum and every
 # dim=-1 sum and logsumexp moved within 3%. Doubling PROGRAMS_PER_SM with it lost on most dim-0 cases.
 ACC_TILE_BYTES = 16384
+# The pairwise mode keeps 32768: its lanes are the tile (one balanced tree per tile), and the halved
+# tile cost bf16 up to 27% (gpu_suite, H100: 8192^2 dim=-1 2354 -> 1730 GB/s, 16x262144 dim 0 831 -> 616).
+PAIRWISE_ACC_TILE_BYTES = 32768
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -250,7 +253,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
     accumulator measured slower that way, so it keeps the default).
     accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
-    to ACC_TILE_BYTES, so 16-bit inputs summed in fp64 get half the elements per tile.
+    to ACC_TILE_BYTES (pairwise: PAIRWISE_ACC_TILE_BYTES), so 16-bit inputs summed in fp64 get half the
+    elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_parts: whether a split inner pass of few tiles per part may take SHORT_PART_TILES' fewer,
@@ -258,7 +262,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     way; the exact filter keeps its own measured split).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
-                                      ACC_TILE_BYTES // accumulator_size)
+                                      (PAIRWISE_ACC_TILE_BYTES if whole_tree else ACC_TILE_BYTES) // accumulator_size)
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
