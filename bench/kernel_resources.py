@@ -6,6 +6,8 @@ per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's 
 
     python bench/kernel_resources.py [plan.CONST=value ...] OP:DTYPE:SHAPE:DIM ...
     e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 logsumexp/fp64:bfloat16:8192x8192:0
+    layer_norm/precise:float32:8192x8192:-1 rms_norm:bfloat16:4096x4096:-1 (forward and backward; DIM
+    is ignored: the norms normalize the last dim)
 
 KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans).
 
@@ -28,7 +30,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import precred  # noqa: E402
-from precred import checks, launch  # noqa: E402
+from precred import checks, launch, norm_launch  # noqa: E402
 
 checks.KERNELS_INTERPRETED = True       # let CPU tensors through the checks
 launch.INTERPRETER_SM_COUNT = 132
@@ -81,6 +83,24 @@ def capture(kernel, grid, pointers, scalars, num_warps, **consts):
 
 
 launch._launch = capture
+norm_launch._launch = capture   # it imports the name
+
+
+def norm_forward_and_backward(name, x, modes):
+    """Capture the forward's launches, then the backward's (called on fp64 statistics of the right
+    shape: nothing runs)."""
+    from precred.modes import get_norm_mode
+    from precred.norm_launch import NormStats, norm_backward, norm_forward
+    rows, n = x.shape
+    w = torch.empty(n, dtype=x.dtype)
+    mode = get_norm_mode(modes.get("mode", precred.modes.DEFAULT_NORM_MODE))
+    rms = name == "rms_norm"
+    try:
+        norm_forward(x, rows, n, w, None if rms else w, 1e-5, rms, mode, x.dtype)
+    except Exception:   # outputs are never written: host steps after the launches may trip on them
+        pass
+    stats = NormStats(torch.empty(rows, dtype=torch.float64), torch.empty(rows, dtype=torch.float64))
+    norm_backward(x, x, rows, n, w, stats, rms, mode, w.shape, x.dtype, None if rms else x.dtype)
 
 
 def show(label, fn):
@@ -107,4 +127,7 @@ if __name__ == "__main__":
         dim = None if dim == "None" else int(dim)
         name, _, mode = op.partition("/")   # OP or OP/MODE
         modes = {"mode": mode} if mode else {}
-        show(case, lambda: getattr(precred, name)(x, dim, **modes))
+        if name in ("layer_norm", "rms_norm"):   # the forward, then the backward with weight (and bias)
+            show(case, lambda: norm_forward_and_backward(name, x, modes))
+        else:
+            show(case, lambda: getattr(precred, name)(x, dim, **modes))

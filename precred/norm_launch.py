@@ -1,17 +1,17 @@
-"""Launcher of layer_norm / rms_norm: [rows, n] contiguous tensors -> plans -> kernel launches.
+"""Launcher of layer_norm / rms_norm: contiguous inputs of rows x n elements -> plans -> kernel launches.
 
 Knows nothing of autograd or argument checking (precred/ops/normalization.py). Forward: rows that fit
 on chip go to the single-read kernel (schedules/norm_rows.py); longer rows get their statistics from
 the Welford reduction (fp64 accumulator, the split schedule for few rows) and then one normalizing
 pass (schedules/norm_stream.py), which also turns the Welford moments into mean and rstd. Backward:
 rows on chip are read once per program (norm_backward_kernel), longer rows twice
-(norm_backward_loop_kernel); both leave per-program dw / db partials that `_merge_partials` sums over
-programs with precred's own compensated reduction, in a fixed order.
+(norm_backward_loop_kernel); both leave per-program dw / db partials that one more launch
+(schedules/norm_merge.py) sums over programs with the compensated strategy, in a fixed order.
 
-CUDA calls leave launch recipes, as precred.launch's reductions do: a later call with the same
-signature (shapes, dtypes, device, eps, mode, the tensors' 16-byte alignment) replays the compiled
-kernel directly, without planning or Triton's argument binding -- the host time that a training step's
-many mid-sized norms feel.
+The tensors keep their callers' shapes (the kernels address them flat, as rows x n): no views, whose
+host time a mid-sized norm feels. CUDA calls leave launch recipes, as precred.launch's reductions do: a
+later call with the same signature (shapes, dtypes, device, eps, mode, the tensors' 16-byte alignment)
+replays the compiled kernels directly on raw addresses, without planning or Triton's argument binding.
 """
 from dataclasses import dataclass
 import struct
@@ -19,15 +19,14 @@ import struct
 import torch
 import triton
 
-from .launch import (_TL_DTYPE, _launch, _replay, device_sm_count, reduce_moments, reduce_sum,
-                     wire_to_row_kernel as _wire)
-from .modes import MODES, VAR_MODES, Mode
-from .plan import NORM_APPLY_TILE, plan_norm_backward, plan_norm_forward
+from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
+from .modes import VAR_MODES, Mode
+from .plan import NORM_APPLY_TILE, NORM_MERGE_TILE, plan_norm_backward, plan_norm_forward
+from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import norm_apply_kernel, norm_backward_loop_kernel
 
 _STATISTICS_MODE = VAR_MODES["fp64"]   # long rows: Welford in fp64 (no overflow, ~2^-50 relative)
-_PARTIALS_MODE = MODES["kahan"]        # dw / db: compensated sum of the per-program partials
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,8 @@ def _float64_bits(value: float) -> int:
     return struct.unpack("<q", struct.pack("<d", float(value)))[0]
 
 
-# Launch recipes of CUDA calls, by signature (see the module docstring): (compiled kernel, grid,
-# trailing arguments) plus what rebuilds the pointers. Unbounded only in the number of signatures;
-# tests that patch the planner's limits clear it.
+# Launch recipes of CUDA calls, by signature (see the module docstring). Unbounded only in the number
+# of signatures; tests that patch the planner's limits clear it.
 _RECIPES = {}
 
 
@@ -61,32 +59,42 @@ def _recipe_key(direction, *tensors_and_options):
 
 
 class _Replay:
-    """A compiled kernel launch replayed on new pointers of the same signature; on_chip: which path it
-    is (rows on chip or streamed: the pointers differ), whatever the planner says now."""
+    """A signature's compiled launches (precred.launch._BoundLaunch), replayed on the raw addresses of
+    new tensors; on_chip: which path they are (rows on chip or streamed: the pointers differ),
+    whatever the planner says now; programs: the backward's partial rows."""
 
-    def __init__(self, launch, on_chip: bool):
+    def __init__(self, launches, on_chip: bool, programs: int = 0):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
-        self.compiled, self.grid, self.trailing = launch
-        self.on_chip = on_chip
+        self.launches = [_BoundLaunch(*launch) for launch in launches]
+        self.on_chip, self.programs = on_chip, programs
         self.get_stream = driver.active.get_current_stream
+        # The backward's partials, one buffer per CUDA stream, reused: a call writes and reads them in
+        # stream order, before the next call on that stream starts (not across streams, hence the key).
+        self.scratch = {}
 
-    def __call__(self, device, pointers):
-        _replay(self.compiled, self.grid, self.get_stream(device.index), pointers, self.trailing)
+    def __call__(self, stream, *pointer_lists):
+        for launch, pointers in zip(self.launches, pointer_lists):
+            launch(stream, [p.data_ptr() if isinstance(p, torch.Tensor) else p for p in pointers])
 
 
-def norm_forward(x: torch.Tensor, weight, bias, eps: float, rms: bool, mode: Mode, out_dtype: torch.dtype):
-    """(y, NormStats) of x: [rows, n] contiguous and non-empty; weight / bias: [n] contiguous or None."""
+def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, rms: bool, mode: Mode,
+                 out_dtype: torch.dtype, keep_stats: bool = True):
+    """(y, NormStats or None) of x: contiguous and non-empty, rows x n elements (each row the n elements
+    of the normalized dims, which are the last ones); weight / bias: contiguous n elements, or None. y
+    has x's shape. keep_stats=False (calls autograd does not record): the kernel writes its statistics
+    to the recipe's scratch, which nothing reads, and None is returned for them."""
     key = _recipe_key("forward", x, weight, bias, eps, rms, mode, out_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        y, stats, pointers = _forward_buffers(x, weight, bias, rms, out_dtype, on_chip=recipe.on_chip)
-        recipe(x.device, pointers)
+        y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, recipe.on_chip,
+                                              None if keep_stats else recipe.stats_scratch)
+        recipe(recipe.get_stream(x.device.index), pointers)
         return y, stats
-    rows, n = x.shape
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
-    y, stats, pointers = _forward_buffers(x, weight, bias, rms, out_dtype, on_chip=plan is not None)
+    y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, plan is not None)
+    pointers = [_wire(p) for p in pointers]
     consts = dict(RMS=rms, HAS_W=weight is not None, HAS_B=bias is not None, ACC_DTYPE=_TL_DTYPE[acc])
     if plan is not None:
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
@@ -97,65 +105,91 @@ def norm_forward(x: torch.Tensor, weight, bias, eps: float, rms: bool, mode: Mod
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
                          [rows, n, _float64_bits(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = _Replay(launch, on_chip=plan is not None)
-    return y, stats
+        _RECIPES[key] = recipe = _Replay([launch], on_chip=plan is not None)
+        # Where calls without statistics write them: write-only, so one buffer serves every stream.
+        recipe.stats_scratch = NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd))
+    return y, (stats if keep_stats else None)
 
 
-def _forward_buffers(x, weight, bias, rms, out_dtype, on_chip: bool):
-    """(y, NormStats, the forward kernel's pointers): fresh outputs; for rows too long to sit on chip,
-    the Welford reduction's fp64 biased variance and mean first (the normalizing pass reads them)."""
-    rows, n = x.shape
-    y = torch.empty((rows, n), dtype=out_dtype, device=x.device)
-    mean = torch.empty(rows, dtype=torch.float64, device=x.device)
-    rstd = torch.empty_like(mean)
-    w, b = _wire(weight) if weight is not None else x, _wire(bias) if bias is not None else x
+def _forward_buffers(x, rows, n, weight, bias, out_dtype, on_chip: bool, stats: NormStats | None = None):
+    """(y, the statistics (fresh, or `stats` when given: the recipe's scratch, then None is returned for
+    them), the forward kernel's pointers as tensors); for rows too long to sit on chip, the Welford
+    reduction's fp64 biased variance and mean first (the normalizing pass reads them). A missing weight
+    / bias passes x in its place (never read)."""
+    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    kept = stats is None
+    if kept:
+        stats = NormStats(torch.empty(rows, dtype=torch.float64, device=x.device),
+                          torch.empty(rows, dtype=torch.float64, device=x.device))
+    w = weight if weight is not None else x
+    b = bias if bias is not None else x
     if on_chip:
-        return y, NormStats(mean, rstd), [_wire(x), w, b, _wire(y), mean, rstd]
-    var, welford_mean = reduce_moments(x, (1,), _STATISTICS_MODE, torch.float64, 0.0, False, with_mean=True)
-    return y, NormStats(mean, rstd), [_wire(x), w, b, var, welford_mean, _wire(y), mean, rstd]
+        pointers = [x, w, b, y, stats.mean, stats.rstd]
+    else:
+        var, welford_mean = reduce_moments(x.view(rows, n), (1,), _STATISTICS_MODE, torch.float64, 0.0, False,
+                                           with_mean=True)
+        pointers = [x, w, b, var, welford_mean, y, stats.mean, stats.rstd]
+    return y, (stats if kept else None), pointers
 
 
-def norm_backward(grad: torch.Tensor, x: torch.Tensor, weight, stats: NormStats, rms: bool, mode: Mode,
-                  weight_grad_dtype: torch.dtype | None, bias_grad_dtype: torch.dtype | None):
-    """(dx, dweight or None, dbias or None): grad and x [rows, n] contiguous, non-empty; dweight (dbias)
-    is computed, in the given dtype, when its dtype is not None."""
+def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight, stats: NormStats, rms: bool,
+                  mode: Mode, param_shape, weight_grad_dtype: torch.dtype | None,
+                  bias_grad_dtype: torch.dtype | None):
+    """(dx shaped like x, dweight or None, dbias or None shaped param_shape): grad and x contiguous,
+    non-empty, rows x n elements; weight contiguous n elements or None. dweight (dbias) is computed, in
+    the given dtype, when its dtype is not None."""
     weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
-    rows, n = x.shape
     acc = mode.accumulator_dtype(x.dtype, grad.dtype)
     key = None
     if x.is_cuda:
         key = _recipe_key("backward", grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype)
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        programs, on_chip = recipe.grid[0], recipe.on_chip
+        programs, on_chip = recipe.programs, recipe.on_chip
     else:
-        plan = plan_norm_backward(rows, n, accumulator_size=acc.itemsize, sm_count=device_sm_count(x.device))
+        plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
+                                  sm_count=device_sm_count(x.device))
         programs, on_chip = triton.cdiv(rows, plan.rows_per_program), plan.on_chip
-    dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
-    dw_part = torch.empty((programs, n), dtype=acc, device=x.device) if weight_grad else stats.mean
-    db_part = torch.empty((programs, n), dtype=acc, device=x.device) if bias_grad else stats.mean
-    w = _wire(weight) if weight is not None else x
-    pointers = [_wire(x), w, _wire(grad), stats.mean, stats.rstd, _wire(dx), dw_part, db_part]
-    if not on_chip:   # the loop's per-row scratch: mean(g w xhat) and mean(g w)
-        pointers += [torch.empty(rows, dtype=acc, device=x.device), torch.empty(rows, dtype=acc, device=x.device)]
-    if recipe is not None:
-        recipe(x.device, pointers)
+    device = x.device
+    dx = torch.empty(x.shape, dtype=x.dtype, device=device)
+    dweight = torch.empty(param_shape, dtype=weight_grad_dtype, device=device) if weight_grad else None
+    dbias = torch.empty(param_shape, dtype=bias_grad_dtype, device=device) if bias_grad else None
+    # Scratch in one buffer: the partials of dw and db ([programs, n] each, as needed), then for the loop
+    # the per-row mean(g w xhat) and mean(g w) ([rows] each).
+    n_partials = int(weight_grad) + int(bias_grad)
+    size = max(1, n_partials * programs * n + (0 if on_chip else 2 * rows))   # never a null address
+    offsets = [0, (programs * n if weight_grad else 0)]   # dw_part, db_part (a placeholder where unused)
+    if not on_chip:
+        offsets += [n_partials * programs * n, n_partials * programs * n + rows]
+    pointers = [x, weight if weight is not None else x, grad, stats.mean, stats.rstd, dx]
+    if recipe is not None:   # the stream's scratch, as raw addresses
+        stream = recipe.get_stream(device.index)
+        scratch = recipe.scratch.get(stream)
+        if scratch is None:
+            scratch = recipe.scratch[stream] = torch.empty(size, dtype=acc, device=device)
+        base, itemsize = scratch.data_ptr(), scratch.element_size()
+        parts = [base + offset * itemsize for offset in offsets]
+        recipe(stream, pointers + parts, [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx])
+        return dx, dweight, dbias
+    scratch = torch.empty(size, dtype=acc, device=device)
+    parts = [scratch[offset:] for offset in offsets]
+    pointers += parts
+    merge_pointers = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
+    pointers, merge_pointers = [_wire(p) for p in pointers], [_wire(p) for p in merge_pointers]
+    consts = dict(RMS=rms, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                  ACC_DTYPE=_TL_DTYPE[acc])
+    if plan.on_chip:
+        launches = [_launch(norm_backward_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
+                            plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
+                            LOOP_STAGES=plan.loop_stages, **consts)]
     else:
-        consts = dict(RMS=rms, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                      ACC_DTYPE=_TL_DTYPE[acc])
-        if plan.on_chip:
-            launch = _launch(norm_backward_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
-                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n, **consts)
-        else:
-            launch = _launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
-                             plan.num_warps, BLOCK_N=plan.block_n, **consts)
-        if key is not None and launch[0] is not None:
-            _RECIPES[key] = _Replay(launch, on_chip=plan.on_chip)
-    dweight = _merge_partials(dw_part, weight_grad_dtype) if weight_grad else None
-    dbias = _merge_partials(db_part, bias_grad_dtype) if bias_grad else None
+        launches = [_launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
+                            plan.num_warps, BLOCK_N=plan.block_n, **consts)]
+    if weight_grad or bias_grad:
+        block_parts, block_cols, warps = NORM_MERGE_TILE
+        launches.append(_launch(norm_merge_kernel, (triton.cdiv(n, block_cols),), merge_pointers, [programs, n],
+                                warps, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_P=block_parts,
+                                BLOCK_C=block_cols))
+    if key is not None and all(launch[0] is not None for launch in launches):
+        _RECIPES[key] = _Replay(launches, on_chip=plan.on_chip, programs=programs)
     return dx, dweight, dbias
-
-
-def _merge_partials(partials: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """Sum of [programs, n] partials over programs: precred's compensated sum, a fixed order."""
-    return reduce_sum(partials, (0,), _PARTIALS_MODE, out_dtype, divide=False)

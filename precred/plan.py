@@ -479,6 +479,10 @@ NORM_BACKWARD_TILE = 2048
 NORM_BACKWARD_PER_THREAD = 8
 NORM_BACKWARD_LOOP_LANES = 2048
 NORM_BACKWARD_PROGRAMS_PER_SM = 2
+NORM_BACKWARD_STAGES = 3
+# The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
+# program's tile -- 8 elements per thread.
+NORM_MERGE_TILE = (16, 64, 4)
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | None:
@@ -497,6 +501,7 @@ class NormBackwardPlan:
     num_warps: int
     rows_per_program: int  # a multiple of block_rows
     n: int                 # row length
+    loop_stages: int = 1   # num_stages of the on-chip kernel's row loop (1: a plain loop)
 
     @property
     def depth(self) -> int:
@@ -505,7 +510,8 @@ class NormBackwardPlan:
 
 
 @lru_cache(maxsize=4096)
-def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: int) -> NormBackwardPlan:
+def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size: int,
+                       sm_count: int) -> NormBackwardPlan:
     if rows < 1 or n < 1:
         raise ValueError("plan_norm_backward needs a non-empty input")
     programs_wanted = NORM_BACKWARD_PROGRAMS_PER_SM * sm_count
@@ -515,7 +521,18 @@ def plan_norm_backward(rows: int, n: int, *, accumulator_size: int, sm_count: in
         warps = _pow2_at_most(max(1, min(16, block_rows * block_n // (32 * NORM_BACKWARD_PER_THREAD))))
         row_blocks = -(-rows // block_rows)
         blocks_per_program = -(-row_blocks // programs_wanted)
-        return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n)
+        # The pipelined loop stages the next tiles of x and g in shared memory while this one is reduced;
+        # the stages of NORM_BACKWARD_PROGRAMS_PER_SM programs must fit one SM's shared memory. Not where
+        # the warp cap leaves more than NORM_BACKWARD_PER_THREAD elements per thread: there it spilled
+        # (H100, rows of 8192 fp32: 232 bytes a thread, kernel 577 vs 455 us unpipelined), while rows of
+        # 4096 (77 vs 98 us), 1024 (313 vs 337) and 256 (304 vs 327) gained (bench/profile_norm.py).
+        tile_bytes = block_rows * block_n * 2 * element_size
+        smem_per_program = PIPELINE_SMEM_BYTES // NORM_BACKWARD_PROGRAMS_PER_SM
+        stages = min(NORM_BACKWARD_STAGES, 1 + smem_per_program // tile_bytes)
+        if block_rows * block_n > 32 * warps * NORM_BACKWARD_PER_THREAD or blocks_per_program == 1:
+            stages = 1
+        return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n,
+                                stages if stages >= 2 else 1)
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
     return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)
 

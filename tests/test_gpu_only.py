@@ -315,3 +315,61 @@ def test_replayed_calls_still_check_their_arguments(device):
     precred.amax(x, (1,))
     with pytest.raises(TypeError, match="dim"):
         precred.amax(x, (True,))
+
+
+def _norm_forward_backward(x, w, b, g, mode="fast"):
+    xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+    y = precred.layer_norm(xs, x.shape[-1:], ws, bs, mode=mode)
+    return (y, *torch.autograd.grad(y, (xs, ws, bs), g))
+
+
+def _norm_inputs(shape, dtype, device, seed=3):
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x, g = ((torch.randn(shape, generator=gen) * 2 + 1).to(dtype).to(device) for _ in range(2))
+    w, b = ((torch.rand(shape[-1], generator=gen) + 0.5).to(dtype).to(device) for _ in range(2))
+    return x, w, b, g
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (65536, 1024), (300, 70)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pipelined_norm_backward_gives_the_bits_of_the_plain_loop(device, shape, dtype, monkeypatch):
+    """The backward's software-pipelined row loop (plan.NORM_BACKWARD_STAGES) only moves the loads:
+    dx, dweight and dbias are the plain loop's, bit for bit."""
+    from precred import norm_launch, plan
+
+    x, w, b, g = _norm_inputs(shape, dtype, device)
+    stages = plan.plan_norm_backward(shape[0], shape[1], element_size=x.element_size(), accumulator_size=4,
+                                     sm_count=precred.launch.device_sm_count(x.device)).loop_stages
+    assert stages > 1 or shape == (300, 70)   # 300 rows: one row block per program, nothing to pipeline
+    piped = _norm_forward_backward(x, w, b, g)
+    monkeypatch.setattr(plan, "NORM_BACKWARD_STAGES", 1)
+    plan.plan_norm_backward.cache_clear()
+    norm_launch._RECIPES.clear()
+    plain = _norm_forward_backward(x, w, b, g)
+    plan.plan_norm_backward.cache_clear()
+    norm_launch._RECIPES.clear()
+    _assert_same_bits(piped, plain, "layer_norm")
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (64, 100000)])
+def test_norm_replays_on_two_streams_give_the_bits_of_the_full_path(device, shape):
+    """layer_norm's launch recipes (norm_launch._Replay) replay on raw addresses, with the backward's
+    partials reused per stream: calls on new data, on the default stream and on a second stream, with
+    and without autograd, return what the full path (no recipe) returns for that data."""
+    from precred import norm_launch
+
+    inputs = [_norm_inputs(shape, torch.float32, device, seed) for seed in range(3)]
+    norm_launch._RECIPES.clear()
+    _norm_forward_backward(*inputs[0])   # leaves the recipes
+    side = torch.cuda.Stream()
+    got = [_norm_forward_backward(*inputs[1])]
+    with torch.cuda.stream(side):
+        got.append(_norm_forward_backward(*inputs[2]))
+        got.append(_norm_forward_backward(*inputs[2]))   # the side stream's partials, reused
+        inference = precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])
+    torch.cuda.synchronize()
+    for k, result in ((1, got[0]), (2, got[1]), (2, got[2])):
+        norm_launch._RECIPES.clear()
+        _assert_same_bits(result, _norm_forward_backward(*inputs[k]), "layer_norm")
+    norm_launch._RECIPES.clear()
+    _assert_same_bits([inference], [precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])], "layer_norm")

@@ -100,7 +100,7 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
     fwd_plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
     assert (fwd_plan is None) == streaming_path
     depth = None if fwd_plan is None else fwd_plan.depth
-    bwd_plan = plan_norm_backward(rows, n, accumulator_size=acc.itemsize,
+    bwd_plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
                                   sm_count=precred.launch.device_sm_count(torch.device(device)))
     assert bwd_plan.on_chip != streaming_path
 

@@ -116,6 +116,25 @@ def test_errors_name_the_argument(device):
         precred.layer_norm(x, [8], mode="exact")
 
 
+def test_remembered_signatures_still_reject_bad_arguments(device):
+    """Calls whose signature passed the checks skip them (ops.normalization._CHECKED); arguments that
+    hash like accepted ones (True like 1) are still rejected."""
+    x, w, _ = _inputs((4, 1), [1], torch.float32, device)
+    for _ in range(2):
+        precred.rms_norm(x, 1, w, 1)
+        precred.layer_norm(x, [1], w)
+    with pytest.raises(TypeError, match="eps"):
+        precred.rms_norm(x, 1, w, True)
+    with pytest.raises(TypeError, match="normalized_shape"):
+        precred.layer_norm(x, True, w)
+    with pytest.raises(TypeError, match="normalized_shape"):
+        precred.layer_norm(x, [True], w)
+    with pytest.raises(TypeError, match="weight"):
+        precred.layer_norm(x, [1], w.to(torch.int32))
+    with pytest.raises(RuntimeError, match="weight"):
+        precred.layer_norm(x, [1], w.expand(1, 1))
+
+
 def test_callers_tensors_are_untouched(device):
     x, w, b = _inputs((4, 8), [8], torch.bfloat16, device)
     copies = [t.clone() for t in (x, w, b)]

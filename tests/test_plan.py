@@ -9,7 +9,7 @@ from precred.layout import reduction_view
 from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
                           SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
-                          plan_reduction, plan_row_loop, plan_single_read)
+                          plan_norm_backward, plan_reduction, plan_row_loop, plan_single_read)
 
 H100_SMS = 132
 DESIGN_SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256), (64, 4096)]
@@ -247,3 +247,22 @@ def test_row_loop_plans_cover_rows_up_to_the_l2_limit(acc):
     # Too few rows to fill the GPU: the split two-pass path instead.
     assert plan_row_loop(ROW_LOOP_MIN_ROWS_PER_SM * 132 - 1, 4096, element_size=4, accumulator_size=acc,
                          sm_count=132) is None
+
+
+@pytest.mark.parametrize("n", [64, 256, 1024, 4096, 8192])
+@pytest.mark.parametrize("element_size,accumulator_size", [(4, 4), (2, 4), (2, 8), (8, 8)])
+def test_norm_backward_pipelines_within_shared_memory_and_registers(n, element_size, accumulator_size):
+    """The on-chip backward's pipelined row loop: its staged x and g tiles of every program on an SM fit
+    the SM's shared memory; no stages where the warp cap leaves more than NORM_BACKWARD_PER_THREAD
+    elements per thread (they spilled) or where a program has one row block."""
+    from precred.plan import NORM_BACKWARD_MAX_ROW, NORM_BACKWARD_PER_THREAD, NORM_BACKWARD_PROGRAMS_PER_SM
+    for rows in (1, 300, 65536):
+        p = plan_norm_backward(rows, n, element_size=element_size, accumulator_size=accumulator_size, sm_count=132)
+        assert p.on_chip == (n <= NORM_BACKWARD_MAX_ROW[accumulator_size])
+        tile = p.block_rows * p.block_n
+        if p.loop_stages > 1:
+            assert (p.loop_stages - 1) * tile * 2 * element_size * NORM_BACKWARD_PROGRAMS_PER_SM <= PIPELINE_SMEM_BYTES
+            assert tile <= 32 * p.num_warps * NORM_BACKWARD_PER_THREAD
+            assert p.rows_per_program > p.block_rows
+        if rows == 65536 and p.on_chip and tile <= 32 * p.num_warps * NORM_BACKWARD_PER_THREAD:
+            assert p.loop_stages > 1, p

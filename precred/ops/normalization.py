@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from ..checks import check_float_tensor, through_custom_op
+from ..checks import check_float_tensor
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
 
@@ -21,16 +21,25 @@ def _rows(x: torch.Tensor, normalized_ndim: int) -> tuple[int, int]:
     return (x.numel() // n if n else 0), n
 
 
-def _norm_impl(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-               eps: float, rms: bool, mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _norm_forward(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                  eps: float, rms: bool, mode: str, keep_stats: bool) -> tuple[torch.Tensor, Optional[NormStats]]:
+    """(y, the per-row statistics, or None when not keep_stats: calls that autograd does not record)."""
     rows, n = _rows(x, normalized_ndim)
     if x.numel() == 0:
         stat = torch.empty(rows, dtype=torch.float64, device=x.device)
-        return torch.empty(x.shape, dtype=x.dtype, device=x.device), stat, stat.clone()
-    flat = lambda t: t.contiguous().view(n) if t is not None else None  # noqa: E731
-    y, stats = norm_forward(x.contiguous().view(rows, n), flat(weight), flat(bias), eps, rms, get_norm_mode(mode),
-                            x.dtype)
-    return y.view(x.shape), stats.mean, stats.rstd
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device), NormStats(stat, stat.clone())
+    return norm_forward(x.contiguous(), rows, n, _contiguous(weight), _contiguous(bias), eps, rms, get_norm_mode(mode),
+                        x.dtype, keep_stats=keep_stats)
+
+
+def _norm_impl(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+               eps: float, rms: bool, mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, stats = _norm_forward(x, normalized_ndim, weight, bias, eps, rms, mode, keep_stats=True)
+    return y, stats.mean, stats.rstd
+
+
+def _contiguous(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return t.contiguous() if t is not None else None
 
 
 _norm = torch.library.custom_op("precred::norm", _norm_impl, mutates_args=())
@@ -50,9 +59,14 @@ def _setup_context(ctx, inputs, output):
     ctx.normalized_ndim, ctx.rms, ctx.mode = normalized_ndim, rms, mode
     ctx.bias_dtype = bias.dtype if bias is not None else None
     ctx.mark_non_differentiable(mean, rstd)
+    # The statistics' gradients stay None instead of zero tensors: an allocation and a fill each, host
+    # time on the autograd thread that a mid-sized norm's backward feels.
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
+    if grad_y is None:   # y took no part in what is differentiated (grads are not materialized)
+        return None, None, None, None, None, None, None
     x, weight, mean, rstd = ctx.saved_tensors
     rows, n = _rows(x, ctx.normalized_ndim)
     weight_dtype = weight.dtype if weight is not None and ctx.needs_input_grad[2] else None
@@ -61,12 +75,10 @@ def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
         zeros = lambda dtype: None if dtype is None else torch.zeros(x.shape[x.dim() - ctx.normalized_ndim:],  # noqa: E731
                                                                      dtype=dtype, device=x.device)
         return torch.zeros_like(x), None, zeros(weight_dtype), zeros(bias_dtype), None, None, None
-    w = weight.contiguous().view(n) if weight is not None else None
-    dx, dw, db = norm_backward(grad_y.contiguous().view(rows, n), x.contiguous().view(rows, n), w,
-                               NormStats(mean, rstd), ctx.rms, get_norm_mode(ctx.mode), weight_dtype, bias_dtype)
-    shape = x.shape[x.dim() - ctx.normalized_ndim:]
-    return (dx.view(x.shape), None, dw.view(shape) if dw is not None else None,
-            db.view(shape) if db is not None else None, None, None, None)
+    dx, dw, db = norm_backward(grad_y.contiguous(), x.contiguous(), rows, n, _contiguous(weight),
+                               NormStats(mean, rstd), ctx.rms, get_norm_mode(ctx.mode),
+                               x.shape[x.dim() - ctx.normalized_ndim:], weight_dtype, bias_dtype)
+    return dx, None, dw, db, None, None, None
 
 
 _norm.register_autograd(_backward, setup_context=_setup_context)
@@ -121,7 +133,39 @@ def _check_eps(eps) -> float:
     return float(eps)
 
 
-def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch.Tensor:
+# Call signatures whose arguments passed the checks, with what the checks resolved (normalized_ndim,
+# eps): the checks read nothing but what the signature holds, so a signature seen before skips them --
+# about 15 us of host time per call on an H100 host, as much as a mid-sized norm's kernel. Bounded:
+# cleared when full.
+_CHECKED = {}
+_CHECKED_MAX = 4096
+
+
+def _parameter_signature(t):
+    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else t
+
+
+def _signature(x, normalized_shape, weight, bias, eps, mode, rms: bool):
+    """A hashable key of every argument the checks read, or None where the key could not tell two
+    arguments apart that the checks do (then the checks run): normalized_shape other than an int, a
+    torch.Size or a tuple / list of ints (bools hash as ints), a mode other than a str, inputs that are
+    not tensors."""
+    kind = type(normalized_shape)
+    if kind is list or kind is tuple:
+        if not all(type(s) is int for s in normalized_shape):
+            return None
+        normalized_shape = tuple(normalized_shape)
+    elif kind is not int and kind is not torch.Size:
+        return None
+    if type(mode) is not str or not isinstance(x, torch.Tensor) or (weight is not None and not isinstance(
+            weight, torch.Tensor)) or (bias is not None and not isinstance(bias, torch.Tensor)):
+        return None
+    return (x.shape, x.dtype, x.device, normalized_shape, _parameter_signature(weight), _parameter_signature(bias),
+            type(eps), eps, mode, rms)
+
+
+def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, float]:
+    """(normalized_ndim, eps) of a call whose arguments pass the checks; else the error naming one."""
     check_float_tensor(x, "input")
     normalized_ndim = _check_normalized_shape(x, normalized_shape)
     _check_parameter(weight, "weight", x, normalized_ndim)
@@ -129,12 +173,25 @@ def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch
     get_norm_mode(mode)
     if eps is None:   # torch.nn.functional.rms_norm: the input dtype's machine epsilon
         eps = torch.finfo(x.dtype).eps
-    eps = _check_eps(eps)
-    if torch.compiler.is_compiling():
+    return normalized_ndim, _check_eps(eps)
+
+
+def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch.Tensor:
+    if torch.compiler.is_compiling():   # dynamo traces the checks and the custom op, no caches
+        normalized_ndim, eps = _check_call(x, normalized_shape, weight, bias, eps, mode)
         return _norm(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
-    if any(through_custom_op(t) for t in (x, weight, bias)):   # autograd records the call
-        return _EagerNorm.apply(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
-    return _norm_impl(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
+    signature = _signature(x, normalized_shape, weight, bias, eps, mode, rms)
+    checked = _CHECKED.get(signature) if signature is not None else None
+    if checked is None:
+        checked = _check_call(x, normalized_shape, weight, bias, eps, mode)
+        if signature is not None:
+            if len(_CHECKED) >= _CHECKED_MAX:
+                _CHECKED.clear()
+            _CHECKED[signature] = checked
+    normalized_ndim, eps = checked
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+        return _EagerNorm.apply(x, normalized_ndim, weight, bias, eps, rms, mode)[0]   # autograd records it
+    return _norm_forward(x, normalized_ndim, weight, bias, eps, rms, mode, keep_stats=False)[0]
 
 
 def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,

@@ -132,7 +132,7 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
                          n_rows, n_cols, rows_per_program,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                          BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                         BLOCK_N: tl.constexpr):
+                         BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
     # Program p owns rows [p * rows_per_program, (p + 1) * rows_per_program) (a multiple of BLOCK_ROWS),
     # writes their dx, and its partial dw / db (the sums over its rows, in ACC_DTYPE) to row p of
     # dw_part / db_part ([programs, n_cols]); the launcher merges the partials in a fixed order. No
@@ -147,7 +147,7 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
     dw = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
     db = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
     first_row = program * rows_per_program
-    for start in range(0, rows_per_program, BLOCK_ROWS):
+    for start in tl.range(0, rows_per_program, BLOCK_ROWS, num_stages=LOOP_STAGES):
         rows = first_row + start + tl.arange(0, BLOCK_ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
