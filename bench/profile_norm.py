@@ -17,23 +17,15 @@ import time
 
 import torch
 import torch.nn.functional as F
-import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
+from plan_variants import median_ms, set_plan_constants  # noqa: E402
 from precred import norm_launch, plan  # noqa: E402
 
 
-def _time(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-
-
 def _set(constants):
-    for name, value in constants.items():
-        setattr(plan, name, value)
-    plan.plan_norm_backward.cache_clear()
-    plan.plan_single_read.cache_clear()
-    norm_launch._RECIPES.clear()
+    set_plan_constants(constants, (plan.plan_norm_backward, plan.plan_single_read, norm_launch._RECIPES))
 
 
 def _kernels(fn, calls=5):
@@ -116,14 +108,14 @@ def main():
             for direction in args.direction.split(","):
                 nbytes = (2 if direction == "forward" else 3) * x.numel() * x.element_size()
                 torch_fn = _calls(args.op, "fast", x, w, b, dy)["torch"][direction == "backward"]
-                torch_ms = _time(torch_fn)
+                torch_ms = median_ms(torch_fn)
                 print(f"{label} {direction} torch: {nbytes / torch_ms / 1e6:.0f} GB/s ({torch_ms * 1e3:.1f} us)",
                       flush=True)
                 for mode in args.modes.split(",") if direction == "forward" else ["fast"]:
                     for name, constants in variants.items():
                         _set({**defaults, **constants})
                         fn = _calls(args.op, mode, x, w, b, dy)["precred"][direction == "backward"]
-                        ms = _time(fn)
+                        ms = median_ms(fn)
                         same = all(torch.equal(a, c) for a, c in zip(_tuple(fn()), _tuple(fn())))
                         host = _host_us(fn)
                         kernels = "" if args.no_profile else "  " + ", ".join(

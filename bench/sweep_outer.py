@@ -13,10 +13,10 @@ import ast
 import sys
 
 import torch
-import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
+from plan_variants import median_ms, set_plan_constants  # noqa: E402
 from precred import eager, launch, plan  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
@@ -38,16 +38,8 @@ VARIANTS = {
 }
 
 
-def _time(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-
-
 def _set(constants):
-    for name, value in constants.items():
-        setattr(plan, name, value)
-    plan.plan_reduction.cache_clear()
-    launch._RECIPES.clear()
-    eager._CALLS.clear()
+    set_plan_constants(constants, (plan.plan_reduction, launch._RECIPES, eager._CALLS))
 
 
 def main():
@@ -70,7 +62,7 @@ def main():
     print(torch.cuda.get_device_name())
     cases = [(s, d) for d in (torch.float32, torch.bfloat16) for s in SHAPES]
     inputs = {c: torch.randn(c[0], device="cuda", dtype=c[1]) for c in cases}
-    base = {c: _time(lambda c=c: theirs(inputs[c], dim)) for c in cases}
+    base = {c: median_ms(lambda c=c: theirs(inputs[c], dim)) for c in cases}
     print("torch GB/s: " + " ".join(f"{c[0][0]}x{c[0][1]}{str(c[1])[6:]}="
                                     f"{inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
                                     for c in cases))
@@ -83,7 +75,7 @@ def main():
             cells = []
             for mode in modes:
                 reference = ours(x, dim, mode=mode)
-                ms = _time(lambda: ours(x, dim, mode=mode))
+                ms = median_ms(lambda: ours(x, dim, mode=mode))
                 gbps = x.numel() * x.element_size() / ms / 1e6
                 ok = torch.equal(reference, ours(x, dim, mode=mode))
                 cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f}){'' if ok else ' NONDET'}")

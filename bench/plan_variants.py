@@ -1,0 +1,19 @@
+"""What the planner-variant scripts share (bench/sweep_outer.py, bench/profile_norm.py): the timing of a
+call and the setting of precred.plan constants, with the caches that would replay the previous plan."""
+import triton
+
+from precred import plan
+
+
+def median_ms(fn) -> float:
+    """Median milliseconds of fn (triton.testing.do_bench, L2 flushed between calls)."""
+    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+
+
+def set_plan_constants(constants: dict, caches) -> None:
+    """Set precred.plan's constants by name, then clear each cache in `caches` (lru caches of planners,
+    launch-recipe dicts): a cached plan or recipe would replay what the previous constants planned."""
+    for name, value in constants.items():
+        setattr(plan, name, value)
+    for cache in caches:
+        (cache.cache_clear if hasattr(cache, "cache_clear") else cache.clear)()
