@@ -61,13 +61,16 @@ def _recipe_key(direction, *tensors_and_options):
 class _Replay:
     """A signature's compiled launches (precred.launch._BoundLaunch), replayed on the raw addresses of
     new tensors; on_chip: which path they are (rows on chip or streamed: the pointers differ),
-    whatever the planner says now; programs: the backward's partial rows."""
+    whatever the planner says now; programs: the backward's partial rows; stats_scratch: see below."""
 
-    def __init__(self, launches, on_chip: bool, programs: int = 0):
+    def __init__(self, launches, on_chip: bool, programs: int = 0, stats_scratch: NormStats | None = None):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.launches = [_BoundLaunch(*launch) for launch in launches]
         self.on_chip, self.programs = on_chip, programs
+        # The forward's: where calls without statistics write them. Write-only, so one buffer serves
+        # every stream.
+        self.stats_scratch = stats_scratch
         self.get_stream = driver.active.get_current_stream
         # The backward's partials, one buffer per CUDA stream, reused: a call writes and reads them in
         # stream order, before the next call on that stream starts (not across streams, hence the key).
@@ -105,9 +108,8 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
                          [rows, n, _float64_bits(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = recipe = _Replay([launch], on_chip=plan is not None)
-        # Where calls without statistics write them: write-only, so one buffer serves every stream.
-        recipe.stats_scratch = NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd))
+        _RECIPES[key] = _Replay([launch], on_chip=plan is not None,
+                                stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
     return y, (stats if keep_stats else None)
 
 
@@ -161,7 +163,6 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     offsets = [0, (programs * n if weight_grad else 0)]   # dw_part, db_part (a placeholder where unused)
     if not on_chip:
         offsets += [n_partials * programs * n, n_partials * programs * n + rows]
-    pointers = [x, weight if weight is not None else x, grad, stats.mean, stats.rstd, dx]
     if recipe is not None:   # the stream's scratch, as raw addresses
         stream = recipe.get_stream(device.index)
         scratch = recipe.scratch.get(stream)
@@ -169,12 +170,14 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
             scratch = recipe.scratch[stream] = torch.empty(size, dtype=acc, device=device)
         base, itemsize = scratch.data_ptr(), scratch.element_size()
         parts = [base + offset * itemsize for offset in offsets]
-        recipe(stream, pointers + parts, [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx])
-        return dx, dweight, dbias
-    scratch = torch.empty(size, dtype=acc, device=device)
-    parts = [scratch[offset:] for offset in offsets]
-    pointers += parts
+    else:
+        scratch = torch.empty(size, dtype=acc, device=device)
+        parts = [scratch[offset:] for offset in offsets]
+    pointers = [x, weight if weight is not None else x, grad, stats.mean, stats.rstd, dx, *parts]
     merge_pointers = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
+    if recipe is not None:
+        recipe(stream, pointers, merge_pointers)
+        return dx, dweight, dbias
     pointers, merge_pointers = [_wire(p) for p in pointers], [_wire(p) for p in merge_pointers]
     consts = dict(RMS=rms, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
                   ACC_DTYPE=_TL_DTYPE[acc])

@@ -158,8 +158,12 @@ def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: in
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1
     tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
-    stages = min(LOOP_STAGES[p.schedule], 1 + PIPELINE_SMEM_BYTES // tile_bytes)
-    return stages if stages >= 2 else 1
+    return _stages_fitting(LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)
+
+
+def _stages_fitting(max_stages: int, tile_bytes: int, smem_bytes: int) -> int:
+    """The most stages, up to max_stages, whose S - 1 tiles in flight fit smem_bytes (1: a plain loop)."""
+    return min(max_stages, 1 + smem_bytes // tile_bytes)
 
 
 # Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
@@ -526,13 +530,11 @@ def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size
         # the warp cap leaves more than NORM_BACKWARD_PER_THREAD elements per thread: there it spilled
         # (H100, rows of 8192 fp32: 232 bytes a thread, kernel 577 vs 455 us unpipelined), while rows of
         # 4096 (77 vs 98 us), 1024 (313 vs 337) and 256 (304 vs 327) gained (bench/profile_norm.py).
-        tile_bytes = block_rows * block_n * 2 * element_size
-        smem_per_program = PIPELINE_SMEM_BYTES // NORM_BACKWARD_PROGRAMS_PER_SM
-        stages = min(NORM_BACKWARD_STAGES, 1 + smem_per_program // tile_bytes)
+        stages = _stages_fitting(NORM_BACKWARD_STAGES, block_rows * block_n * 2 * element_size,
+                                 PIPELINE_SMEM_BYTES // NORM_BACKWARD_PROGRAMS_PER_SM)
         if block_rows * block_n > 32 * warps * NORM_BACKWARD_PER_THREAD or blocks_per_program == 1:
             stages = 1
-        return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n,
-                                stages if stages >= 2 else 1)
+        return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n, stages)
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
     return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from ..checks import check_float_tensor
+from ..checks import check_float_tensor, through_custom_op
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
 
@@ -189,8 +189,8 @@ def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch
                 _CHECKED.clear()
             _CHECKED[signature] = checked
     normalized_ndim, eps = checked
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
-        return _EagerNorm.apply(x, normalized_ndim, weight, bias, eps, rms, mode)[0]   # autograd records it
+    if any(through_custom_op(t) for t in (x, weight, bias)):   # autograd records the call
+        return _EagerNorm.apply(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
     return _norm_forward(x, normalized_ndim, weight, bias, eps, rms, mode, keep_stats=False)[0]
 
 
