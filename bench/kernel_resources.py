@@ -57,7 +57,8 @@ def compile_like_launch(kernel, pointers, scalars, num_warps, consts):
             if spec == "D":
                 attrs[(i,)] = [["tt.divisibility", 16]]
     c = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs),
-                       target=TARGET, options={"num_warps": num_warps})
+                       target=TARGET, options={"num_warps": num_warps,
+                                               **({"maxnreg": consts["maxnreg"]} if "maxnreg" in consts else {})})
     return c
 
 

@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 CONFIGS = [(per_thread, tile) for per_thread in (8, 16, 32) for tile in (4096, 16384)]
-SHAPES = [(4096, 4096), (8192, 8192), (65536, 1024)]
+SHAPES = [(4096, 4096), (8192, 8192), (65536, 1024), (262144, 256)]
 
 
 def main():

@@ -20,6 +20,7 @@ import torch
 import triton
 
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
+from . import plan as planning   # module attributes: planner variants (bench/) reach them
 from .modes import VAR_MODES, Mode
 from .plan import NORM_APPLY_TILE, NORM_MERGE_TILE, plan_norm_backward, plan_norm_forward
 from .schedules.norm_merge import norm_merge_kernel
@@ -102,7 +103,9 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     if plan is not None:
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
                          [rows, n, _float64_bits(eps)], plan.num_warps,
-                         BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, **consts)
+                         BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
+                         TREE_THREADS=32 * plan.num_warps,
+                         maxnreg=planning.NORM_FORWARD_MAX_REGISTERS.get(x.element_size()), **consts)
     else:
         block_rows, block_j = NORM_APPLY_TILE
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,

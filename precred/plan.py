@@ -465,18 +465,25 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 
 # layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by
 # the accumulator's bytes) are read once by the single-read kernel, with softmax's tiles
-# (plan_single_read) but 32 elements per thread for the fp64 accumulator too (softmax takes 16) on rows
-# of at least NORM_FORWARD_WIDE_ROW: H100, layer_norm `precise`, 16 -> 32 per thread: 65536x1024 fp32
-# 1551 -> 2061 GB/s, bf16 1102 -> 1313, 4096^2 fp32 1644 -> 1898; 8192^2 even (1333 / 1295); 8 was
-# slower everywhere (bench/sweep_norm.py) -- but 262144x256 fp32 went 1670 -> 1230 (bench/norm_suite.py),
-# hence the row limit. `fast` measured best at 32 (its default) on the three swept shapes.
+# (plan_single_read) but NORM_FORWARD_PER_THREAD elements per thread for the fp64 accumulator too
+# (softmax takes 16). bench/sweep_norm.py, H100, 2026-11-25, after the fp64 kernel stopped keeping
+# its converted tile live (schedules/norm_rows.opaque_copy), GB/s at 8 / 16 / 32 per thread (4096-
+# element tiles): precise 8192^2 fp32 1275 / 1403 / 2223, bf16 774 / 901 / 1584; 65536x1024 fp32
+# 1715 / 1696 / 2598; 262144x256 fp32 2108 / 1823 / 1978, bf16 1718 / 1768 / 1834; fast best at 32
+# on every swept shape (16384-element tiles slower everywhere).
 # Longer rows take the Welford statistics and a normalizing pass over
 # NORM_APPLY_TILE (rows x columns) tiles. Backward: rows up to NORM_BACKWARD_MAX_ROW are held on chip
 # (x, g, xhat, g*w and two partial tiles: more registers than the forward), NORM_BACKWARD_TILE elements
 # a program at a time; longer rows loop twice over NORM_BACKWARD_LOOP_LANES lanes. A backward program
 # owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
-NORM_FORWARD_WIDE_ROW = 1024
+NORM_FORWARD_PER_THREAD = 32
+# ptxas's register cap for the forward kernel (maxnreg), by the input's element size (none for the
+# others): 128 lets two 8-warp or four 4-warp programs share an SM. H100, GB/s without -> with the cap:
+# fp32 262144x256 fast 2184 -> 2584 (134 -> 128 registers, 3 -> 4 programs per SM), precise 2022 ->
+# 2191; 4096^2 precise 2256 -> 2405; but bf16 lost with it (65536x1024 fast 2207 -> 1903, 262144x256
+# fast 2362 -> 2035: ptxas takes up to the cap where it would have used fewer).
+NORM_FORWARD_MAX_REGISTERS = {4: 128}
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
@@ -493,7 +500,7 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
     """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
     where rows are too long for it."""
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
-                            per_thread=32 if n >= NORM_FORWARD_WIDE_ROW else None,
+                            per_thread=NORM_FORWARD_PER_THREAD,
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 

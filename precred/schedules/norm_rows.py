@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .tree import tree_reduce_first_axis, tree_reduce_last_axis
+from .tree import tree_reduce_first_axis, tree_reduce_last_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
 
@@ -103,7 +103,8 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
 @triton.jit(do_not_specialize=["eps_bits"])
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                        ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+                        ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -125,7 +126,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         first = to_accumulator(tl.load(x_ptr + rows.to(tl.int64) * n_cols, mask=row_ok, other=0), ACC_DTYPE)
         shift = tl.where(first - first == 0, first, 0.0)       # a finite shift, else 0
         d = tl.where(mask, to_accumulator(raw, ACC_DTYPE) - shift[:, None], 0.0)
-        s, _, _ = tree_reduce_last_axis(d, d, d, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         shifted_mean = s.to(tl.float64) / n_cols
     mean = shift.to(tl.float64) + shifted_mean
     c = centred_row(opaque_copy(raw, n_rows >> 31, ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
@@ -134,7 +135,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     else:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
     t = c * scale[:, None]
-    q, _, _ = tree_reduce_last_axis(t * t, t, t, BLOCK_ROWS, BLOCK_N, _PLAIN)
+    q = tree_sum_blocked_rows(t * t, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
