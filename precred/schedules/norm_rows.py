@@ -14,7 +14,10 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * rms_norm: c = x;
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
-  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b.
+  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b. An fp64
+  accumulator of narrower input needs no scale (its squares cannot leave fp64's range): E = 0 there.
+The forward's row sums take the blocked-layout order (tree.tree_sum_blocked_rows), the backward's the
+adjacent-pairs tree; both are balanced, of depth log2(BLOCK_N).
 The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and rstd = rs * 2^-E, which
 the backward pass reuses.
 
@@ -110,8 +113,10 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
     # (opaque_copy). The power-of-two scale is needed only where the squares could leave the
     # accumulator's range: an fp32 accumulator, or fp64 input. For an fp64 accumulator of narrower
-    # input, |c| < 2^129 and >= 2^-150 (or 0), so sum(c^2) over < 2^40 elements stays normal and finite:
-    # the scale is 1 there and its pass is skipped (scaling by a power of two changes no bit anyway).
+    # input, |c| < 2^130 and c is a multiple of 2^-241 (d is one of 2^-149; mu' = sum(d) / n, n < 2^40,
+    # is 0 or at least 2^-189 in magnitude, so one of 2^-241), so every c^2 and sum(c^2) stay normal
+    # and finite in fp64: the scale is 1 there and its pass is skipped (a power-of-two scale changes no
+    # bit where nothing underflows).
     eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK_N)
