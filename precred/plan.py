@@ -478,12 +478,15 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 # owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
 NORM_FORWARD_PER_THREAD = 32
-# ptxas's register cap for the forward kernel (maxnreg), by the input's element size (none for the
-# others): 128 lets two 8-warp or four 4-warp programs share an SM. H100, GB/s without -> with the cap:
-# fp32 262144x256 fast 2184 -> 2584 (134 -> 128 registers, 3 -> 4 programs per SM), precise 2022 ->
-# 2191; 4096^2 precise 2256 -> 2405; but bf16 lost with it (65536x1024 fast 2207 -> 1903, 262144x256
-# fast 2362 -> 2035: ptxas takes up to the cap where it would have used fewer).
-NORM_FORWARD_MAX_REGISTERS = {4: 128}
+# ptxas's register cap for the forward kernel (maxnreg), by the input's element size (none for fp64):
+# 128 lets two 8-warp or four 4-warp programs share an SM, 80 three 8-warp or six 4-warp ones. H100,
+# GB/s without -> with the cap: fp32 (128) 262144x256 fast 2184 -> 2584 (134 -> 128 registers, 3 -> 4
+# programs per SM), precise 2022 -> 2191; 4096^2 precise 2256 -> 2405. 16-bit (bench/profile_norm.py,
+# no cap / 96 / 80): layer_norm 8192^2 fast 2053 / 2057 / 2631, precise 1652 / 1656 / 1836; 65536x1024
+# fast 2224 / 2221 / 2301, precise 1725 / 1928 / 2004; rms_norm 8192^2 precise 2257 / 2294 / 2586; a
+# cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
+# layer_norm precise 262144x256, 1827 -> 1691.
+NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
