@@ -105,7 +105,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          [rows, n, _float64_bits(eps)], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
-                         maxnreg=planning.NORM_FORWARD_MAX_REGISTERS.get(x.element_size()), **consts)
+                         maxnreg=planning.norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
     else:
         block_rows, block_j = NORM_APPLY_TILE
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,

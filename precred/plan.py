@@ -470,7 +470,10 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 # its converted tile live (schedules/norm_rows.opaque_copy), GB/s at 8 / 16 / 32 per thread (4096-
 # element tiles): precise 8192^2 fp32 1275 / 1403 / 2223, bf16 774 / 901 / 1584; 65536x1024 fp32
 # 1715 / 1696 / 2598; 262144x256 fp32 2108 / 1823 / 1978, bf16 1718 / 1768 / 1834; fast best at 32
-# on every swept shape (16384-element tiles slower everywhere).
+# on every swept shape (16384-element tiles slower everywhere). Again with the register caps below
+# (bench/profile_norm.py, layer_norm, 32 / 16 / 8 per thread): fast 8192^2 bf16 2632 / 1128 / 910,
+# 65536x1024 bf16 2302 / 1795 / 1411, 262144x256 fp32 2574 / 1891 / 2127; precise likewise, except
+# 262144x256 bf16 1703 / 1780 / 1474.
 # Longer rows take the Welford statistics and a normalizing pass over
 # NORM_APPLY_TILE (rows x columns) tiles. Backward: rows up to NORM_BACKWARD_MAX_ROW are held on chip
 # (x, g, xhat, g*w and two partial tiles: more registers than the forward), NORM_BACKWARD_TILE elements
@@ -487,6 +490,16 @@ NORM_FORWARD_PER_THREAD = 32
 # cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
+# Registers of one SM, and the most one program may take (sm_80 .. sm_90).
+REGISTER_FILE = 65536
+
+
+def norm_forward_register_cap(element_size: int, num_warps: int) -> int | None:
+    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS, but never more than lets one program of
+    num_warps warps launch (with maxnreg, ptxas no longer fits the program to the register file itself:
+    128 registers on 32 warps failed to launch). None: no cap."""
+    cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
+    return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048

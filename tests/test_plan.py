@@ -266,3 +266,19 @@ def test_norm_backward_pipelines_within_shared_memory_and_registers(n, element_s
             assert p.rows_per_program > p.block_rows
         if rows == 65536 and p.on_chip and tile <= 32 * p.num_warps * NORM_BACKWARD_PER_THREAD:
             assert p.loop_stages > 1, p
+
+
+@pytest.mark.parametrize("element_size", [2, 4, 8])
+def test_norm_forward_register_cap_lets_every_plan_launch(element_size, monkeypatch):
+    """A maxnreg cap times the program's threads must fit the register file, or the kernel cannot launch
+    (ptxas no longer fits it itself): for every forward plan, and for every warp count even where the
+    configured cap would not fit it."""
+    from precred import plan as planning
+    for accumulator_size in (4, 8):
+        for n in (1, 256, 1024, 8192, planning.NORM_FORWARD_MAX_ROW[accumulator_size]):
+            p = planning.plan_norm_forward(4096, n, accumulator_size=accumulator_size)
+            cap = planning.norm_forward_register_cap(element_size, p.num_warps)
+            assert cap is None or cap * 32 * p.num_warps <= planning.REGISTER_FILE
+    monkeypatch.setattr(planning, "NORM_FORWARD_MAX_REGISTERS", {element_size: 255})
+    for warps in (1, 2, 4, 8, 16, 32):
+        assert planning.norm_forward_register_cap(element_size, warps) * 32 * warps <= planning.REGISTER_FILE
