@@ -3,6 +3,8 @@ compiled for sm_90 without a GPU: the launcher's own arguments, specialized as T
 at launch (ints equal to 1 become constexprs, pointers and ints divisible by 16 are marked so), then
 ptxas -v. Nothing runs; outputs are not written. Registers per thread bound the programs per SM (65536
 per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's bytes in flight feel.
+sass / shfl / bar: the kernel's machine instructions (nvdisasm), its warp shuffles and its barriers, as
+written in the code (a loop body once): what a reduction tree's order costs.
 
     python bench/kernel_resources.py [plan.CONST=value ...] OP:DTYPE:SHAPE:DIM ...
     e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 logsumexp/fp64:bfloat16:8192x8192:0
@@ -38,6 +40,7 @@ launch.INTERPRETER_SM_COUNT = 132
 launch.wire_to_row_kernel = norm_launch._wire = lambda t: t
 TARGET = GPUTarget("cuda", 90, 32)
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+NVDISASM = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/nvdisasm")
 SEEN = []
 
 
@@ -65,7 +68,12 @@ def compile_like_launch(kernel, pointers, scalars, num_warps, consts):
 def describe(c):
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(c.asm["ptx"])
-    out = subprocess.run([PTXAS, "-v", "-arch=sm_90a", f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    cubin = f.name[:-len(".ptx")] + ".cubin"
+    out = subprocess.run([PTXAS, "-v", "-arch=sm_90a", f.name, "-o", cubin], capture_output=True, text=True)
+    sass = subprocess.run([NVDISASM, cubin], capture_output=True, text=True).stdout
+    os.unlink(cubin)
+    os.unlink(f.name)
+    instructions = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+([@!A-Z][^;]*);", sass, re.M)
     regs = re.search(r"Used (\d+) registers", out.stderr)
     spill = re.search(r"(\d+) bytes spill stores", out.stderr)
     ptx = c.asm["ptx"]
@@ -75,7 +83,9 @@ def describe(c):
             f.write(ptx)
     loads = sorted(set(re.findall(r"ld\.global[\.\w]*", ptx)))
     return (f"regs={regs.group(1) if regs else '?'} spill={spill.group(1) if spill else '?'} "
-            f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads}")
+            f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads} "
+            f"sass={len(instructions)} shfl={sum('SHFL' in i for i in instructions)} "
+            f"bar={sum('BAR.SYNC' in i for i in instructions)}")
 
 
 def capture(kernel, grid, pointers, scalars, num_warps, **consts):
