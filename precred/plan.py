@@ -490,16 +490,6 @@ NORM_FORWARD_PER_THREAD = 32
 # cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
-# Registers of one SM, and the most one program may take (sm_80 .. sm_90).
-REGISTER_FILE = 65536
-
-
-def norm_forward_register_cap(element_size: int, num_warps: int) -> int | None:
-    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS, but never more than lets one program of
-    num_warps warps launch (with maxnreg, ptxas no longer fits the program to the register file itself:
-    128 registers on 32 warps failed to launch). None: no cap."""
-    cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
-    return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
@@ -510,6 +500,18 @@ NORM_BACKWARD_STAGES = 3
 # The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
 # program's tile -- 8 elements per thread.
 NORM_MERGE_TILE = (16, 64, 4)
+
+
+# Registers of one SM, and the most one program may take (sm_80 .. sm_90).
+REGISTER_FILE = 65536
+
+
+def norm_forward_register_cap(element_size: int, num_warps: int) -> int | None:
+    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS, but never more than lets one program of
+    num_warps warps launch (with maxnreg, ptxas no longer fits the program to the register file itself:
+    128 registers on 32 warps failed to launch). None: no cap."""
+    cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
+    return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | None:
