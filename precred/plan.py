@@ -506,12 +506,20 @@ NORM_MERGE_TILE = (16, 64, 4)
 REGISTER_FILE = 65536
 
 
+# Plans of fewer warps (a few short rows) take no cap: it was measured on 4- and 8-warp plans only, and
+# it made a 1-warp bf16 plan (3 rows of 100) spill 64 bytes.
+NORM_FORWARD_CAP_MIN_WARPS = 4
+
+
 def norm_forward_register_cap(element_size: int, num_warps: int) -> int | None:
-    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS, but never more than lets one program of
-    num_warps warps launch (with maxnreg, ptxas no longer fits the program to the register file itself:
-    128 registers on 32 warps failed to launch). None: no cap."""
+    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS for plans of at least
+    NORM_FORWARD_CAP_MIN_WARPS warps, but never more than lets one program of num_warps warps launch
+    (with maxnreg, ptxas no longer fits the program to the register file itself: 128 registers on 32
+    warps failed to launch). None: no cap."""
     cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
-    return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
+    if cap is None or num_warps < NORM_FORWARD_CAP_MIN_WARPS:
+        return None
+    return min(cap, REGISTER_FILE // (32 * num_warps))
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | None:

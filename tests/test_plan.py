@@ -281,4 +281,6 @@ def test_norm_forward_register_cap_lets_every_plan_launch(element_size, monkeypa
             assert cap is None or cap * 32 * p.num_warps <= planning.REGISTER_FILE
     monkeypatch.setattr(planning, "NORM_FORWARD_MAX_REGISTERS", {element_size: 255})
     for warps in (1, 2, 4, 8, 16, 32):
-        assert planning.norm_forward_register_cap(element_size, warps) * 32 * warps <= planning.REGISTER_FILE
+        cap = planning.norm_forward_register_cap(element_size, warps)
+        assert (cap is None) == (warps < planning.NORM_FORWARD_CAP_MIN_WARPS)
+        assert cap is None or cap * 32 * warps <= planning.REGISTER_FILE
