@@ -6,9 +6,12 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 import torch.nn.functional as F
 
 import precred
+from precred.schedules.norm_rows import opaque_copy, runtime_zero
 from precred import plan as planner
 from precred.norm_launch import _RECIPES as norm_recipes
 from precred.plan import plan_norm_backward
@@ -228,3 +231,19 @@ def test_nn_modules_load_torch_state_dicts(device):
     _close(rms(x), F.rms_norm(x.double(), [2, 8], rms_ref.weight.double(), 1e-6), torch.float32)
     with pytest.raises(ValueError, match="mode"):
         precred.nn.LayerNorm(4, mode="fp32")
+
+
+@triton.jit
+def _runtime_zero_kernel(x_ptr, out_ptr):
+    zero = runtime_zero(x_ptr)
+    tl.store(out_ptr, zero)
+    same = opaque_copy(tl.full([4], -2.5, tl.float32), zero, tl.float64) == -2.5
+    tl.store(out_ptr + 1, tl.sum(same.to(tl.int32)))
+
+
+def test_the_forward_s_opaque_zero_is_zero(device):
+    """The forward kernel XORs its raw tile with runtime_zero(a pointer) to keep passes from sharing a
+    converted tile: it must be 0, so that every element stays as loaded."""
+    out = torch.full((2,), -1, dtype=torch.int32, device=device)
+    _runtime_zero_kernel[(1,)](torch.zeros(4, device=device), out)
+    assert out.tolist() == [0, 4]

@@ -72,6 +72,14 @@ def normalized_chunk(x, mean, rstd, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
 
 
 @triton.jit
+def runtime_zero(pointer):
+    """0, as an int32 the compiler cannot fold: the top bit of a tensor's address (CPU and GPU addresses
+    are far below 2^63). Not from a row or column count: Triton passes counts from 2^31 on as uint32 or
+    int64 and turns counts of 1 into constants, and a sign-bit shift of those is not 0 or not opaque."""
+    return (pointer.to(tl.int64) >> 63).to(tl.int32)
+
+
+@triton.jit
 def opaque_copy(raw, opaque_zero, ACC_DTYPE: tl.constexpr):
     """raw, bit for bit. For an fp64 accumulator of narrower input, through an XOR with a runtime zero
     the compiler cannot fold: the forward converts the raw tile anew in each pass, and without this,
@@ -79,8 +87,7 @@ def opaque_copy(raw, opaque_zero, ACC_DTYPE: tl.constexpr):
     it live in registers across the row reductions (H100, 8192-element rows: 176 -> 128 registers for
     fp32 input, 132 -> 78 for bf16, one program per SM -> two and three). For an fp32 accumulator the
     converted tile is at most twice the raw one, and sharing it measured no worse (bf16: 87 registers
-    shared, 119 converted anew). opaque_zero: an int32 that is 0 (a constexpr 0 where Triton
-    specialized the argument it came from)."""
+    shared, 119 converted anew). opaque_zero: runtime_zero's."""
     if ACC_DTYPE != tl.float64 or raw.dtype == tl.float64:
         out = raw
     elif raw.dtype == tl.float32:
@@ -134,7 +141,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         shifted_mean = s.to(tl.float64) / n_cols
     mean = shift.to(tl.float64) + shifted_mean
-    c = centred_row(opaque_copy(raw, n_rows >> 31, ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+    c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     if ACC_DTYPE == tl.float32 or raw.dtype == tl.float64:
         scale = power_of_two_scale(tl.max(tl.abs(c), 1))
     else:
@@ -145,7 +152,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
     rstd = rs * scale64                                         # exact: a power of two
-    c = centred_row(opaque_copy(raw, n_cols >> 31, ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+    c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     y = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
     if HAS_W:
         y = y * to_accumulator(tl.load(w_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
