@@ -20,9 +20,9 @@ import torch
 import triton
 
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
-from . import plan as planning   # module attributes: planner variants (bench/) reach them
 from .modes import VAR_MODES, Mode
-from .plan import NORM_APPLY_TILE, NORM_MERGE_TILE, plan_norm_backward, plan_norm_forward
+from .plan import (NORM_APPLY_TILE, NORM_MERGE_TILE, norm_forward_register_cap, plan_norm_backward,
+                   plan_norm_forward)
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import norm_apply_kernel, norm_backward_loop_kernel
@@ -105,7 +105,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          [rows, n, _float64_bits(eps)], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
-                         maxnreg=planning.norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
+                         maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
     else:
         block_rows, block_j = NORM_APPLY_TILE
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,

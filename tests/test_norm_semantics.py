@@ -237,7 +237,7 @@ def test_nn_modules_load_torch_state_dicts(device):
 def _runtime_zero_kernel(x_ptr, out_ptr):
     zero = runtime_zero(x_ptr)
     tl.store(out_ptr, zero)
-    same = opaque_copy(tl.full([4], -2.5, tl.float32), zero, tl.float64) == -2.5
+    same = opaque_copy(tl.full([4], -2.5, tl.float32), zero, True) == -2.5
     tl.store(out_ptr + 1, tl.sum(same.to(tl.int32)))
 
 

@@ -80,15 +80,15 @@ def runtime_zero(pointer):
 
 
 @triton.jit
-def opaque_copy(raw, opaque_zero, ACC_DTYPE: tl.constexpr):
-    """raw, bit for bit. For an fp64 accumulator of narrower input, through an XOR with a runtime zero
-    the compiler cannot fold: the forward converts the raw tile anew in each pass, and without this,
-    common-subexpression elimination would share one converted fp64 tile between the passes and keep
-    it live in registers across the row reductions (H100, 8192-element rows: 176 -> 128 registers for
-    fp32 input, 132 -> 78 for bf16, one program per SM -> two and three). For an fp32 accumulator the
-    converted tile is at most twice the raw one, and sharing it measured no worse (bf16: 87 registers
-    shared, 119 converted anew). opaque_zero: runtime_zero's."""
-    if ACC_DTYPE != tl.float64 or raw.dtype == tl.float64:
+def opaque_copy(raw, opaque_zero, WIDENED: tl.constexpr):
+    """raw, bit for bit. Where WIDENED (an fp64 accumulator of narrower input), through an XOR with a
+    runtime zero the compiler cannot fold: the forward converts the raw tile anew in each pass, and
+    without this, common-subexpression elimination would share one converted fp64 tile between the
+    passes and keep it live in registers across the row reductions (H100, 8192-element rows: 176 -> 128
+    registers for fp32 input, 132 -> 78 for bf16, one program per SM -> two and three). For an fp32
+    accumulator the converted tile is at most twice the raw one, and sharing it measured no worse
+    (bf16: 87 registers shared, 119 converted anew). opaque_zero: runtime_zero's."""
+    if not WIDENED:
         out = raw
     elif raw.dtype == tl.float32:
         out = (raw.to(tl.int32, bitcast=True) ^ opaque_zero).to(tl.float32, bitcast=True)
@@ -131,6 +131,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
     offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
     raw = tl.load(x_ptr + offsets, mask=mask, other=0)
+    WIDENED: tl.constexpr = ACC_DTYPE == tl.float64 and raw.dtype != tl.float64   # see the scale above
     if RMS:
         shift = tl.zeros([BLOCK_ROWS], ACC_DTYPE)
         shifted_mean = tl.zeros([BLOCK_ROWS], tl.float64)
@@ -141,18 +142,18 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         shifted_mean = s.to(tl.float64) / n_cols
     mean = shift.to(tl.float64) + shifted_mean
-    c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
-    if ACC_DTYPE == tl.float32 or raw.dtype == tl.float64:
-        scale = power_of_two_scale(tl.max(tl.abs(c), 1))
-    else:
+    c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+    if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
+    else:
+        scale = power_of_two_scale(tl.max(tl.abs(c), 1))
     t = c * scale[:, None]
     q = tree_sum_blocked_rows(t * t, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
     rstd = rs * scale64                                         # exact: a power of two
-    c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), ACC_DTYPE), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+    c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     y = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
     if HAS_W:
         y = y * to_accumulator(tl.load(w_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
