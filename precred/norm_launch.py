@@ -21,8 +21,8 @@ import triton
 
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
 from .modes import VAR_MODES, Mode
-from .plan import (NORM_APPLY_TILE, NORM_MERGE_TILE, norm_forward_register_cap, plan_norm_backward,
-                   plan_norm_forward)
+from . import plan as planner
+from .plan import NORM_APPLY_TILE, norm_forward_register_cap, plan_norm_backward, plan_norm_forward
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import norm_apply_kernel, norm_backward_loop_kernel
@@ -187,12 +187,14 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     if plan.on_chip:
         launches = [_launch(norm_backward_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
-                            LOOP_STAGES=plan.loop_stages, **consts)]
+                            LOOP_STAGES=plan.loop_stages, TREE_THREADS=32 * plan.num_warps,
+                            TREE_VEC=16 // x.element_size() if planner.NORM_BACKWARD_BLOCKED_TREE else 0,
+                            **consts)]
     else:
         launches = [_launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_N=plan.block_n, **consts)]
     if weight_grad or bias_grad:
-        block_parts, block_cols, warps = NORM_MERGE_TILE
+        block_parts, block_cols, warps = planner.NORM_MERGE_TILE   # read now: planner variants reach it
         launches.append(_launch(norm_merge_kernel, (triton.cdiv(n, block_cols),), merge_pointers, [programs, n],
                                 warps, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_P=block_parts,
                                 BLOCK_C=block_cols))

@@ -497,6 +497,10 @@ NORM_BACKWARD_PER_THREAD = 8
 NORM_BACKWARD_LOOP_LANES = 2048
 NORM_BACKWARD_PROGRAMS_PER_SM = 2
 NORM_BACKWARD_STAGES = 3
+# The on-chip backward's row sums in the blocked layout's register order (tree.tree_sum_blocked_rows,
+# as the forward's) instead of adjacent pairs. ptxas / nvdisasm (bench/kernel_resources.py), rows of
+# 8192 fp32: see the commit; not yet timed on a GPU, so off until bench/profile_norm.py says it pays.
+NORM_BACKWARD_BLOCKED_TREE = False
 # The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
 # program's tile -- 8 elements per thread.
 NORM_MERGE_TILE = (16, 64, 4)

@@ -164,6 +164,29 @@ def test_within_bounds(kind, mode, dtype, rms, streaming, device):
     check_forward_and_backward(x, eps, mode, rms, device, streaming)
 
 
+@pytest.fixture
+def blocked_backward_tree(monkeypatch):
+    """The on-chip backward's row sums in the blocked layout's order (planner.NORM_BACKWARD_BLOCKED_TREE)."""
+    monkeypatch.setattr(planner, "NORM_BACKWARD_BLOCKED_TREE", True)
+    norm_recipes.clear()
+    yield
+    norm_recipes.clear()
+
+
+# (dtype, n): at n = 2000 fp32 (8 warps of 4-element vectors over 2048 lanes) the layout repeats
+@pytest.mark.parametrize("dtype, n", [(torch.float32, 100), (torch.bfloat16, 100), (torch.float32, 2000)],
+                         ids=["f32-n100", "bf16-n100", "f32-n2000"])
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["offset1e4", "wide"])
+def test_blocked_backward_tree_within_bounds(kind, mode, dtype, rms, n, blocked_backward_tree, device):
+    """The other order of the backward's row sums: a balanced tree of the same depth, the same bounds."""
+    rows = 3 if n < 1000 else 1     # the oracle's time grows with the elements
+    x, eps = rows_of(kind, rows, n, dtype)
+    assert plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=4, sm_count=132).on_chip
+    check_forward_and_backward(x, eps, mode, rms, device, False)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_constant_rows_give_the_bias(mode, dtype, device):

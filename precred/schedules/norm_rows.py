@@ -16,8 +16,9 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
   values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b. An fp64
   accumulator of narrower input needs no scale (its squares cannot leave fp64's range): E = 0 there.
-The forward's row sums take the blocked-layout order (tree.tree_sum_blocked_rows), the backward's the
-adjacent-pairs tree; both are balanced, of depth log2(BLOCK_N).
+The forward's row sums take the blocked-layout order (tree.tree_sum_blocked_rows); the backward's take
+it or the adjacent-pairs tree (precred.plan.NORM_BACKWARD_BLOCKED_TREE); all are balanced, of depth
+log2(BLOCK_N).
 The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and rstd = rs * 2^-E, which
 the backward pass reuses.
 
@@ -165,19 +166,32 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
 
 
 @triton.jit
+def row_sum(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+    """The sum of each row of a [ROWS, WIDTH] tile by a balanced tree of depth log2(WIDTH): in the
+    blocked layout's register order (tree.tree_sum_blocked_rows) where TREE_VEC > 0, else by adjacent
+    pairs (tree.tree_reduce_last_axis). Either order is fixed by the constants alone."""
+    if TREE_VEC > 0:
+        total = tree_sum_blocked_rows(v, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+    else:
+        total, _, _ = tree_reduce_last_axis(v, v, v, ROWS, WIDTH, _PLAIN)
+    return total
+
+
+@triton.jit
 def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr,
-                 BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+                 BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr,
+                 TREE_THREADS: tl.constexpr):
     """(dx, xhat) of [BLOCK_ROWS, BLOCK_N] whole rows (masked lanes 0): xhat = (x - mean) * rstd (mean
     as hi + lo), gw = g * w, and
       layer_norm: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),
       rms_norm:   dx = rstd * (gw - xhat * mean(gw * xhat)),
-    the row means by the fixed tree, divided in fp64."""
+    the row means by row_sum's tree, divided in fp64."""
     xhat = tl.where(mask, normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE), 0.0)
     gw = tl.where(mask, g * w, 0.0)
-    projection, _, _ = tree_reduce_last_axis(gw * xhat, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
+    projection = row_sum(gw * xhat, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     inner = gw - xhat * (projection.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
     if not RMS:
-        total, _, _ = tree_reduce_last_axis(gw, gw, gw, BLOCK_ROWS, BLOCK_N, _PLAIN)
+        total = row_sum(gw, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         inner = inner - (total.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
     return tl.where(mask, inner * rstd.to(ACC_DTYPE)[:, None], 0.0), xhat
 
@@ -187,7 +201,8 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
                          n_rows, n_cols, rows_per_program,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                          BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                         BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
+                         BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr,
+                         TREE_THREADS: tl.constexpr):
     # Program p owns rows [p * rows_per_program, (p + 1) * rows_per_program) (a multiple of BLOCK_ROWS),
     # writes their dx, and its partial dw / db (the sums over its rows, in ACC_DTYPE) to row p of
     # dw_part / db_part ([programs, n_cols]); the launcher merges the partials in a fixed order. No
@@ -211,7 +226,8 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
         g = to_accumulator(tl.load(g_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        dx, xhat = row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS, ACC_DTYPE, BLOCK_ROWS, BLOCK_N)
+        dx, xhat = row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS, ACC_DTYPE, BLOCK_ROWS, BLOCK_N,
+                                TREE_VEC, TREE_THREADS)
         tl.store(dx_ptr + offsets, round_to_output(dx.to(tl.float64), dx_ptr.dtype.element_ty), mask=mask)
         dw += tl.where(mask, g * xhat, 0.0)
         db += tl.where(mask, g, 0.0)
