@@ -4,7 +4,9 @@ at launch (ints equal to 1 become constexprs, pointers and ints divisible by 16 
 ptxas -v. Nothing runs; outputs are not written. Registers per thread bound the programs per SM (65536
 per SM: 8 warps at <= 64 registers fit 4 programs), which a memory-bound loop's bytes in flight feel.
 sass / shfl / bar: the kernel's machine instructions (nvdisasm), its warp shuffles and its barriers, as
-written in the code (a loop body once): what a reduction tree's order costs.
+written in the code (a loop body once): what a reduction tree's order costs. f2f64 / dfma: its
+conversions to or from fp64 (16 per clock per SM on sm_90, a quarter of the fp64 adds and
+multiplies') and its fp64 adds, multiplies and FMAs.
 
     python bench/kernel_resources.py [plan.CONST=value ...] OP:DTYPE:SHAPE:DIM ...
     e.g. amax:bfloat16:1024x65536:1 sum/kahan:float32:268435456:0 logsumexp/fp64:bfloat16:8192x8192:0
@@ -85,7 +87,9 @@ def describe(c):
     return (f"regs={regs.group(1) if regs else '?'} spill={spill.group(1) if spill else '?'} "
             f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads} "
             f"sass={len(instructions)} shfl={sum('SHFL' in i for i in instructions)} "
-            f"bar={sum('BAR.SYNC' in i for i in instructions)}")
+            f"bar={sum('BAR.SYNC' in i for i in instructions)} "
+            f"f2f64={sum(i.split()[0].startswith('F2F.F64') or ('F2F' in i and '.F64' in i) for i in instructions)} "
+            f"dfma={sum(i.split()[0] in ('DADD', 'DMUL', 'DFMA') for i in instructions)}")
 
 
 def capture(kernel, grid, pointers, scalars, num_warps, **consts):

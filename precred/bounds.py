@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode
+from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -358,7 +358,7 @@ def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
 def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
                      eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered, xhat,
                      weight=None, y=None, row_mean: float = 0.0, row_m2: float | None = None,
-                     out_dtype: torch.dtype | None = None):
+                     out_dtype: torch.dtype | None = None, parameter_dtypes=None):
     """Upper bounds on |computed - exact| of the outputs of one row of precred.layer_norm / rms_norm.
 
     Exact per-row values: n elements; var the normalizing variance (layer_norm: sum (x - mean)^2 / n;
@@ -382,13 +382,16 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     * then var + eps is off by e_v (plus 4 u_64 of fp64 arithmetic) and rstd by a relative
       rho_r <= e_v / (2 v) / (1 - e_v / v) + u (rounded to the accumulator) + 4 u_64, v = var + eps;
       xhat = c rstd rounded: |dxhat_j| <= rstd |dc_j| + |xhat_j| (rho_r + u); y = xhat w + b, two
-      roundings (u |xhat w| + u |y|); the rounding to the output dtype (through fp32 for 16-bit
-      outputs of an fp64 accumulator) and half its smallest subnormal. Padded by (1 + 16u) for the
-      second-order terms.
+      roundings of the affine dtype's u_a (u_a |xhat w| + u_a |y|; precred.modes.norm_affine_dtype:
+      the accumulator's, or fp32 for 16-bit outputs of an fp64 accumulator, where xhat is rounded to
+      fp32 first: u_a |xhat| more); the rounding to the output dtype (through fp32 where the affine
+      dtype is fp64 and the output 16-bit) and half its smallest subnormal. Padded by (1 + 16u) for the
+      second-order terms. parameter_dtypes: the weight's and bias's dtypes (default: the input's).
     """
     import numpy as np
 
     out_dtype = dtype if out_dtype is None else out_dtype
+    parameter_dtypes = (dtype,) if parameter_dtypes is None else tuple(parameter_dtypes)
     acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
     u = _UNIT_ROUNDOFF[acc]
     xhat = np.abs(np.asarray(xhat, float))
@@ -401,12 +404,18 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
         return np.full(xhat.shape, math.inf)
     rstd = 1.0 / math.sqrt(v)
     rho_r = rho_stored + u
+    affine = norm_affine_dtype(acc, out_dtype, parameter_dtypes)
+    u_a = _UNIT_ROUNDOFF[affine]
     d_xhat = rstd * dc + xhat * (rho_r + u)
-    err = w * d_xhat + u * xhat * w + u * (y + w * d_xhat)
+    if affine != acc:      # xhat rounded to the affine dtype first
+        d_xhat = d_xhat + u_a * (xhat + d_xhat)
+    err = w * d_xhat + u_a * xhat * w + u_a * (y + w * d_xhat)
+    if any(_UNIT_ROUNDOFF[p] < u_a for p in parameter_dtypes):   # w, b rounded to the affine dtype
+        err = err + u_a * (2 * xhat * w + y)                      # |b| <= |y| + |xhat w|
     u_out = _UNIT_ROUNDOFF[out_dtype]
-    if u_out > u:
+    if u_out > u_a:
         err = err + u_out * (y + err)
-        if acc == torch.float64 and out_dtype in (torch.bfloat16, torch.float16):
+        if affine == torch.float64 and out_dtype in (torch.bfloat16, torch.float16):
             err = err + _UNIT_ROUNDOFF[torch.float32] * (y + err)
         err = err + _HALF_TINY[out_dtype]
     return err * (1.0 + 16 * u)

@@ -13,6 +13,8 @@ FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 def check_float_tensor(x, name: str = "input") -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {x.layout}; convert it with .to_dense()")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name} must have a floating dtype among float32, float64, bfloat16, float16; "
                         f"got {x.dtype}")

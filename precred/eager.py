@@ -30,8 +30,8 @@ def call_key(op: str, x, dim, *args):
         dim_types = tuple(map(type, dim)) if type(dim) is tuple else type(dim)
         return (op, x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, dim_types, args,
                 tuple(map(type, args)))
-    except AttributeError:   # not a tensor: the full path (which raises the TypeError)
-        return None
+    except (AttributeError, RuntimeError):   # not a tensor, or a sparse one (no strides): the full path,
+        return None                           # whose checks raise the TypeError
 
 
 def replay(key, x):

@@ -152,8 +152,21 @@ NORM_MODES = {
     "fast": Mode("fast", WELFORD, False, False,
                  "fp32 statistics and arithmetic (fp64 for fp64 input): a few ulps of O(1) outputs, any mean"),
     "precise": Mode("precise", WELFORD, True, False,
-                    "fp64 statistics and arithmetic, rounded once: ~0.5 ulp of each output plus ~2^-45 of |w|"),
+                    "fp64 statistics and arithmetic, rounded once (the last steps, * w + b, in fp32 for 16-bit "
+                    "outputs): ~0.5 ulp of each output plus ~2^-45 of |w|"),
 }
+
+
+def norm_affine_dtype(accumulator: torch.dtype, out_dtype: torch.dtype, parameter_dtypes=()) -> torch.dtype:
+    """The dtype of layer_norm / rms_norm's last steps, y = xhat * w + b: the accumulator's, except fp32
+    where an fp64 accumulator feeds a 16-bit output and no parameter is fp64 (they convert to fp32
+    exactly): three fp32 roundings (2^-24 each) stay far below the output's (2^-9 for bf16) and save
+    the GPU's fp64 <-> fp32 conversions (16 a clock per SM on sm_80 / sm_90: converting w, b and y per
+    element made the precise bf16 forward conversion-bound)."""
+    if (accumulator == torch.float64 and out_dtype in (torch.bfloat16, torch.float16)
+            and torch.float64 not in parameter_dtypes):
+        return torch.float32
+    return accumulator
 
 # The default is the mode a training step can afford everywhere; `precise` is for reference outputs.
 DEFAULT_NORM_MODE = "fast"

@@ -20,7 +20,7 @@ import torch
 import triton
 
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
-from .modes import VAR_MODES, Mode
+from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import NORM_APPLY_TILE, norm_forward_register_cap, plan_norm_backward, plan_norm_forward
 from .schedules.norm_merge import norm_merge_kernel
@@ -99,7 +99,9 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
     y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, plan is not None)
     pointers = [_wire(p) for p in pointers]
-    consts = dict(RMS=rms, HAS_W=weight is not None, HAS_B=bias is not None, ACC_DTYPE=_TL_DTYPE[acc])
+    parameter_dtypes = [t.dtype for t in (weight, bias) if t is not None]
+    consts = dict(RMS=rms, HAS_W=weight is not None, HAS_B=bias is not None, ACC_DTYPE=_TL_DTYPE[acc],
+                  AFFINE_DTYPE=_TL_DTYPE[norm_affine_dtype(acc, out_dtype, parameter_dtypes)])
     if plan is not None:
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
                          [rows, n, _float64_bits(eps)], plan.num_warps,

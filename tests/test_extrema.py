@@ -214,6 +214,10 @@ def test_edge_cases_follow_torch(device):
         precred.max(empty_rows, 0)
     with pytest.raises(IndexError, match="numel"):
         precred.argmax(empty_rows)
+    for whole in (lambda t: precred.amax(t), lambda t: precred.amin(t, ()), lambda t: precred.max(t),
+                  lambda t: precred.min(t)):
+        with pytest.raises(RuntimeError, match="numel"):   # torch's error where no dim is named
+            whole(empty_rows)
     with pytest.raises(TypeError, match="input"):
         precred.amax(torch.arange(4, device=device))
     with pytest.raises(TypeError, match="dim"):

@@ -164,6 +164,31 @@ def test_within_bounds(kind, mode, dtype, rms, streaming, device):
     check_forward_and_backward(x, eps, mode, rms, device, streaming)
 
 
+@pytest.mark.parametrize("parameter_dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_parameters_of_another_dtype_within_bounds(mode, dtype, parameter_dtype, device):
+    """16-bit input, weight and bias of another dtype: the affine step's dtype follows
+    precred.modes.norm_affine_dtype (fp32 for `precise` unless a parameter is fp64) and the forward
+    bound is that dtype's."""
+    x, eps = rows_of("offset1e2", 2, 100, dtype, seed=5)
+    gen = torch.Generator().manual_seed(2)
+    w = (torch.rand(100, generator=gen, dtype=torch.float64) + 0.5).to(parameter_dtype)
+    b = torch.randn(100, generator=gen, dtype=torch.float64).to(parameter_dtype)
+    y = precred.layer_norm(x.to(device), [100], w.to(device), b.to(device), eps, mode=mode).cpu()
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, dtype)
+    depth = plan_norm_forward(2, 100, accumulator_size=acc.itemsize).depth
+    ref_rows, y_ref, rstd_ref, _ = reference_norm(x, [100], w, b, eps)
+    moments, _, _ = reference_moments(x, -1)
+    x64, w64 = x.double().numpy(), w.double().numpy()
+    for i, row in enumerate(ref_rows):
+        inputs, xhat = _row_inputs(x64[i], row, rstd_ref[i], moments[i], False)
+        bound = precred.norm_error_bound(mode, dtype, rms=False, depth=depth, eps=eps, xhat=xhat, weight=w64,
+                                         y=_floats(y_ref[i]), parameter_dtypes=(parameter_dtype, parameter_dtype),
+                                         **inputs)
+        assert np.all(_errors(y[i].double().tolist(), y_ref[i]) <= bound)
+
+
 @pytest.fixture
 def blocked_backward_tree(monkeypatch):
     """The on-chip backward's row sums in the blocked layout's order (planner.NORM_BACKWARD_BLOCKED_TREE)."""

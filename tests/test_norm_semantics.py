@@ -158,6 +158,43 @@ def test_gradcheck_fp64(rms, path, device):
         assert torch.autograd.gradcheck(lambda x, b: precred.layer_norm(x, [20], None, b), (x, b), fast_mode=True)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy's overflow, under the interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_rows_beyond_fp32s_range(dtype, device):
+    """Finite rows near fp32's largest value: `precise` (fp64) normalizes them, rms_norm in either mode
+    (its power-of-two scale); layer_norm `fast` gives NaN, the documented limit of fp32 differences."""
+    x = torch.tensor([[1e38, -1e38, 2e38, -2e38]], dtype=dtype, device=device)
+    exact = F.layer_norm(x.double(), [4], eps=0.0).to(dtype)
+    assert torch.equal(precred.layer_norm(x, [4], eps=0.0, mode="precise"), exact)
+    for mode in precred.NORM_MODES:   # within the fp32 arithmetic's few roundings of the exact values
+        torch.testing.assert_close(precred.rms_norm(x, [4], eps=0.0, mode=mode),
+                                   F.rms_norm(x.double(), [4], eps=0.0).to(dtype),
+                                   rtol=2 * torch.finfo(dtype).eps, atol=0.0)
+    assert torch.isnan(precred.layer_norm(x, [4], eps=0.0, mode="fast")).all()
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_second_derivatives(rms, device):
+    """Gradients taken with create_graph=True are differentiable (torch's autograd, on purpose: the
+    kernels are not): gradgradcheck passes, and a gradient penalty through the norm equals torch's."""
+    x, w, b = _inputs((3, 6), [6], torch.float64, device)
+    x, w, b = (t.requires_grad_() for t in (x, w, b))
+    if rms:
+        assert torch.autograd.gradgradcheck(lambda x, w: precred.rms_norm(x, [6], w, 1e-5), (x, w))
+    else:
+        assert torch.autograd.gradgradcheck(lambda x, w, b: precred.layer_norm(x, [6], w, b), (x, w, b))
+        assert torch.autograd.gradgradcheck(lambda x: precred.layer_norm(x, [6]), (x,))
+    m = torch.randn(6, 6, dtype=torch.float64, device=device)
+    v = torch.randn(3, 6, dtype=torch.float64, device=device)
+    penalties = []
+    for norm in ((precred.rms_norm, torch.nn.functional.rms_norm) if rms else
+                 (precred.layer_norm, torch.nn.functional.layer_norm)):
+        mm = m.clone().requires_grad_()
+        (gx,) = torch.autograd.grad((norm(x @ mm, [6]) * v).sum(), x, create_graph=True)
+        penalties.append(torch.autograd.grad((gx ** 2).sum(), mm)[0])
+    torch.testing.assert_close(penalties[0], penalties[1], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_forward_and_backward_are_bitwise_reproducible(dtype, path, device):
     x, w, b = _inputs((37, 24), [24], dtype, device)

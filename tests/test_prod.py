@@ -124,6 +124,18 @@ def test_gradient_handles_zeros(device):
     assert torch.autograd.gradcheck(lambda t: precred.prod(t, 0, keepdim=True), (z,))
 
 
+@pytest.mark.parametrize("shape, dim", [((0, 3), 0), ((3, 0), 1), ((0, 3), None), ((0,), None), ((0, 3), 1),
+                                        ((2, 0, 3), 2), ((2, 0, 3), 0)])
+def test_gradient_of_empty_input(shape, dim, device):
+    """An empty input's gradient is empty (or zeros of its shape), as torch's -- also where the empty
+    dim is a kept one."""
+    x = torch.randn(shape, dtype=torch.float64, device=device, requires_grad=True)
+    xt = x.detach().clone().requires_grad_(True)
+    (precred.prod(x) if dim is None else precred.prod(x, dim)).sum().backward()
+    (torch.prod(xt) if dim is None else torch.prod(xt, dim)).sum().backward()
+    assert torch.equal(x.grad, xt.grad)
+
+
 def test_deterministic(device):
     x = (torch.rand(16, 999, device=device) + 0.5)
     assert torch.equal(precred.prod(x, 1, mode="fast"), precred.prod(x, 1, mode="fast"))

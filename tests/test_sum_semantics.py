@@ -180,3 +180,20 @@ def test_torch_compile_fullgraph_traces_the_custom_op(device):
     x = _randn((4, 50), device)
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x), f(x))
+
+
+SPARSE_CALLS = {
+    "sum": lambda t: precred.sum(t, 1), "mean": lambda t: precred.mean(t), "var": lambda t: precred.var(t, 1),
+    "logsumexp": lambda t: precred.logsumexp(t, 1), "softmax": lambda t: precred.softmax(t, 1),
+    "amax": lambda t: precred.amax(t, 1), "argmax": lambda t: precred.argmax(t, 1),
+    "prod": lambda t: precred.prod(t, 1), "layer_norm": lambda t: precred.layer_norm(t, [4]),
+    "layer_norm weight": lambda t: precred.layer_norm(t.to_dense(), [4], t[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(SPARSE_CALLS))
+def test_sparse_input_is_rejected_by_name(name, device):
+    """Sparse tensors get a TypeError naming the argument (not an error from deep inside)."""
+    x = torch.randn(3, 4, device=device).to_sparse()
+    with pytest.raises(TypeError, match="weight must be a dense" if "weight" in name else "input must be a dense"):
+        SPARSE_CALLS[name](x)

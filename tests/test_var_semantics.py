@@ -165,6 +165,22 @@ def test_autograd_gradcheck(device, name):
     assert torch.autograd.gradcheck(lambda t: f(t), (x,))
 
 
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+@pytest.mark.parametrize("correction", [3, 5, 4.5])
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_gradient_where_correction_reaches_n(device, name, correction):
+    """correction >= n: the forward is inf (or NaN), the gradient torch's: 2 (x - mean) / (n - correction)
+    for var (finite where correction > n), 0 for std."""
+    x = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64, device=device, requires_grad=True)
+    xt = x.detach().clone().requires_grad_()
+    out = getattr(precred, name)(x, 1, correction=correction)
+    expected = getattr(torch, name)(xt, 1, correction=correction)
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(x.grad, xt.grad, rtol=1e-15, atol=1e-15, equal_nan=True)
+
+
 def test_gradient_of_bf16_input_is_its_fp64_value_rounded(device):
     x = _randn((4, 64), device, torch.bfloat16, offset=2.0).requires_grad_()
     precred.std(x, 1).sum().backward()

@@ -115,6 +115,9 @@ def _amax_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
     check_float_tensor(x, "input")
     check_keepdim(keepdim)
     dims = list(normalize_dims(dim, x.dim()))
+    if x.numel() == 0 and (dim is None or (isinstance(dim, (tuple, list)) and not dim)):   # torch's, for no dim
+        raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument.")
     _check_reducible(x, dims, op)
     if through_custom_op(x):
         return _values(x, dims, keepdim, minimum)

@@ -56,7 +56,7 @@ def _setup_context(ctx, inputs, output):
     x, normalized_ndim, weight, bias, eps, rms, mode = inputs
     _, mean, rstd = output
     ctx.save_for_backward(x, weight, mean, rstd)
-    ctx.normalized_ndim, ctx.rms, ctx.mode = normalized_ndim, rms, mode
+    ctx.normalized_ndim, ctx.rms, ctx.mode, ctx.eps = normalized_ndim, rms, mode, eps
     ctx.bias_dtype = bias.dtype if bias is not None else None
     ctx.mark_non_differentiable(mean, rstd)
     # The statistics' gradients stay None instead of zero tensors: an allocation and a fill each, host
@@ -68,6 +68,8 @@ def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     if grad_y is None:   # y took no part in what is differentiated (grads are not materialized)
         return None, None, None, None, None, None, None
     x, weight, mean, rstd = ctx.saved_tensors
+    if torch.is_grad_enabled():   # create_graph: the gradient must itself be differentiable
+        return _differentiable_backward(ctx, grad_y, x, weight)
     rows, n = _rows(x, ctx.normalized_ndim)
     weight_dtype = weight.dtype if weight is not None and ctx.needs_input_grad[2] else None
     bias_dtype = ctx.bias_dtype if ctx.needs_input_grad[3] else None
@@ -78,6 +80,33 @@ def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     dx, dw, db = norm_backward(grad_y.contiguous(), x.contiguous(), rows, n, _contiguous(weight),
                                NormStats(mean, rstd), ctx.rms, get_norm_mode(ctx.mode),
                                x.shape[x.dim() - ctx.normalized_ndim:], weight_dtype, bias_dtype)
+    return dx, None, dw, db, None, None, None
+
+
+def _differentiable_backward(ctx, grad_y, x, weight):
+    """The gradients as functions of x, weight and grad_y that autograd can differentiate again
+    (torch.autograd.grad(..., create_graph=True): gradient penalties, higher derivatives). precred's
+    backward kernels are not differentiable, so this path, on purpose, is torch's own layer_norm /
+    rms_norm autograd, in fp32 for 16-bit inputs (fp64 for fp64): its values carry torch's rounding,
+    not precred's bounds."""
+    shape = x.shape[x.dim() - ctx.normalized_ndim:]
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xw = x.to(wide) if x.requires_grad else x.detach().to(wide).requires_grad_()
+    ww = None
+    if weight is not None:
+        ww = weight.to(wide) if weight.requires_grad else weight.detach().to(wide).requires_grad_()
+    with torch.enable_grad():
+        if ctx.rms:
+            y = torch.nn.functional.rms_norm(xw, shape, ww, ctx.eps)
+        else:
+            y = torch.nn.functional.layer_norm(xw, shape, ww, None, ctx.eps)
+        wanted = [t for t, needed in ((xw, ctx.needs_input_grad[0]), (ww, ctx.needs_input_grad[2])) if needed]
+        grads = iter(torch.autograd.grad(y, wanted, grad_y.to(wide), create_graph=True))
+    dx = next(grads).to(x.dtype) if ctx.needs_input_grad[0] else None
+    dw = next(grads).to(weight.dtype) if ctx.needs_input_grad[2] else None
+    db = None
+    if ctx.needs_input_grad[3]:
+        db = grad_y.to(wide).sum(tuple(range(x.dim() - ctx.normalized_ndim))).to(ctx.bias_dtype)
     return dx, None, dw, db, None, None, None
 
 
@@ -142,7 +171,7 @@ _CHECKED_MAX = 4096
 
 
 def _parameter_signature(t):
-    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else t
+    return None if t is None else (t.shape, t.dtype, t.device, t.layout) if isinstance(t, torch.Tensor) else t
 
 
 def _signature(x, normalized_shape, weight, bias, eps, mode, rms: bool):
@@ -160,8 +189,8 @@ def _signature(x, normalized_shape, weight, bias, eps, mode, rms: bool):
     if type(mode) is not str or not isinstance(x, torch.Tensor) or (weight is not None and not isinstance(
             weight, torch.Tensor)) or (bias is not None and not isinstance(bias, torch.Tensor)):
         return None
-    return (x.shape, x.dtype, x.device, normalized_shape, _parameter_signature(weight), _parameter_signature(bias),
-            type(eps), eps, mode, rms)
+    return (x.shape, x.dtype, x.device, x.layout, normalized_shape, _parameter_signature(weight),
+            _parameter_signature(bias), type(eps), eps, mode, rms)
 
 
 def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, float]:
@@ -203,10 +232,16 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
     mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64;
     the output rounded once) -- bounds in precred.norm_error_bound. Each row is shifted by one of its
     own elements before it is summed, so a mean far larger than the spread costs no accuracy in either
-    mode. bf16/fp16 inputs compute in fp32 or fp64. Rows holding NaN or inf give NaN, as torch. Rows up
+    mode. bf16/fp16 inputs compute in fp32 or fp64. Rows holding NaN or inf give NaN, as torch. Limit of
+    `fast` (fp32 arithmetic) on fp32 / bf16 input: a finite row whose differences x - x_0, or their sum,
+    leave fp32's range (values within a factor of about n of fp32's largest, 3.4e38) gives NaN too;
+    `precise` normalizes it (torch's fp32 layer_norm gives 0 or NaN there). Rows up
     to 16384 elements (8192 for an fp64 accumulator) are read once; longer rows are read twice (the
     Welford statistics in fp64, then the normalizing pass). Backward: precred's kernels, dweight /
-    dbias merged in a fixed order (bitwise reproducible). CPU tensors run in Triton's interpreter.
+    dbias merged in a fixed order (bitwise reproducible). Gradients taken with create_graph=True (to
+    be differentiated again) come instead, on purpose, from torch's own layer_norm autograd, in fp32
+    (fp64 for fp64 input): precred's kernels are not differentiable. CPU tensors run in Triton's
+    interpreter.
     Non-contiguous inputs are copied once, contiguous.
     """
     return _norm_call(x, normalized_shape, weight, bias, eps, mode, rms=False)

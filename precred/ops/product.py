@@ -50,6 +50,8 @@ def _backward(ctx, grad):
     xw = x.to(wide)
     if x.dim() == 0:
         return grad.to(x.dtype), None, None, None, None
+    if x.numel() == 0:   # no element to differentiate by (the empty product's gradient is empty)
+        return torch.zeros_like(x), None, None, None, None
     flat = xw.movedim(ctx.dims, list(range(x.dim() - len(ctx.dims), x.dim())))
     flat = flat.reshape(*flat.shape[:x.dim() - len(ctx.dims)], -1)
     others = _others_product(flat, flat.dim() - 1)

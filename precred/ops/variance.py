@@ -62,7 +62,9 @@ def _backward(ctx, grad_out, grad_mean):
         if x.dtype != compute:
             out, mean = reduce_moments(x, tuple(ctx.dims), get_var_mode(ctx.mode), compute, ctx.correction,
                                        ctx.take_sqrt, with_mean=True)
-        scale = 2.0 * expand(grad_out) / max(0.0, n - ctx.correction)
+        # n - correction as it is, torch's backward: where correction > n the forward is inf (its
+        # divisor is max(0, n - correction)) and this gradient finite, as torch's (std's is 0)
+        scale = 2.0 * expand(grad_out) / (n - ctx.correction)
         if ctx.take_sqrt:
             std = expand(out)
             scale = (scale / (2.0 * std)).masked_fill(std == 0, 0.0)

@@ -85,7 +85,8 @@ def _output_bits(value):
 
 @triton.jit
 def round_to_output(value, OUT_DTYPE: tl.constexpr):
-    """An fp64 value rounded to the output dtype (bf16 as its int16 bit pattern)."""
+    """An fp64 (or, for a narrower output, fp32) value rounded to the output dtype (bf16 as its int16
+    bit pattern)."""
     if OUT_DTYPE == tl.float64:
         out = value
     elif OUT_DTYPE == tl.int16:

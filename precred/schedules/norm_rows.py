@@ -14,7 +14,8 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * rms_norm: c = x;
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
-  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b. An fp64
+  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b (the last two
+  steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine). An fp64
   accumulator of narrower input needs no scale (its squares cannot leave fp64's range): E = 0 there.
 The forward's row sums take the blocked-layout order (tree.tree_sum_blocked_rows); the backward's take
 it or the adjacent-pairs tree (precred.plan.NORM_BACKWARD_BLOCKED_TREE); all are balanced, of depth
@@ -101,6 +102,19 @@ def opaque_copy(raw, opaque_zero, WIDENED: tl.constexpr):
 
 
 @triton.jit
+def store_affine(xhat, w_ptr, b_ptr, y_ptr, offsets, cols, col_ok, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                 AFFINE_DTYPE: tl.constexpr):
+    """y = xhat * w + b in AFFINE_DTYPE (precred.modes.norm_affine_dtype: the accumulator's, or fp32
+    for the 16-bit outputs of an fp64 one; xhat rounded to it first), stored rounded to y's dtype."""
+    y = xhat.to(AFFINE_DTYPE)
+    if HAS_W:
+        y = y * to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), AFFINE_DTYPE)[None, :]
+    if HAS_B:
+        y = y + to_accumulator(tl.load(b_ptr + cols, mask=col_ok, other=0), AFFINE_DTYPE)[None, :]
+    tl.store(y_ptr + offsets, round_to_output(y, y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
     """c = (x - K) - mu' (layer_norm; rms_norm: c = x) in ACC_DTYPE, masked lanes 0."""
     x = to_accumulator(raw, ACC_DTYPE)
@@ -114,8 +128,8 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
 @triton.jit(do_not_specialize=["eps_bits"])
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                        ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+                        ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -155,12 +169,8 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
     rstd = rs * scale64                                         # exact: a power of two
     c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
-    y = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
-    if HAS_W:
-        y = y * to_accumulator(tl.load(w_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
-    if HAS_B:
-        y = y + to_accumulator(tl.load(b_ptr + cols, mask=cols < n_cols, other=0), ACC_DTYPE)[None, :]
-    tl.store(y_ptr + offsets, round_to_output(y.to(tl.float64), y_ptr.dtype.element_ty), mask=mask)
+    xhat = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
+    store_affine(xhat, w_ptr, b_ptr, y_ptr, offsets, cols, cols < n_cols, mask, HAS_W, HAS_B, AFFINE_DTYPE)
     tl.store(mean_ptr + rows, mean, mask=row_ok)
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 

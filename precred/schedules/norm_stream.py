@@ -5,7 +5,7 @@ accumulator, precred.launch.reduce_moments), as the fp64 biased variance and mea
 `norm_apply_kernel` turns them into the row's mean and rstd (`row_statistics`, per program: a few fp64
 operations per row, no extra launch), reads x again in [BLOCK_ROWS, BLOCK_J] tiles (a 2-D grid, so a
 few very long rows still fill the GPU) and writes y = (x - mean) * rstd * w + b, the mean subtracted as
-hi + lo in ACC_DTYPE. The programs of the first column block also store mean and rstd for the backward
+hi + lo in ACC_DTYPE (* w + b in norm_rows.store_affine's dtype). The programs of the first column block also store mean and rstd for the backward
 pass.
 
 Backward: `norm_backward_loop_kernel` gives each program a range of rows. A first phase reads each
@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .norm_rows import normalized_chunk
+from .norm_rows import normalized_chunk, store_affine
 from .tree import tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN
@@ -47,7 +47,7 @@ def row_statistics(var, mean, eps, RMS: tl.constexpr):
 def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mean_ptr, rstd_ptr,
                       n_rows, n_cols, eps_bits,
                       RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
-                      BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
+                      AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; var, welford_mean (read), mean, rstd (written by the programs of
     # column block 0): [n_rows] fp64; grid (row blocks, column blocks). eps_bits: eps's fp64 bits.
     eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
@@ -63,12 +63,8 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mea
     if tl.program_id(1) == 0:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
-    y = normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE)
-    if HAS_W:
-        y = y * to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
-    if HAS_B:
-        y = y + to_accumulator(tl.load(b_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
-    tl.store(y_ptr + offsets, round_to_output(y.to(tl.float64), y_ptr.dtype.element_ty), mask=mask)
+    xhat = normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE)
+    store_affine(xhat, w_ptr, b_ptr, y_ptr, offsets, cols, col_ok, mask, HAS_W, HAS_B, AFFINE_DTYPE)
 
 
 @triton.jit
