@@ -70,7 +70,10 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtyp
          mode: str = DEFAULT_PROD_MODE) -> torch.Tensor:
     """Product of `x` over `dim` (torch.prod's semantics: dim an int, or None for every element).
 
-    dtype: the output dtype (default x's). mode: "fp64" (default: fp64 products, rounded once) or "fast"
+    dtype: the output dtype (default x's); unlike torch.prod, which casts x to it first, the inputs are
+    never rounded to a narrower dtype: the products run in the accumulator and only the result is
+    rounded to dtype (more accurate than torch's; it differs from torch's where torch's rounding shows).
+    mode: "fp64" (default: fp64 products, rounded once) or "fast"
     (fp32 products for 16/32-bit inputs, fp64 for fp64) -- bound in precred.product_error_bound, valid
     while partial products stay in the accumulator's normal range; beyond it the accumulator dictates
     (overflow to +-inf, underflow to subnormals or 0). The empty product is 1; 0 * inf is NaN and NaN
