@@ -490,6 +490,12 @@ NORM_FORWARD_PER_THREAD = 32
 # cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
+# The forward's power-of-two scale only where a row's sum of squares leaves fp32's safe range
+# (schedules/norm_rows.sum_of_squares_scaled_when_needed): a max|c| reduction fewer per row in the
+# common case. kernel_resources (sm_90) with the scale never taken: layer_norm fast 8192^2 fp32 912 ->
+# 848 instructions, bf16 1000 -> 888, 65536x1024 bf16 1440 -> 1320 (spills 48 -> 8 bytes), 262144x256
+# fp32 2000 -> 1776. Not yet timed on a GPU: off until bench/profile_norm.py says it pays.
+NORM_FORWARD_SCALE_WHEN_NEEDED = False
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048

@@ -212,6 +212,44 @@ def test_blocked_backward_tree_within_bounds(kind, mode, dtype, rms, n, blocked_
     check_forward_and_backward(x, eps, mode, rms, device, False)
 
 
+@pytest.fixture
+def scale_when_needed(monkeypatch):
+    """The forward's power-of-two scale only where a row's sum of squares needs it
+    (planner.NORM_FORWARD_SCALE_WHEN_NEEDED)."""
+    monkeypatch.setattr(planner, "NORM_FORWARD_SCALE_WHEN_NEEDED", True)
+    norm_recipes.clear()
+    yield
+    norm_recipes.clear()
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kind", ["offset1e4", "tiny", "huge", "wide"])
+def test_scale_when_needed_within_bounds(kind, dtype, rms, scale_when_needed, device):
+    """fp32 arithmetic (`fast`) with the scale skipped where the squares stay in range (offset1e4,
+    wide) and taken where they do not (tiny: 1e-30, eps 0; huge: 1e19): the same bounds."""
+    x, eps = rows_of(kind, 3, 100, dtype)
+    check_forward_and_backward(x, eps, "fast", rms, device, False)
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device, monkeypatch):
+    """Where no square falls below 2^-126 the skipped scale changes nothing (powers of two commute with
+    the roundings): y, and the statistics autograd keeps, bit for bit."""
+    x, eps = rows_of("offset1e2", 5, 300, torch.float32, seed=4)
+    w = torch.rand(300, dtype=torch.float32) + 0.5
+    outputs = []
+    for when_needed in (False, True):
+        monkeypatch.setattr(planner, "NORM_FORWARD_SCALE_WHEN_NEEDED", when_needed)
+        norm_recipes.clear()
+        xd = x.to(device).requires_grad_()
+        y = (precred.rms_norm(xd, [300], w.to(device), eps, mode="fast") if rms else
+             precred.layer_norm(xd, [300], w.to(device), None, eps, mode="fast"))
+        outputs.append([y.detach().cpu(), *[t.cpu() for t in y.grad_fn.saved_tensors[2:]]])
+    norm_recipes.clear()
+    assert all(torch.equal(a, b) for a, b in zip(*outputs))
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_constant_rows_give_the_bias(mode, dtype, device):

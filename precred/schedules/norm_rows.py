@@ -53,6 +53,27 @@ def power_of_two_scale(a):
 
 
 @triton.jit
+def sum_of_squares_scaled_when_needed(c, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: tl.constexpr,
+                                      TREE_THREADS: tl.constexpr):
+    """(scale, q = sum((c * scale)^2)) per row of an fp32 tile: scale 1 -- no max|c| pass, a row
+    reduction fewer -- unless some row's q left [2^-60, fp32's largest] (an overflow, squares near the
+    underflow, or a NaN), then for the whole program power_of_two_scale's, as the plain path. Where
+    q is in that range the result is the scaled path's up to the squares that fall below 2^-126 (n
+    2^-150 at most, relative n 2^-90 of q: inside the bounds' 16u padding for n < 2^60), so every
+    y, mean and rstd equals the scaled path's but for those (powers of two commute with the
+    roundings). Which rows take which path depends on the data alone: deterministic."""
+    q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+    outside = ~((q >= 8.673617379884035e-19) & (q <= 3.4028234663852886e38))   # 2^-60; NaN is outside
+    if tl.max(outside.to(tl.int32), 0) != 0:
+        scale = power_of_two_scale(tl.max(tl.abs(c), 1))
+        t = c * scale[:, None]
+        q = tree_sum_blocked_rows(t * t, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+    else:
+        scale = tl.full([ROWS], 1.0, c.dtype)
+    return scale, q
+
+
+@triton.jit
 def split_to_accumulator(value, ACC_DTYPE: tl.constexpr):
     """An fp64 per-row value as hi + lo in ACC_DTYPE (hi = value rounded, lo = the rest rounded): for an
     fp32 accumulator, (x - hi) - lo keeps a mean to ~2^-48 of itself."""
@@ -129,7 +150,8 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
+                        SCALE_WHEN_NEEDED: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -160,10 +182,13 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
+        q = tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+    elif SCALE_WHEN_NEEDED:
+        scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     else:
         scale = power_of_two_scale(tl.max(tl.abs(c), 1))
-    t = c * scale[:, None]
-    q = tree_sum_blocked_rows(t * t, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        t = c * scale[:, None]
+        q = tree_sum_blocked_rows(t * t, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
