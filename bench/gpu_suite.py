@@ -86,10 +86,11 @@ def make_cases(quick: bool) -> list[Case]:
 
 
 # --------------------------------------------------------------------------------------------- tests
-def run_tests(out_dir: Path, timeout_s: float) -> dict:
-    """pytest on CUDA in a child process, output teed to out_dir/tests.log; killed after timeout_s."""
+def run_tests(out_dir: Path, timeout_s: float, selection=("tests",)) -> dict:
+    """pytest on CUDA in a child process over `selection` (paths and options), output teed to
+    out_dir/tests.log; killed after timeout_s."""
     # No -x: every failure is listed. xdist and pytest-benchmark are installed on the GPU image; neither is used.
-    cmd = [sys.executable, "-m", "pytest", "tests", "-q", "-rf", "-p", "no:cacheprovider", "-p", "no:xdist",
+    cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-rf", "-p", "no:cacheprovider", "-p", "no:xdist",
            "-p", "no:benchmark"]
     env = {**os.environ, "PRECRED_TEST_DEVICE": "cuda", "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)

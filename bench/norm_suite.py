@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """layer_norm / rms_norm on the GPU: torch, Liger (when liger_kernel imports) and precred (every mode).
 
-    python3 bench/norm_suite.py --out DIR [--only REGEX]
+    python3 bench/norm_suite.py --out DIR [--only REGEX] [--tests [--tests-timeout S]]
+
+--tests first runs the layer_norm / rms_norm tests on CUDA (TESTS below; DIR/tests.log), so that one
+device call checks and measures the same code.
 
 Shapes of issue 3, fp32 and bf16, normalized over the last dim: forward of layer_norm and rms_norm
 (weight and bias), and layer_norm's backward (dx, dweight, dbias from a given dy). Each result is
@@ -23,10 +26,19 @@ REPO = Path(__file__).resolve().parents[1]
 for _path in (REPO, REPO / "bench"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-from gpu_suite import checked_timing, log, measure_copy, suite_args  # noqa: E402
+from gpu_suite import checked_timing, log, measure_copy, run_tests, suite_args  # noqa: E402
 from report_versions import versions  # noqa: E402
 
 SHAPES = [(4096, 4096), (8192, 8192), (65536, 1024), (262144, 256), (1024, 65536), (16, 262144)]
+# --tests: the norms' test files, the fixed trees', and the GPU-only tests of the norms and their replays
+TESTS = ("tests/test_norm_accuracy.py", "tests/test_norm_semantics.py", "tests/test_norm_oracle.py",
+         "tests/test_tree.py", "tests/test_gpu_only.py", "-k",
+         "test_norm_accuracy or test_norm_semantics or test_norm_oracle or test_tree or norm or replay")
+
+
+def _options(ap) -> None:
+    ap.add_argument("--tests", action="store_true", help="run the norm tests on CUDA first")
+    ap.add_argument("--tests-timeout", type=float, default=300.0)
 
 
 def implementations():
@@ -74,10 +86,11 @@ def offset_accuracy(fwd) -> dict:
 
 def main(argv=None) -> int:
     import torch
-    args = suite_args(__doc__.splitlines()[1], argv)
+    args = suite_args(__doc__.splitlines()[1], argv, _options)
+    tests = run_tests(args.out, args.tests_timeout, TESTS) if args.tests else None
     fwd, bwd = implementations()
     report = {"device": torch.cuda.get_device_name(), "versions": versions(), "copy": measure_copy(),
-              "cases": [], "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "cases": [], "started": time.strftime("%Y-%m-%d %H:%M:%S"), "tests": tests}
     report["offset_accuracy"] = offset_accuracy(fwd)
     log(f"[accuracy] fp32 layer_norm, offset 1e4, n 8192, max abs error: {report['offset_accuracy']}")
     for shape in SHAPES:

@@ -48,6 +48,11 @@ def section(report: dict) -> list[str]:
              "", "Max abs error of fp32 layer_norm at mean offset 1e4 (64 rows of 8192, spread 1, w = 1, b = 0), "
              "against fp64:", ""]
     lines += [f"- {name}: {err:.2g}" for name, err in report.get("offset_accuracy", {}).items()]
+    tests = report.get("tests")
+    if tests:   # norm_suite --tests: the norm tests on CUDA in the same device call
+        lines += ["", f"Norm tests on this GPU in the same call: {tests.get('passed', 0)} passed, "
+                      f"{tests.get('failed', 0)} failed, {tests.get('errors', 0)} errors, "
+                      f"{tests.get('skipped', 0)} skipped" + (" (timed out)" if tests.get("timed_out") else "") + "."]
     labels = list(dict.fromkeys(c["label"] for c in cases))
     goals = []
     for op, direction in (("layer_norm", "forward"), ("rms_norm", "forward"), ("layer_norm", "backward")):
