@@ -48,7 +48,7 @@ LATENCY_SHAPE = (64, 4096)
 LATENCY_CALLS = 2000
 LATENCY_ROUNDS = 5
 BIG_INPUT_BYTES = 16 * 2**20  # "shapes with >= 16 MB of input" in the goals
-DEVICE = "cuda"  # a module constant so that a CPU dry run can swap it (see bench/README.md)
+DEVICE = "cuda"  # a module constant, so that a CPU dry run of the suite's logic can swap it
 
 
 def log(*args) -> None:

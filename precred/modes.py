@@ -37,7 +37,7 @@ MODES = {
     "kahan": Mode("kahan", COMPENSATED, False, False,
                   "compensated (TwoSum / Neumaier) fp32 accumulation: error ~ 1 rounding of the result"),
     "fp64": Mode("fp64", PLAIN, True, False,
-                 "fp64 accumulation, rounded once to the output dtype"),
+                 "fp64 accumulation, rounded once to the output dtype (16-bit outputs through fp32)"),
     "exact": Mode("exact", EXACT, True, False,
                   "correctly rounded (fp32/bf16/fp16): fp64 sum with a certified error bound, integer "
                   "superaccumulator for what it cannot certify"),

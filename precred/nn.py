@@ -1,7 +1,7 @@
 """`precred.nn.LayerNorm` and `precred.nn.RMSNorm`: torch.nn's modules with precred's kernels.
 
-Subclasses of torch.nn.LayerNorm / torch.nn.RMSNorm: the same constructor (plus `mode`), parameters,
-state dict and repr, so a model can swap them in and load its checkpoints unchanged; only forward
+Subclasses of torch.nn.LayerNorm / torch.nn.RMSNorm: the same constructor (plus `mode`), parameters
+and state dict, and torch's repr plus `mode=...`, so a model can swap them in and load its checkpoints unchanged; only forward
 differs (precred.layer_norm / precred.rms_norm).
 """
 import torch

@@ -137,8 +137,10 @@ def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
     """exp(x - logsumexp(x, dim)) along `dim` (torch.softmax's semantics; the output is contiguous).
 
     dtype: the output dtype (default x's); the computation runs in the mode's accumulator (fp64 for
-    "fp64", the default; fp32 for "fast") whatever it is. Rows holding +inf, NaN, or only -inf give
-    NaN, as torch. The row's logsumexp comes from precred.logsumexp's one-pass reduction, kept in fp64;
+    "fp64", the default; fp32 for "fast", fp64 when x or dtype is fp64). Rows holding +inf, NaN, or only
+    -inf give NaN, as torch. Rows that fit on chip are read once (schedules/single_read.py); longer
+    contiguous rows, where there are enough of them, twice by one program (schedules/row_loop.py);
+    otherwise the row's max m and log(s) come from precred.logsumexp's one-pass reduction, kept in fp64,
     then one pass reads x again and writes the output. CPU tensors run in Triton's interpreter.
     """
     return _softmax_call(x, dim, dtype, mode, log=False)

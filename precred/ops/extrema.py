@@ -169,10 +169,11 @@ def _arg_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
 
 def amax(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
     """The largest element over `dim` (torch.amax's semantics): dim an int or tuple of ints, () or None
-    for every dim; a NaN anywhere gives NaN; a reduced dim of size 0 is an IndexError. Exact (no
-    rounding). Between zeros, +0.0 is the larger (IEEE 754-2019's maximum: the result does not depend
-    on the elements' order, where torch's sign of a zero does); amin returns -0.0 over +0.0. CPU tensors
-    run the same kernels in Triton's interpreter."""
+    for every dim; a NaN anywhere gives NaN; a reduced dim of size 0 is an IndexError, and no dim on
+    an empty tensor a RuntimeError (as torch). Exact (no rounding). Between zeros, +0.0 is the larger
+    (IEEE 754-2019's maximum: the result does not depend on the elements' order, where torch's sign of
+    a zero does); amin returns -0.0 over +0.0. CPU tensors run the same kernels in Triton's
+    interpreter."""
     return _amax_call(x, dim, keepdim, minimum=False, op="amax")
 
 

@@ -229,20 +229,20 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
     (torch.nn.functional.layer_norm's semantics; var is the biased variance; the output is contiguous,
     of x's dtype).
 
-    mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64;
-    the output rounded once) -- bounds in precred.norm_error_bound. Each row is shifted by one of its
-    own elements before it is summed, so a mean far larger than the spread costs no accuracy in either
-    mode. bf16/fp16 inputs compute in fp32 or fp64. Rows holding NaN or inf give NaN, as torch. Limit of
-    `fast` (fp32 arithmetic) on fp32 / bf16 input: a finite row whose differences x - x_0, or their sum,
-    leave fp32's range (values within a factor of about n of fp32's largest, 3.4e38) gives NaN too;
-    `precise` normalizes it (torch's fp32 layer_norm gives 0 or NaN there). Rows up
-    to 16384 elements (8192 for an fp64 accumulator) are read once; longer rows are read twice (the
-    Welford statistics in fp64, then the normalizing pass). Backward: precred's kernels, dweight /
-    dbias merged in a fixed order (bitwise reproducible). Gradients taken with create_graph=True (to
-    be differentiated again) come instead, on purpose, from torch's own layer_norm autograd, in fp32
-    (fp64 for fp64 input): precred's kernels are not differentiable. CPU tensors run in Triton's
-    interpreter.
-    Non-contiguous inputs are copied once, contiguous.
+    mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64; the
+    output rounded once; for bf16/fp16 outputs the last steps, * w + b, run in fp32) -- bounds in
+    precred.norm_error_bound. Each row is shifted by one of its own elements before it is summed, so a
+    mean far larger than the spread costs no accuracy in either mode. bf16/fp16 inputs compute in fp32
+    or fp64. Rows holding NaN or inf give NaN, as torch. Limit of `fast` (fp32 arithmetic) on fp32 /
+    bf16 input: a finite row whose differences x - x_0, or their sum, leave fp32's range (values within
+    a factor of about n of fp32's largest, 3.4e38) gives NaN too; `precise` normalizes it (torch's fp32
+    layer_norm gives 0 or NaN there). Rows up to 16384 elements (8192 for an fp64 accumulator) are read
+    once; longer rows are read twice (the Welford statistics in fp64, then the normalizing pass).
+    Backward: precred's kernels, dweight / dbias merged in a fixed order (bitwise reproducible).
+    Gradients taken with create_graph=True (to be differentiated again) come instead, on purpose, from
+    torch's own layer_norm autograd, in fp32 (fp64 for fp64 input): precred's kernels are not
+    differentiable. CPU tensors run in Triton's interpreter. Non-contiguous inputs are copied once,
+    contiguous.
     """
     return _norm_call(x, normalized_shape, weight, bias, eps, mode, rms=False)
 

@@ -113,8 +113,9 @@ def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype 
 
 def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,
          mode: str = DEFAULT_MODE) -> torch.Tensor:
-    """Mean of `x` over `dim`: the sum in `mode`, divided by the count in fp64, rounded once to the
-    output dtype ("exact": the exact mean, rounded once). Same arguments as precred.sum; an empty
+    """Mean of `x` over `dim`: the sum in `mode`, divided by the count in fp64, rounded to the output
+    dtype (once for fp32 / fp64 outputs; 16-bit outputs through fp32, as precred.bounds counts; "exact":
+    the exact mean, rounded once). Same arguments as precred.sum; an empty
     reduction gives NaN, as torch.mean."""
     return _reduce(x, dim, keepdim, dtype, mode, divide=True)
 
