@@ -161,15 +161,16 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     h = max(int(depth), 1)
     L = max(1, math.ceil(math.log2(n))) if n > 1 else 1
     R = abs(float(radius))
-    # Every intermediate is at most n R^2 (m2 of shifted values) or 2R (differences of means).
+    E = (7 * h + 1) * u * R + 4 * h * eta
+    if op == "mean":   # the means never read m2: only their own intermediates (at most 2R) must stay finite
+        if R * 4 > _MAX_FINITE[acc_dtype] * 0.5:
+            return math.inf
+        err = E + u64 * (abs(float(mean)) + E) + _TINY_64
+        return _rounded_to_output(err, float(mean), out_dtype) * (1.0 + 16 * u64)
+    # Every intermediate of m2 is at most n R^2 (m2 of shifted values).
     if n * R * R * 4 > _MAX_FINITE[acc_dtype] * 0.5:
         return math.inf
     m2, mean = float(m2), float(mean)   # both below n R^2 now
-
-    E = (7 * h + 1) * u * R + 4 * h * eta
-    if op == "mean":
-        err = E + u64 * (abs(mean) + E) + _TINY_64
-        return _rounded_to_output(err, mean, out_dtype) * (1.0 + 16 * u64)
 
     d_m2 = u * h * (10 * m2 + 40 * math.sqrt(L) * R * math.sqrt(n * m2))
     d_m2 += 16 * n * h * eta + 16 * h * eta * math.sqrt(n * L * m2)

@@ -6,6 +6,7 @@ The bound is evaluated with the depth of the plan that actually ran; tiny tiles 
 chains, split schedules and merges of partial states on inputs small enough for the interpreter.
 """
 import math
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -43,9 +44,12 @@ def check_moments_within_bound(x, dims, mode, *, correction=1.0, device="cpu", p
 
 def assert_rows_within_bound(results, x, dims, mode, correction, plan):
     """results: {"var" | "std" | "mean": flat list of outputs}; asserts each within moments_error_bound
-    for the plan that ran, against the exact oracle. Returns the largest error / bound ratio."""
+    for the plan that ran, against the exact oracle; where the exact result overflows the format, that
+    it is inf; where no bound is claimed (the accumulator may overflow), that it is inf or finite, never
+    NaN. At least one output must be held to a bound or to inf (else the data tested nothing). Returns
+    the largest error / bound ratio."""
     rows, _, _ = reference_moments(x, dims)
-    worst = 0.0
+    worst, checked = 0.0, 0
     for index, row in enumerate(rows):
         exact_var = row.variance(correction)
         exacts = {"var": exact_var, "std": exact_sqrt(exact_var) if exact_var is not None else None,
@@ -53,19 +57,25 @@ def assert_rows_within_bound(results, x, dims, mode, correction, plan):
         for op, values in results.items():
             value = values[index]
             exact = exacts[op]
-            bound = precred.moments_error_bound(mode, row.n, row.m2, row.radius, row.mean, x.dtype,
-                                                depth=plan.depth, op=op, correction=correction)
-            if exact is None or math.isinf(bound):
+            if exact is None:   # n <= correction: torch's inf / NaN, the semantics tests' business
                 continue
             if abs(exact) >= _overflow_threshold(x.dtype):
                 # The exact result overflows the format: correct rounding says inf, so must we.
                 assert value == math.inf, f"{mode} {op}: exact {float(exact):.3e} overflows, got {value!r}"
+                checked += 1
                 continue
+            bound = precred.moments_error_bound(mode, row.n, row.m2, row.radius, row.mean, x.dtype,
+                                                depth=plan.depth, op=op, correction=correction)
+            if math.isinf(bound):
+                assert not math.isnan(value), f"{mode} {op}: NaN where no bound is claimed (exact {float(exact):.3e})"
+                continue
+            checked += 1
             err = abs(Fraction(value) - exact)
             assert err <= Fraction(bound), (
                 f"{mode} {op} {x.dtype} n={row.n} plan={plan.schedule} depth={plan.depth}: error "
                 f"{float(err):.3e} > bound {bound:.3e} (exact {float(exact):.9e}, got {value!r})")
             worst = max(worst, float(err) / bound if bound else 0.0)
+    assert checked > 0, f"{mode} {x.dtype}: no output was held to a bound"
     return worst
 
 
@@ -100,7 +110,7 @@ FAMILIES = ["normal", "uniform", "alternating", "wide_range", "subnormals", "off
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_var_mode_within_bound(device, family, dtype, planner):
-    rng = np.random.default_rng(hash((family, str(dtype))) % 2 ** 32)
+    rng = np.random.default_rng(zlib.crc32(f"{family} {dtype}".encode()))   # the same data in every run
     # Tiny tiles run many interpreted loop steps: fewer, shorter rows there (still chains and splits).
     tiny = planner == "tiny-tiles"
     x = torch.stack([_family(family, 120 if tiny else 300, rng, dtype) for _ in range(2 if tiny else 3)])

@@ -69,7 +69,9 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     weight_b = (nb * inverse).to(ma.dtype)
     delta = mb - ma
     mean = tl.fma(ma, weight_a, mb * weight_b)
-    m2 = tl.fma(delta * delta, (na * nb * inverse).to(ma.dtype), qa + qb)
+    # delta * (delta * w), not delta^2 * w: with an empty side (w == 0) a delta whose square overflows
+    # would give inf * 0 = NaN; this way the term is 0 there, and where it overflows it is +inf.
+    m2 = tl.fma(delta, delta * (na * nb * inverse).to(ma.dtype), qa + qb)
     return mean, m2, n
 
 
