@@ -150,6 +150,7 @@ def test_uniform_normal_offset_equal(dtype):
     assert abs(z.mean().item()) < 0.1 and 0.9 < z.std().item() < 1.1
     off = gen.large_offset(1000, 1e4 if dtype != torch.float16 else 1e3, 1.0, rng(), dtype).double()
     assert abs(off.mean().item() / (1e4 if dtype != torch.float16 else 1e3) - 1) < 0.01
+    assert len(set(off.tolist())) > 10   # never a constant row: the spread is at least 4 ulps of the offset
     e = gen.all_equal(7, 0.1, dtype)
     assert e.dtype == dtype and e.shape == (7,) and (e == e[0]).all()
     assert e[0].item() == round_to(Fraction(0.1), dtype)

@@ -18,6 +18,7 @@ from precred.norm_launch import _RECIPES as norm_recipes
 from precred.plan import plan_norm_backward, plan_norm_forward
 from validation.moments import reference_moments
 from validation.norms import reference_norm, reference_norm_backward
+from validation.oracle import format_info
 
 MODES = list(precred.NORM_MODES)
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
@@ -28,8 +29,11 @@ def rows_of(kind: str, rows: int, n: int, dtype: torch.dtype, seed: int = 0):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((rows, n))
     eps = 1e-5
-    if kind.startswith("offset"):
-        a = float(kind[len("offset"):]) + z
+    if kind.startswith("offset"):   # a spread of at least 4 ulps of the offset: 16-bit rows stay non-constant
+        offset = float(kind[len("offset"):])
+        p, _, _ = format_info(dtype)
+        ulp = 2.0 ** (math.floor(math.log2(offset)) - p + 1) if offset else 0.0
+        a = offset + max(1.0, 4 * ulp) * z
     elif kind == "tiny":
         a, eps = z * 1e-30, 0.0
     elif kind == "huge":
@@ -40,8 +44,8 @@ def rows_of(kind: str, rows: int, n: int, dtype: torch.dtype, seed: int = 0):
         a = z * np.exp2(rng.integers(-20, 20, (rows, n)))
     else:
         raise ValueError(kind)
-    if dtype in (torch.bfloat16, torch.float16) and kind == "tiny":
-        a = z * 1e-3          # the 16-bit formats' range
+    if dtype == torch.float16 and kind == "tiny":
+        a = z * 1e-3          # fp16's range (bf16 has fp32's exponents: it keeps 1e-30)
     return torch.from_numpy(a).to(dtype), eps
 
 

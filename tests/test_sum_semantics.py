@@ -8,8 +8,19 @@ import torch
 import precred
 from precred.launch import plan_for, reduce_sum
 from precred.modes import get_mode
+from test_sum_accuracy import check_within_bound
 
 MODES = list(precred.MODES)
+
+
+def _within_bound(x, dim, mode, device, mean=False):
+    """The accuracy side of a semantics case: every output within the mode's bound against the exact
+    oracle (test_sum_accuracy.check_within_bound, on x's own layout), dim in any of torch's spellings."""
+    if dim is None or dim == ():
+        dims = tuple(range(x.dim()))
+    else:
+        dims = tuple(sorted(d % x.dim() for d in ((dim,) if isinstance(dim, int) else dim)))
+    check_within_bound(x, dims, mode, mean=mean, device=device)
 
 
 def _randn(shape, device, dtype=torch.float32, seed=0):
@@ -39,6 +50,8 @@ def test_dims_and_keepdim_match_torch(device, mode, dim, keepdim):
     _close_to_torch(got, x, dim if dim != () else None, keepdim)
     got = precred.mean(x, dim=dim, keepdim=keepdim, mode=mode)
     _close_to_torch(got, x, dim if dim != () else None, keepdim, mean=True)
+    _within_bound(x, dim, mode, device)
+    _within_bound(x, dim, mode, device, mean=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
@@ -112,6 +125,7 @@ def test_non_contiguous_and_expanded_inputs(device, mode):
                    (base[3:4].expand(9, 64), 1), (base[:, 7:8].expand(40, 11), 1),
                    (base.reshape(40, 8, 8).permute(2, 0, 1), (0, 2)), (base.reshape(4, 10, 64), (0, 2))]:
         _close_to_torch(precred.sum(x, dim, mode=mode), x, dim, False)
+        _within_bound(x, dim, mode, device)
 
 
 def test_caller_tensor_is_not_modified(device):

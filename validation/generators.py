@@ -163,7 +163,14 @@ def ill_conditioned(n: int, cond: float, rng: np.random.Generator, dtype: torch.
 # ------------------------------------------------------------------------------------ other families
 def large_offset(n: int, offset: float, spread: float, rng: np.random.Generator,
                  dtype: torch.dtype) -> torch.Tensor:
-    """offset + spread * N(0, 1): the trap for one-pass variance and for sums of big, nearly equal terms."""
+    """offset + spread * N(0, 1): the trap for one-pass variance and for sums of big, nearly equal terms.
+
+    The spread is at least 4 ulps of the offset in dtype: a finer one would round every value to the
+    same number (bf16 holds offset / spread up to about 2^6, fp16 2^8, fp32 2^21), and a constant row
+    tests nothing of the trap."""
+    p, _, _ = format_info(dtype)
+    if offset != 0:
+        spread = max(spread, 4 * 2.0 ** (math.floor(math.log2(abs(offset))) - p + 1))
     return _to_dtype(offset + spread * rng.standard_normal(n), dtype)
 
 

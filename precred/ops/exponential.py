@@ -13,7 +13,7 @@ import torch
 from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
-from ..launch import Output, cached_recipe, reduce_logsumexp, softmax_rows
+from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
 from ..modes import DEFAULT_EXP_MODE, get_exp_mode, logsumexp_mode
 
 
@@ -35,19 +35,26 @@ def _(x, dims, keepdim, mode):
 
 
 def _setup_context(ctx, inputs, output):
-    x, dims, keepdim, _ = inputs
+    x, dims, keepdim, mode = inputs
     ctx.save_for_backward(x, output)
     ctx.dims = dims
     ctx.keepdim = keepdim
+    ctx.mode = mode
 
 
 def _backward(ctx, grad):
     x, result = ctx.saved_tensors
+    if x.dtype in (torch.bfloat16, torch.float16) and x.numel() > 0:
+        # exp(x - lse) from the 16-bit result would be off by a factor exp(|lse| 2^-9) (about 7 at
+        # lse = 1000, torch's own bf16 backward): the result again, rounded to fp32 this time
+        result = reduce(x, tuple(ctx.dims), get_exp_mode(ctx.mode), torch.float32, Output())[0].view(
+            reduced_shape(x.shape, ctx.dims, ctx.keepdim))
     if not ctx.keepdim:
         for d in ctx.dims:
             grad = grad.unsqueeze(d)
             result = result.unsqueeze(d)
-    # torch's formula (all -inf rows give NaN gradients there too); 16-bit inputs in fp32.
+    # torch's formula (all -inf rows give NaN gradients there too); 16-bit inputs in fp32, from an fp32
+    # logsumexp.
     wide = torch.float64 if x.dtype == torch.float64 else torch.float32
     g = grad.to(wide) * (x.to(wide) - result.to(wide)).exp()
     return g.to(x.dtype), None, None, None
@@ -65,7 +72,10 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate exp) -- bounds in
     precred.logsumexp_error_bound. On bf16 / fp16 input "fp64" first runs the fp32 pass and keeps the
     outputs whose rounding its error bound certifies (those are correctly rounded), recomputing the
-    others in fp64. CPU tensors run the same kernels in Triton's interpreter.
+    others in fp64. Gradient: softmax(x) in fp32 (fp64 for fp64 input); for bf16 / fp16 input from the
+    logsumexp computed again, rounded to fp32 instead of the input's format (one more read of x): from
+    the 16-bit result, exp would be off by up to a factor exp(|lse| 2^-9). CPU tensors run the same
+    kernels in Triton's interpreter.
     """
     key = eager.call_key("logsumexp", x, dim, keepdim, mode)
     result = eager.replay(key, x)
