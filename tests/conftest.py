@@ -37,3 +37,11 @@ def mode_takes(mode: str, *dtypes) -> bool:
     """Whether a sum mode takes these input/output dtypes: `exact` takes fp32, bf16 and fp16 only (it
     raises a TypeError on fp64, tested in test_exact.py)."""
     return mode != "exact" or torch.float64 not in dtypes
+
+
+def equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal, NaN equal to NaN: the same shape, NaN in the same places, and the other values
+    equal (== : -0.0 equals 0.0; inf only inf -- unlike a comparison after nan_to_num)."""
+    nan_a, nan_b = a.isnan(), b.isnan()
+    return (a.shape == b.shape and torch.equal(nan_a, nan_b)
+            and torch.equal(torch.where(nan_a, 0, a), torch.where(nan_b, 0, b)))

@@ -12,6 +12,8 @@ from precred.launch import plan_for
 from precred.modes import get_var_mode
 from test_var_accuracy import assert_rows_within_bound
 
+from conftest import equal_with_nan
+
 VAR_MODES = list(precred.VAR_MODES)
 FUNCTIONS = {"var": precred.var, "std": precred.std}
 
@@ -56,7 +58,7 @@ def test_length_one_and_degrees_of_freedom_follow_torch(device):
     for correction in (0, 1, 2):
         got = precred.var(x, 1, correction=correction).cpu()
         want = torch.var(x.cpu(), 1, correction=correction)   # 0, then 0/0 = NaN twice
-        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
+        assert equal_with_nan(got, want)
     y = torch.tensor([1.0, 2.0, 4.0], device=device)
     assert precred.var(y, correction=3).item() == math.inf      # m2 > 0 over max(0, n - 3) = 0
     assert math.isnan(precred.var(torch.full((3,), 7.0, device=device), correction=5).item())
