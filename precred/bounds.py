@@ -54,6 +54,11 @@ def error_bound(mode: str, n: int, S1: float, s: float, dtype: torch.dtype, *,
     mode: a precred mode; n: number of summed elements; S1: sum of |x_i|; s: the exact sum;
     dtype: the input dtype; depth: the plan's tree depth (default n - 1, valid for every plan);
     op: "sum" or "mean"; out_dtype: the output dtype (default dtype).
+
+    Valid while every partial sum stays finite in the accumulator (S1 below its largest finite value
+    suffices): the fp32 modes (fast, pairwise, kahan) give +-inf where a partial sum leaves fp32's
+    range, even if the exact sum is representable (as torch.sum does); fp64 and exact accumulate fp32
+    and 16-bit inputs far inside fp64's range.
     """
     if op not in ("sum", "mean"):
         raise ValueError(f"op must be 'sum' or 'mean', got {op!r}")

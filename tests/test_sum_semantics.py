@@ -211,3 +211,16 @@ def test_sparse_input_is_rejected_by_name(name, device):
     x = torch.randn(3, 4, device=device).to_sparse()
     with pytest.raises(TypeError, match="weight must be a dense" if "weight" in name else "input must be a dense"):
         SPARSE_CALLS[name](x)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy's overflow, under the interpreter
+def test_partial_sums_beyond_fp32s_range(device):
+    """3e38 + 3e38 - 3e38: the fp32 modes overflow to inf on the way (documented, as torch.sum); fp64 and
+    exact keep the exact sum (3e38 in fp32), and the mean of (3e38, 3e38, 1) likewise."""
+    x = torch.tensor([3e38, 3e38, -3e38], device=device)
+    y = torch.tensor([3e38, 3e38, 1.0], device=device)
+    for mode in ("fast", "pairwise", "kahan"):
+        assert precred.sum(x, mode=mode).item() == math.inf
+    for mode in ("fp64", "exact"):
+        assert precred.sum(x, mode=mode).item() == torch.tensor(3e38).item()
+        assert precred.mean(y, mode=mode).item() == torch.tensor((2 * torch.tensor(3e38).double().item() + 1) / 3).item()

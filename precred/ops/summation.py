@@ -102,7 +102,9 @@ def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype 
     (default), "fp64", "exact" -- see precred.MODES and precred.error_bound for what each guarantees.
     "exact" returns the exact sum rounded once (to nearest, ties to even): the same bits on every device,
     plan and batch size; it takes fp32/bf16/fp16 inputs and outputs and up to 2^37 elements per output. bf16/fp16 inputs always accumulate in
-    at least fp32. Empty reductions give 0; NaN and inf propagate as in torch.
+    at least fp32. Empty reductions give 0; NaN and inf propagate as in torch. The fp32 modes (fast,
+    pairwise, kahan) overflow to +-inf where a partial sum leaves fp32's range, even if the exact sum
+    is representable (as torch.sum); fp64 and exact do not on fp32 and 16-bit input.
 
     CUDA tensors run compiled Triton kernels. CPU tensors run the same kernels through Triton's
     interpreter (TRITON_INTERPRET=1, set automatically on import when no GPU is present): the same
