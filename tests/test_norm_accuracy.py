@@ -82,24 +82,23 @@ def _row_inputs(x_row, row, rstd, moments_row, rms):
                 row_mean=float(moments_row.mean), row_m2=float(moments_row.m2)), centered * float(rstd)
 
 
-def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
+def check_forward_and_backward(x, eps, mode, rms, device, streaming_path, weight=True, bias=True):
+    """Forward and backward of x's rows against the oracle, each output within its bound; weight /
+    bias: whether the call gets them (bias: layer_norm only)."""
     rows, n = x.shape
     shape = [n]
     gen = torch.Generator().manual_seed(1)
-    w = (torch.rand(n, generator=gen, dtype=torch.float64) + 0.5).to(x.dtype)
-    b = None if rms else torch.randn(n, generator=gen, dtype=torch.float64).to(x.dtype)
+    w = (torch.rand(n, generator=gen, dtype=torch.float64) + 0.5).to(x.dtype) if weight else None
+    b = None if rms or not bias else torch.randn(n, generator=gen, dtype=torch.float64).to(x.dtype)
     g = torch.randn(rows, n, generator=gen, dtype=torch.float64).to(x.dtype)
     xd = x.to(device).clone().requires_grad_()
-    wd = w.to(device).clone().requires_grad_()
+    wd = w.to(device).clone().requires_grad_() if w is not None else None
     bd = b.to(device).clone().requires_grad_() if b is not None else None
-    if rms:
-        y = precred.rms_norm(xd, shape, wd, eps, mode=mode)
-        dx, dw = torch.autograd.grad(y, (xd, wd), g.to(device))
-        db = None
-    else:
-        y = precred.layer_norm(xd, shape, wd, bd, eps, mode=mode)
-        dx, dw, db = torch.autograd.grad(y, (xd, wd, bd), g.to(device))
-    y, dx, dw = y.detach().cpu(), dx.cpu(), dw.cpu()
+    y = precred.rms_norm(xd, shape, wd, eps, mode=mode) if rms else precred.layer_norm(xd, shape, wd, bd, eps, mode=mode)
+    wanted = [t for t in (xd, wd, bd) if t is not None]
+    grads = dict(zip(map(id, wanted), torch.autograd.grad(y, wanted, g.to(device))))
+    dx, dw, db = (grads[id(t)].cpu() if t is not None else None for t in (xd, wd, bd))
+    y = y.detach().cpu()
 
     acc = get_norm_mode(mode).accumulator_dtype(x.dtype, x.dtype)
     fwd_plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
@@ -112,7 +111,8 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
     ref_rows, y_ref, rstd_ref, _ = reference_norm(x, shape, w, b, eps, rms=rms)
     dx_ref, dw_ref, db_ref = reference_norm_backward(x, shape, w, g, eps, rms=rms)
     moments, _, _ = reference_moments(x, -1)
-    x64, w64, g64 = x.double().numpy(), w.double().numpy(), g.double().numpy()
+    x64, g64 = x.double().numpy(), g.double().numpy()
+    w64 = w.double().numpy() if w is not None else None
     worst = 0.0
     gx_abs, gx_err, g_abs = np.zeros(n), np.zeros(n), np.zeros(n)
     for i, row in enumerate(ref_rows):
@@ -127,7 +127,7 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
         # backward: dx of this row
         mean_error, rstd_error = precred.bounds.norm_statistics_error(mode, x.dtype, rms=rms, depth=depth, eps=eps,
                                                                       **inputs)
-        gw = g64[i] * w64
+        gw = g64[i] * (w64 if w64 is not None else 1.0)
         xhat_signed = (x64[i] - (0.0 if rms else float(row.mean))) * float(rstd_ref[i])
         bound_dx = precred.bounds.norm_backward_error_bound(
             mode, x.dtype, rms=rms, n=n, depth=bwd_plan.depth, rstd=float(rstd_ref[i]), mean=float(row.mean),
@@ -144,10 +144,12 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path):
         gx_abs += np.abs(g64[i] * xhat_signed)
         gx_err += np.abs(g64[i]) * d_xhat
         g_abs += np.abs(g64[i])
-    bound_dw = precred.bounds.norm_parameter_grad_error_bound(mode, x.dtype, w.dtype, rows=rows, abs_term_sum=gx_abs,
-                                                              term_error_sum=gx_err, exact=_floats(dw_ref))
-    assert np.all(_errors(dw.double().tolist(), dw_ref) <= bound_dw)
-    if db_ref is not None:
+    if dw_ref is not None:
+        bound_dw = precred.bounds.norm_parameter_grad_error_bound(mode, x.dtype, w.dtype, rows=rows,
+                                                                  abs_term_sum=gx_abs, term_error_sum=gx_err,
+                                                                  exact=_floats(dw_ref))
+        assert np.all(_errors(dw.double().tolist(), dw_ref) <= bound_dw)
+    if db_ref is not None and b is not None:
         bound_db = precred.bounds.norm_parameter_grad_error_bound(mode, x.dtype, b.dtype, rows=rows, abs_term_sum=g_abs,
                                                                   term_error_sum=np.zeros(n), exact=_floats(db_ref))
         assert np.all(_errors(db.cpu().double().tolist(), db_ref) <= bound_db)
@@ -204,6 +206,20 @@ def test_rows_near_fp32s_largest_within_bounds(mode, rms, dtype, device):
     test_norm_semantics)."""
     x = torch.tensor([[1e38, -1e38, 2e38, -2e38, 3e38, -5e37, 7e37, 1.5e38]], dtype=dtype)
     check_forward_and_backward(x, 0.0, mode, rms, device, False)
+
+
+@pytest.mark.parametrize("weight, bias", [(False, False), (True, False), (False, True)],
+                         ids=["no-parameters", "weight-only", "bias-only"])
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_without_weight_or_bias_within_bounds(mode, dtype, rms, weight, bias, device):
+    """The kernels' paths without a weight or a bias (HAS_W / HAS_B), forward and backward, at a mean
+    offset of 1e2 spreads."""
+    if rms and bias:
+        pytest.skip("rms_norm takes no bias")
+    x, eps = rows_of("offset1e2", 3, 100, dtype, seed=6)
+    check_forward_and_backward(x, eps, mode, rms, device, False, weight=weight, bias=bias)
 
 
 @pytest.fixture
