@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 import precred
 from precred.launch import plan_for, reduce_extremum
 from precred.modes import MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE
+from validation import generators as gen
 
 from conftest import equal_with_nan
 
@@ -88,12 +89,14 @@ def family(name: str, rows: int, n: int, rng, dtype) -> torch.Tensor:
             a[1, :] = np.inf
     elif name == "equal":           # every element equal
         a = np.full((rows, n), 1.5)
+    elif name == "subnormals":      # the format's subnormals (and a few smallest normals): no flush to zero
+        return torch.stack([gen.subnormals(n, rng, dtype) for _ in range(rows)])
     else:
         raise ValueError(name)
     return torch.from_numpy(a).to(dtype)
 
 
-FAMILIES = ["normal", "ties", "zeros", "nan", "inf", "equal"]
+FAMILIES = ["normal", "ties", "zeros", "nan", "inf", "equal", "subnormals"]
 
 
 def check_rows(x: torch.Tensor, device, minimum: bool, schedule: dict, dim: int = -1):

@@ -1,6 +1,7 @@
 """prod: every mode x dtype x schedule within precred.product_error_bound against the exact product
 (Python fractions), on rows whose partial products stay in range; the accumulator's range decides
 overflow and underflow (documented); torch's semantics for zeros, inf, NaN, empty and dims; autograd."""
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -87,6 +88,24 @@ def test_the_accumulator_decides_overflow(device):
     assert abs(Fraction(precred.prod(x, mode="fp64").item()) - p) <= Fraction(bound)
     assert not torch.isfinite(precred.prod(x, mode="fast")).item()
     assert not torch.isfinite(torch.prod(x.cpu())).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_the_accumulator_decides_underflow_and_subnormal_factors(dtype, device):
+    """1e-30 * 1e-30 * 1e30 * 1e30 = 1: fp64 products keep it; fp32 products leave fp32's range both
+    ways, and the tree's order multiplies the underflowed 0 by the overflowed inf (NaN, documented;
+    torch's left-to-right product gives 0). Factors subnormal in the input format (normal in fp64)
+    stay within the fp64 mode's bound."""
+    x = torch.tensor([1e-30, 1e-30, 1e30, 1e30], dtype=dtype, device=device)
+    (p,) = exact_products(x.cpu().double().numpy()[None, :])
+    assert abs(Fraction(precred.prod(x, mode="fp64").item()) - p) <= Fraction(
+        precred.bounds.product_error_bound("fp64", 4, float(p), dtype))
+    assert math.isnan(precred.prod(x, mode="fast").item())
+    tiny = 2.0 ** -140                                  # subnormal in fp32 and bf16
+    y = torch.tensor([tiny, 2.0 ** 70, 3.0, 2.0 ** 60, 1.25], dtype=dtype, device=device)
+    (q,) = exact_products(y.cpu().double().numpy()[None, :])
+    assert abs(Fraction(precred.prod(y, mode="fp64").item()) - q) <= Fraction(
+        precred.bounds.product_error_bound("fp64", 5, float(q), dtype))
 
 
 def test_specials_and_shapes_follow_torch(device):

@@ -76,7 +76,9 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtyp
     mode: "fp64" (default: fp64 products, rounded once) or "fast"
     (fp32 products for 16/32-bit inputs, fp64 for fp64) -- bound in precred.product_error_bound, valid
     while partial products stay in the accumulator's normal range; beyond it the accumulator dictates
-    (overflow to +-inf, underflow to subnormals or 0). The empty product is 1; 0 * inf is NaN and NaN
+    (overflow to +-inf, underflow to subnormals or 0; where some partial products overflow and others
+    underflow, the tree's order can meet 0 * inf = NaN where torch's left-to-right product gives 0 or
+    inf). The empty product is 1; 0 * inf is NaN and NaN
     propagates, as in torch. CPU tensors run the same kernels in Triton's interpreter.
     """
     check_float_tensor(x, "input")
