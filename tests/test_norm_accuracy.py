@@ -222,6 +222,28 @@ def test_without_weight_or_bias_within_bounds(mode, dtype, rms, weight, bias, de
     check_forward_and_backward(x, eps, mode, rms, device, False, weight=weight, bias=bias)
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 63, 64, 65, 129])
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_lengths_around_the_path_limits(mode, dtype, rms, n, monkeypatch, device):
+    """Rows around the planner's limits, lowered to 16 elements on chip (forward and backward) and 64
+    lanes for the looped backward: up to 16 on chip, beyond it streamed / looped over one, two or
+    three lane tiles, each row within its bounds."""
+    for table in (planner.NORM_FORWARD_MAX_ROW, planner.NORM_BACKWARD_MAX_ROW):
+        monkeypatch.setitem(table, 4, 16)
+        monkeypatch.setitem(table, 8, 16)
+    monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", 64)
+    plan_norm_backward.cache_clear()
+    norm_recipes.clear()
+    x, eps = rows_of("offset1e2", 3, n, dtype, seed=n)
+    try:
+        check_forward_and_backward(x, eps, mode, rms, device, n > 16)
+    finally:
+        plan_norm_backward.cache_clear()
+        norm_recipes.clear()
+
+
 @pytest.fixture
 def blocked_backward_tree(monkeypatch):
     """The on-chip backward's row sums in the blocked layout's order (planner.NORM_BACKWARD_BLOCKED_TREE)."""

@@ -7,12 +7,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
 
 import precred
 from precred.launch import plan_for, reduce_product
 from precred.modes import get_prod_mode
 
-from conftest import equal_with_nan
+from conftest import DEVICE as _DEVICE, equal_with_nan  # hypothesis tests cannot take function-scoped fixtures
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 PLANNER_SETTINGS = {"default": {}, "split": dict(tile_elements=16, sm_count=64, split_min_bytes=0)}
@@ -66,6 +68,18 @@ def test_within_bound_on_every_schedule(device, mode, dtype, planner):
         x = family(name, 3, n, rng, dtype)
         assert_within_bound(x, -1, mode, device, PLANNER_SETTINGS[planner])
     assert_within_bound(family("signs", 50, 8, rng, dtype), 0, mode, device, PLANNER_SETTINGS[planner])
+
+
+@settings(max_examples=20, deadline=None)
+@given(hnp.arrays(np.float32, st.tuples(st.integers(1, 3), st.integers(1, 60)),
+                  elements=st.floats(0.5, 2.0, width=32) | st.floats(-2.0, -0.5, width=32)),
+       st.sampled_from(list(precred.PROD_MODES)), st.sampled_from(list(PLANNER_SETTINGS)))
+def test_hypothesis_arrays_within_bound(a, mode, planner):
+    """Factors of magnitude in [0.5, 2] (60 of them keep every partial product in range), any signs
+    and lengths, every mode, over dim -1 and dim 0, on the default plan and the split."""
+    x = torch.from_numpy(a.copy())
+    assert_within_bound(x, -1, mode, _DEVICE, PLANNER_SETTINGS[planner])
+    assert_within_bound(x, 0, mode, _DEVICE, PLANNER_SETTINGS[planner])
 
 
 def test_default_mode_rounds_once(device):

@@ -121,6 +121,20 @@ def test_every_var_mode_within_bound(device, family, dtype, planner):
                                    planner=PLANNER_SETTINGS[planner], std=not tiny)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_lengths_around_block_sizes(device, dtype):
+    """Rows around the tiny tiles' sizes (16-element tiles: chains, splits and merges of partial
+    states of every length), over dim -1 and over dim 0 of the transposed copy, in every mode."""
+    rng = np.random.default_rng(13)
+    for n in gen.lengths_around([16, 64]):
+        x = torch.stack([gen.large_offset(n, 1e3, 1.0, rng, dtype) for _ in range(2)])
+        for mode in VAR_MODES:
+            check_moments_within_bound(x, (1,), mode, device=device, planner=PLANNER_SETTINGS["tiny-tiles"],
+                                       std=False)
+            check_moments_within_bound(x.t().contiguous(), (0,), mode, device=device,
+                                       planner=PLANNER_SETTINGS["tiny-tiles"], std=False)
+
+
 @pytest.mark.parametrize("correction", [0, 1, 2.5])
 def test_corrections_and_multi_dim_reductions_within_bound(device, correction):
     rng = np.random.default_rng(11)
