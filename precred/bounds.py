@@ -72,6 +72,8 @@ def error_bound(mode: str, n: int, S1: float, s: float, dtype: torch.dtype, *,
     u64 = _UNIT_ROUNDOFF[torch.float64]
     S1, s = abs(float(S1)), float(s)
     d = max(n - 1, 0) if depth is None else depth
+    if S1 * (1.0 + gamma(d, u)) >= _MAX_FINITE[acc_dtype]:   # a partial sum may overflow: no claim
+        return math.inf
 
     # Error of the fp64 value the kernel finalizes, before the division of a mean.
     if m.strategy == 1:  # compensated
@@ -109,9 +111,14 @@ def half_ulp(value: float, dtype: torch.dtype) -> float:
 def _rounded_to_output(err: float, exact: float, out_dtype: torch.dtype) -> float:
     """The bound `err` on an fp64 value near `exact`, after that value is rounded to out_dtype (16-bit
     outputs through fp32: two roundings). Rounding into the subnormal range adds at most half a
-    subnormal spacing per rounding (two at most)."""
+    subnormal spacing per rounding (two at most). inf (no claim) where the value may reach the
+    output's largest finite value: there the rounding can overflow (through fp32, a value just below
+    the 16-bit overflow threshold can round to an fp32 tie that rounds on to inf), and an exact result
+    beyond it is inf for every mode."""
     if out_dtype == torch.float64:
         return err
+    if abs(exact) + err >= _MAX_FINITE[out_dtype]:
+        return math.inf
     u_out = _UNIT_ROUNDOFF[out_dtype]
     if out_dtype in (torch.bfloat16, torch.float16):
         u_out = u_out + _UNIT_ROUNDOFF[torch.float32] * (1.0 + u_out)  # fp64 -> fp32 -> 16-bit
@@ -119,7 +126,9 @@ def _rounded_to_output(err: float, exact: float, out_dtype: torch.dtype) -> floa
 
 
 _TINY_64 = 5e-324    # the smallest positive binary64 subnormal, 2^-1074
-_MAX_FINITE = {torch.float64: 1.7976931348623157e308, torch.float32: 3.4028234663852886e38}
+_SMALLEST_NORMAL = {torch.float64: 2.0 ** -1022, torch.float32: 2.0 ** -126}
+_MAX_FINITE = {torch.float64: 1.7976931348623157e308, torch.float32: 3.4028234663852886e38,
+               torch.bfloat16: 3.3895313892515355e38, torch.float16: 65504.0}
 
 
 def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float, dtype: torch.dtype, *,
@@ -355,6 +364,10 @@ def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
     out_dtype = dtype if out_dtype is None else out_dtype
     acc_dtype = m.accumulator_dtype(dtype, out_dtype)
     p = abs(float(p))
+    # The partial products are the caller's to keep in range (they are not known here); the product
+    # itself is checked: outside the accumulator's normal range no bound is claimed.
+    if p != 0 and not (_SMALLEST_NORMAL[acc_dtype] <= p < _MAX_FINITE[acc_dtype] / (1 + 2 * n * _UNIT_ROUNDOFF[acc_dtype])):
+        return math.inf
     err = gamma(max(n - 1, 0), _UNIT_ROUNDOFF[acc_dtype]) * p
     if _UNIT_ROUNDOFF[acc_dtype] < _UNIT_ROUNDOFF[out_dtype]:
         err = _rounded_to_output(err, p, out_dtype)
@@ -412,10 +425,13 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     rho_r = rho_stored + u
     affine = norm_affine_dtype(acc, out_dtype, parameter_dtypes)
     u_a = _UNIT_ROUNDOFF[affine]
-    d_xhat = rstd * dc + xhat * (rho_r + u)
+    # each product or sum that lands among the subnormals adds up to half their spacing: xhat's (then
+    # times |w|), its conversion, the product by w and the sum with b
+    tiny = max(_HALF_TINY[acc], _HALF_TINY[affine])
+    d_xhat = rstd * dc + xhat * (rho_r + u) + tiny
     if affine != acc:      # xhat rounded to the affine dtype first
-        d_xhat = d_xhat + u_a * (xhat + d_xhat)
-    err = w * d_xhat + u_a * xhat * w + u_a * (y + w * d_xhat)
+        d_xhat = d_xhat + u_a * (xhat + d_xhat) + tiny
+    err = w * d_xhat + u_a * xhat * w + u_a * (y + w * d_xhat) + 2 * tiny
     if any(_UNIT_ROUNDOFF[p] < u_a for p in parameter_dtypes):   # w, b rounded to the affine dtype
         err = err + u_a * (2 * xhat * w + y)                      # |b| <= |y| + |xhat w|
     u_out = _UNIT_ROUNDOFF[out_dtype]
@@ -424,7 +440,8 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
         if affine == torch.float64 and out_dtype in (torch.bfloat16, torch.float16):
             err = err + _UNIT_ROUNDOFF[torch.float32] * (y + err)
         err = err + _HALF_TINY[out_dtype]
-    return err * (1.0 + 16 * u)
+    # no claim where an output may reach its format's largest finite value (the rounding may overflow)
+    return np.where(y + err >= _MAX_FINITE[out_dtype], math.inf, err * (1.0 + 16 * u))
 
 
 def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int, rstd: float,
@@ -460,11 +477,15 @@ def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: in
     d_m = 0.0 if rms else (gamma(D, u) + u) * abs_gw_sum / n + u * abs(total)
     inner = dx / rstd if rstd > 0 else dx
     d_inner = 2 * u * gw + 2 * u * xh * abs(projection) + u * inner + xh * d_p + abs(projection) * d_xhat + d_m
-    err = rstd * d_inner + dx * (rstd_error + 2 * u)
+    # products landing among the subnormals: up to half their spacing each, a few per element
+    err = rstd * (d_inner + 4 * _HALF_TINY[acc]) + dx * (rstd_error + 2 * u) + 2 * _HALF_TINY[acc]
     u_out = _UNIT_ROUNDOFF[dtype]
     if u_out > u:
         err = err + u_out * (dx + err) + _HALF_TINY[dtype]
-    return err * (1.0 + 16 * u)
+    if not math.isfinite(rstd_error) or rstd * (1 + rstd_error) >= _MAX_FINITE[acc] / 4:
+        return np.full(dx.shape, math.inf)   # rstd rounded to the accumulator may overflow: no claim
+    # no claim where dx may reach its format's largest finite value
+    return np.where(dx + err >= _MAX_FINITE[dtype], math.inf, err * (1.0 + 16 * u))
 
 
 def norm_xhat_error(mode: str, dtype: torch.dtype, *, rms: bool, rstd: float, mean: float, mean_error: float,
@@ -474,12 +495,16 @@ def norm_xhat_error(mode: str, dtype: torch.dtype, *, rms: bool, rstd: float, me
     |xhat_j| (rstd_error + 2u); rms_norm: |xhat_j| (rstd_error + 2u)."""
     import numpy as np
 
-    u = _UNIT_ROUNDOFF[get_norm_mode(mode).accumulator_dtype(dtype, dtype)]
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, dtype)
+    u, tiny = _UNIT_ROUNDOFF[acc], _HALF_TINY[acc]
     xh = np.abs(np.asarray(xhat, float))
+    if not math.isfinite(rstd_error):   # no claim on the statistics: none here
+        return np.full(xh.shape, math.inf)
     if rms:
-        return xh * (rstd_error + 2 * u)
+        return xh * (rstd_error + 2 * u) + tiny
     c = np.abs(np.asarray(centered, float))
-    return rstd * (2 * u * c + 2 * u * u * abs(mean) + mean_error) + xh * (rstd_error + 2 * u)
+    # + tiny per rounding that may land among the subnormals (lo, the difference, the product)
+    return rstd * (2 * u * c + 2 * u * u * abs(mean) + mean_error + 2 * tiny) + xh * (rstd_error + 2 * u) + tiny
 
 
 def norm_parameter_grad_error_bound(mode: str, dtype: torch.dtype, out_dtype: torch.dtype, *, rows: int,
@@ -515,10 +540,16 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     centered = np.abs(np.asarray(centered, float))
     var, v = float(var), float(var) + float(eps)
+    tiny = _HALF_TINY[acc]
     if depth is not None:
         D = max(int(depth), 1)
-        e_mu = 0.0 if rms else (gamma(D, u) + 3 * u) * abs_dev_mean
-        dc = np.zeros_like(centered) if rms else u * (centered + radius) + e_mu + u * centered
+        # + tiny: mu' rounded to the accumulator may land on its subnormal grid
+        e_mu = 0.0 if rms else (gamma(D, u) + 3 * u) * abs_dev_mean + tiny
+        dc = np.zeros_like(centered) if rms else u * (centered + radius) + e_mu + u * centered + 2 * tiny
+        # t = c 2^-E is exact but where a scale below 1 (max |c| >= 2) meets a subnormal c: half a
+        # subnormal spacing in t, 2^E <= max |c| of it in c
+        c_max = float(np.max(centered)) + float(np.max(dc)) if centered.size else 0.0
+        dc = dc + (tiny * c_max if c_max >= 1.0 else 0.0)
         big_e = float(np.max(dc))
         perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
         e_v = gamma(D + 1, u) * (var + perturbation) + perturbation
@@ -533,11 +564,15 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
             e_v += 2 * abs(row_mean) * e_mu + e_mu ** 2 + 2 * u64 * var
             dc = np.zeros_like(centered)
             mean_error = 0.0
-        else:
-            dc = 2 * u * centered + 2 * u * u * abs(row_mean) + e_mu
+        else:   # the mean as hi + lo in the accumulator: lo may land on its subnormal grid
+            dc = 2 * u * centered + 2 * u * u * abs(row_mean) + e_mu + 2 * tiny
             mean_error = e_mu
     e_v += 4 * u64 * v
     if not math.isfinite(e_v) or e_v >= 0.25 * v:
+        return dc, mean_error, math.inf
+    if math.sqrt(v) * _MAX_FINITE[acc] <= 4.0:
+        # rstd = 1 / sqrt(v) rounded to the accumulator (the streaming pass, the backward) would reach
+        # its largest finite value: no claim
         return dc, mean_error, math.inf
     return dc, mean_error, e_v / (2 * v) / (1 - e_v / v) + 4 * u64
 

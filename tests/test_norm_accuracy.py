@@ -244,6 +244,20 @@ def test_lengths_around_the_path_limits(mode, dtype, rms, n, monkeypatch, device
         norm_recipes.clear()
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy's overflow, under the interpreter
+@pytest.mark.parametrize("eps", [0.0, 1e-5])
+@pytest.mark.parametrize("mode", MODES)
+def test_subnormal_rows_within_bounds(mode, eps, device):
+    """Rows of fp32 subnormals (T = 2^-149): the shifted mean rounded onto the subnormal grid, halved
+    subnormals under a scale below 1, subnormal outputs, and (eps = 0) an rstd beyond fp32's range,
+    where no bound is claimed. Found by a review of the bounds against the kernels."""
+    t = 2.0 ** -149
+    for rms, rows in ((False, [[0.0, 0.0, t, 0.0], [0.0, t, 3 * t, 0.0]]), (True, [[2.0, 3 * t, 5 * t, 7 * t]]),
+                      (True, [[2.0 ** -126] + [0.0] * 63])):
+        x = torch.tensor(rows, dtype=torch.float32)
+        check_forward_and_backward(x, eps, mode, rms, device, False)
+
+
 @pytest.fixture
 def blocked_backward_tree(monkeypatch):
     """The on-chip backward's row sums in the blocked layout's order (planner.NORM_BACKWARD_BLOCKED_TREE)."""

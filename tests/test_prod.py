@@ -122,6 +122,17 @@ def test_the_accumulator_decides_underflow_and_subnormal_factors(dtype, device):
         precred.bounds.product_error_bound("fp64", 5, float(q), dtype))
 
 
+def test_no_bound_is_claimed_outside_the_normal_range():
+    """product_error_bound checks the product itself against the accumulator's normal range (the
+    partial products stay the caller's to keep in range): a subnormal or overflowing product gets no
+    claim (the fast mode gave 1.4999919e-40 for 1e-20 * 1e-20 * 1.5, 5e4 bounds off)."""
+    assert math.isinf(precred.product_error_bound("fast", 3, 1.5e-40, torch.float32))
+    assert math.isinf(precred.product_error_bound("fast", 3, 9e-50, torch.float32))
+    assert math.isinf(precred.product_error_bound("fast", 3, torch.finfo(torch.float32).max, torch.float32))
+    assert math.isfinite(precred.product_error_bound("fp64", 3, 1.5e-40, torch.float32))
+    assert precred.product_error_bound("fast", 3, 0.0, torch.float32) == 0.0
+
+
 def test_specials_and_shapes_follow_torch(device):
     x = torch.tensor([[2.0, float("inf"), 0.5], [0.0, float("inf"), 1.0], [float("nan"), 1.0, 2.0],
                       [-1.0, -2.0, -0.0]], device=device)

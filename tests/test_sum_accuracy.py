@@ -140,3 +140,21 @@ def test_hypothesis_arrays_within_bound(arr, mode, dim, mean, tiny):
                        planner=PLANNER_SETTINGS["tiny-tiles" if tiny else "default"])
 
 
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy's overflow, under the interpreter
+def test_no_bound_is_claimed_where_a_rounding_may_overflow(device):
+    """fp16 65504 + 16 - 2^-24: the exact sum rounds to 65504, but through fp32 it is the tie 65520,
+    which rounds on to inf; fp32 3e38 + 3e38 - 3e38: a partial sum overflows. error_bound claims
+    nothing there (inf), and the modes do give inf; `exact` rounds once and gives 65504."""
+    x16 = torch.tensor([65504.0, 16.0, 2.0 ** -24], dtype=torch.float16)
+    x16[2] = -x16[2]
+    exact16 = Fraction(65504) + 16 - Fraction(2) ** -24
+    x32 = torch.tensor([3e38, 3e38, -3e38])
+    for mode in ("fast", "pairwise", "kahan", "fp64"):
+        assert math.isinf(precred.error_bound(mode, 3, 65520.0, float(exact16), torch.float16, depth=2))
+        assert precred.sum(x16.to(device), mode=mode).item() == math.inf
+    for mode in ("fast", "pairwise", "kahan"):
+        assert math.isinf(precred.error_bound(mode, 3, 9e38, 3e38, torch.float32, depth=2))
+        assert precred.sum(x32.to(device), mode=mode).item() == math.inf
+    assert precred.sum(x16.to(device), mode="exact").item() == 65504.0
