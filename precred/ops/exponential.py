@@ -44,9 +44,10 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad):
     x, result = ctx.saved_tensors
-    if x.dtype in (torch.bfloat16, torch.float16) and x.numel() > 0:
+    if x.dtype in (torch.bfloat16, torch.float16) and x.numel() > 0 and not torch.is_grad_enabled():
         # exp(x - lse) from the 16-bit result would be off by a factor exp(|lse| 2^-9) (about 7 at
-        # lse = 1000, torch's own bf16 backward): the result again, rounded to fp32 this time
+        # lse = 1000, torch's own bf16 backward): the result again, rounded to fp32 this time. Not
+        # under create_graph: the kernel's result has no graph, the saved output does (torch's way)
         result = reduce(x, tuple(ctx.dims), get_exp_mode(ctx.mode), torch.float32, Output())[0].view(
             reduced_shape(x.shape, ctx.dims, ctx.keepdim))
     if not ctx.keepdim:
@@ -74,8 +75,9 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     outputs whose rounding its error bound certifies (those are correctly rounded), recomputing the
     others in fp64. Gradient: softmax(x) in fp32 (fp64 for fp64 input); for bf16 / fp16 input from the
     logsumexp computed again, rounded to fp32 instead of the input's format (one more read of x): from
-    the 16-bit result, exp would be off by up to a factor exp(|lse| 2^-9). CPU tensors run the same
-    kernels in Triton's interpreter.
+    the 16-bit result, exp would be off by up to a factor exp(|lse| 2^-9) (with create_graph=True it is
+    formed from that result, as torch's, so that it can be differentiated again). CPU tensors run the
+    same kernels in Triton's interpreter.
     """
     key = eager.call_key("logsumexp", x, dim, keepdim, mode)
     result = eager.replay(key, x)
