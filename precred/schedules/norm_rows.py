@@ -65,12 +65,20 @@ def sum_of_squares_scaled_when_needed(c, ROWS: tl.constexpr, WIDTH: tl.constexpr
     q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
     outside = ~((q >= 8.673617379884035e-19) & (q <= 3.4028234663852886e38))   # 2^-60; NaN is outside
     if tl.max(outside.to(tl.int32), 0) != 0:
-        scale = power_of_two_scale(tl.max(tl.abs(c), 1))
-        t = c * scale[:, None]
-        q = tree_sum_blocked_rows(t * t, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+        scale, q = scaled_sum_of_squares(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
     else:
         scale = tl.full([ROWS], 1.0, c.dtype)
     return scale, q
+
+
+@triton.jit
+def scaled_sum_of_squares(c, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: tl.constexpr,
+                          TREE_THREADS: tl.constexpr):
+    """(scale, q = sum((c * scale)^2)) per row, scale = power_of_two_scale(max |c|): t = c * scale is
+    exact and below 4, so the squares neither overflow nor underflow."""
+    scale = power_of_two_scale(tl.max(tl.abs(c), 1))
+    t = c * scale[:, None]
+    return scale, tree_sum_blocked_rows(t * t, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
 
 
 @triton.jit
@@ -186,9 +194,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     elif SCALE_WHEN_NEEDED:
         scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     else:
-        scale = power_of_two_scale(tl.max(tl.abs(c), 1))
-        t = c * scale[:, None]
-        q = tree_sum_blocked_rows(t * t, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        scale, q = scaled_sum_of_squares(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
