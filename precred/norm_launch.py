@@ -106,7 +106,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
                          [rows, n, _float64_bits(eps)], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
-                         TREE_THREADS=32 * plan.num_warps, SCALE_WHEN_NEEDED=planner.NORM_FORWARD_SCALE_WHEN_NEEDED,
+                         TREE_THREADS=32 * plan.num_warps,
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
     else:
         block_rows, block_j = NORM_APPLY_TILE
@@ -190,7 +190,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
         launches = [_launch(norm_backward_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
                             LOOP_STAGES=plan.loop_stages, TREE_THREADS=32 * plan.num_warps,
-                            TREE_VEC=16 // x.element_size() if planner.NORM_BACKWARD_BLOCKED_TREE else 0,
+                            TREE_VEC=16 // x.element_size(),
                             **consts)]
     else:
         launches = [_launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],

@@ -490,12 +490,6 @@ NORM_FORWARD_PER_THREAD = 32
 # cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
-# The forward's power-of-two scale only where a row's sum of squares leaves fp32's safe range
-# (schedules/norm_rows.sum_of_squares_scaled_when_needed): a max|c| reduction fewer per row in the
-# common case. kernel_resources (sm_90) with the scale never taken: layer_norm fast 8192^2 fp32 912 ->
-# 848 instructions, bf16 1000 -> 888, 65536x1024 bf16 1440 -> 1320 (spills 48 -> 8 bytes), 262144x256
-# fp32 2000 -> 1776. Not yet timed on a GPU: off until bench/profile_norm.py says it pays.
-NORM_FORWARD_SCALE_WHEN_NEEDED = False
 NORM_APPLY_TILE = (8, 512)
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
@@ -503,10 +497,6 @@ NORM_BACKWARD_PER_THREAD = 8
 NORM_BACKWARD_LOOP_LANES = 2048
 NORM_BACKWARD_PROGRAMS_PER_SM = 2
 NORM_BACKWARD_STAGES = 3
-# The on-chip backward's row sums in the blocked layout's register order (tree.tree_sum_blocked_rows,
-# as the forward's) instead of adjacent pairs. ptxas / nvdisasm (bench/kernel_resources.py), rows of
-# 8192 fp32: see the commit; not yet timed on a GPU, so off until bench/profile_norm.py says it pays.
-NORM_BACKWARD_BLOCKED_TREE = False
 # The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
 # program's tile -- 8 elements per thread.
 NORM_MERGE_TILE = (16, 64, 4)

@@ -258,43 +258,25 @@ def test_subnormal_rows_within_bounds(mode, eps, device):
         check_forward_and_backward(x, eps, mode, rms, device, False)
 
 
-@pytest.fixture
-def blocked_backward_tree(monkeypatch):
-    """The on-chip backward's row sums in the blocked layout's order (planner.NORM_BACKWARD_BLOCKED_TREE)."""
-    monkeypatch.setattr(planner, "NORM_BACKWARD_BLOCKED_TREE", True)
-    norm_recipes.clear()
-    yield
-    norm_recipes.clear()
-
-
 # (dtype, n): at n = 2000 fp32 (8 warps of 4-element vectors over 2048 lanes) the layout repeats
 @pytest.mark.parametrize("dtype, n", [(torch.float32, 100), (torch.bfloat16, 100), (torch.float32, 2000)],
                          ids=["f32-n100", "bf16-n100", "f32-n2000"])
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", ["offset1e4", "wide"])
-def test_blocked_backward_tree_within_bounds(kind, mode, dtype, rms, n, blocked_backward_tree, device):
-    """The other order of the backward's row sums: a balanced tree of the same depth, the same bounds."""
+def test_backward_row_sums_in_the_blocked_order_within_bounds(kind, mode, dtype, rms, n, device):
+    """The backward's row sums in the blocked layout's order (tree.tree_sum_blocked_rows), including a
+    row whose layout repeats over the lanes: a balanced tree of depth log2(BLOCK_N), the bounds'."""
     rows = 3 if n < 1000 else 1     # the oracle's time grows with the elements
     x, eps = rows_of(kind, rows, n, dtype)
     assert plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=4, sm_count=132).on_chip
     check_forward_and_backward(x, eps, mode, rms, device, False)
 
 
-@pytest.fixture
-def scale_when_needed(monkeypatch):
-    """The forward's power-of-two scale only where a row's sum of squares needs it
-    (planner.NORM_FORWARD_SCALE_WHEN_NEEDED)."""
-    monkeypatch.setattr(planner, "NORM_FORWARD_SCALE_WHEN_NEEDED", True)
-    norm_recipes.clear()
-    yield
-    norm_recipes.clear()
-
-
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("kind", ["offset1e4", "tiny", "huge", "wide"])
-def test_scale_when_needed_within_bounds(kind, dtype, rms, scale_when_needed, device):
+def test_scale_when_needed_within_bounds(kind, dtype, rms, device):
     """fp32 arithmetic (`fast`) with the scale skipped where the squares stay in range (offset1e4,
     wide) and taken where they do not (tiny: 1e-30, eps 0; huge: 1e19): the same bounds."""
     x, eps = rows_of(kind, 3, 100, dtype)
@@ -302,20 +284,22 @@ def test_scale_when_needed_within_bounds(kind, dtype, rms, scale_when_needed, de
 
 
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
-def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device, monkeypatch):
-    """Where no square falls below 2^-126 the skipped scale changes nothing (powers of two commute with
-    the roundings): y, and the statistics autograd keeps, bit for bit."""
-    x, eps = rows_of("offset1e2", 5, 300, torch.float32, seed=4)
+def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
+    """The forward takes the power-of-two scale for a whole program once one of its rows needs it. Rows
+    that do not need it come out the same either way (powers of two commute with the roundings, where
+    no square falls below 2^-126): ordinary rows alone (no scale) and the same rows sharing a program
+    with a row of 1e-30 (scaled) give y, and the statistics autograd keeps, bit for bit."""
+    x, eps = rows_of("offset1e2", 3, 300, torch.float32, seed=4)
+    plan = plan_norm_forward(4, 300, accumulator_size=4)
+    assert plan is not None and plan.block_rows >= 4            # the tiny row shares the others' program
+    with_tiny = torch.cat([x, torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))])
     w = torch.rand(300, dtype=torch.float32) + 0.5
     outputs = []
-    for when_needed in (False, True):
-        monkeypatch.setattr(planner, "NORM_FORWARD_SCALE_WHEN_NEEDED", when_needed)
-        norm_recipes.clear()
-        xd = x.to(device).requires_grad_()
+    for rows in (x, with_tiny):
+        xd = rows.to(device).requires_grad_()
         y = (precred.rms_norm(xd, [300], w.to(device), eps, mode="fast") if rms else
              precred.layer_norm(xd, [300], w.to(device), None, eps, mode="fast"))
-        outputs.append([y.detach().cpu(), *[t.cpu() for t in y.grad_fn.saved_tensors[2:]]])
-    norm_recipes.clear()
+        outputs.append([y.detach().cpu()[:3], *[t.cpu()[:3] for t in y.grad_fn.saved_tensors[2:]]])
     assert all(torch.equal(a, b) for a, b in zip(*outputs))
 
 

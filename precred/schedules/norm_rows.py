@@ -17,9 +17,15 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
   values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b (the last two
   steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine). An fp64
   accumulator of narrower input needs no scale (its squares cannot leave fp64's range): E = 0 there.
-The forward's row sums take the blocked-layout order (tree.tree_sum_blocked_rows); the backward's take
-it or the adjacent-pairs tree (precred.plan.NORM_BACKWARD_BLOCKED_TREE); all are balanced, of depth
-log2(BLOCK_N).
+  fp32 takes the scale only in a program where some row's sum(c^2) left [2^-60, fp32's largest]
+  (sum_of_squares_scaled_when_needed; elsewhere E = 0 and the max|c| pass is skipped). H100,
+  bench/profile_norm.py, layer_norm fast GB/s always -> when needed: 65536x1024 bf16 2314 -> 2469,
+  262144x256 fp32 2589 -> 2666, the other shapes of issue 3 within 2%.
+Every row sum, forward and backward, takes the blocked layout's register order
+(tree.tree_sum_blocked_rows): a balanced tree of depth log2(BLOCK_N). (The backward's used to take the
+adjacent-pairs tree; H100, bench/profile_norm.py, layer_norm backward GB/s adjacent -> blocked: 8192^2
+fp32 1663 -> 2229, bf16 1179 -> 1548; 4096^2 bf16 564 -> 1146; 262144x256 bf16 1611 -> 2024; 65536x1024
+within 3%; 4096^2 fp32 1447 -> 1208, still above torch's 1160.)
 The kernel also writes, in fp64, the row's mean (K + mu'; 0 for rms_norm) and rstd = rs * 2^-E, which
 the backward pass reuses.
 
@@ -30,7 +36,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .tree import tree_reduce_first_axis, tree_reduce_last_axis, tree_sum_blocked_rows
+from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
 
@@ -158,8 +164,7 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                        SCALE_WHEN_NEEDED: tl.constexpr):
+                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -191,10 +196,8 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
         q = tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-    elif SCALE_WHEN_NEEDED:
-        scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     else:
-        scale, q = scaled_sum_of_squares(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
@@ -207,18 +210,6 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
 
 
 @triton.jit
-def row_sum(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
-    """The sum of each row of a [ROWS, WIDTH] tile by a balanced tree of depth log2(WIDTH): in the
-    blocked layout's register order (tree.tree_sum_blocked_rows) where TREE_VEC > 0, else by adjacent
-    pairs (tree.tree_reduce_last_axis). Either order is fixed by the constants alone."""
-    if TREE_VEC > 0:
-        total = tree_sum_blocked_rows(v, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-    else:
-        total, _, _ = tree_reduce_last_axis(v, v, v, ROWS, WIDTH, _PLAIN)
-    return total
-
-
-@triton.jit
 def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr,
                  BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr,
                  TREE_THREADS: tl.constexpr):
@@ -226,13 +217,13 @@ def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE
     as hi + lo), gw = g * w, and
       layer_norm: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),
       rms_norm:   dx = rstd * (gw - xhat * mean(gw * xhat)),
-    the row means by row_sum's tree, divided in fp64."""
+    the row means by tree_sum_blocked_rows, divided in fp64."""
     xhat = tl.where(mask, normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE), 0.0)
     gw = tl.where(mask, g * w, 0.0)
-    projection = row_sum(gw * xhat, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+    projection = tree_sum_blocked_rows(gw * xhat, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     inner = gw - xhat * (projection.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
     if not RMS:
-        total = row_sum(gw, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        total = tree_sum_blocked_rows(gw, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         inner = inner - (total.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
     return tl.where(mask, inner * rstd.to(ACC_DTYPE)[:, None], 0.0), xhat
 
