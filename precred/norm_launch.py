@@ -1,9 +1,11 @@
 """Launcher of layer_norm / rms_norm: contiguous inputs of rows x n elements -> plans -> kernel launches.
 
 Knows nothing of autograd or argument checking (precred/ops/normalization.py). Forward: rows that fit
-on chip go to the single-read kernel (schedules/norm_rows.py); longer rows get their statistics from
-the Welford reduction (fp64 accumulator, the split schedule for few rows) and then one normalizing
-pass (schedules/norm_stream.py), which also turns the Welford moments into mean and rstd. Backward:
+on chip go to the single-read kernel (schedules/norm_rows.py); longer rows, where there are enough of
+them and they fit L2, to the row loop (schedules/norm_row_loop.py: one program per row, Welford
+statistics, then the normalizing pass over the row again); the rest get their statistics from the
+Welford reduction (fp64 accumulator, the split schedule for few rows) and then one normalizing pass
+(schedules/norm_stream.py), which also turns the Welford moments into mean and rstd. Backward:
 rows on chip are read once per program (norm_backward_kernel), longer rows twice
 (norm_backward_loop_kernel); both leave per-program dw / db partials that one more launch
 (schedules/norm_merge.py) sums over programs with the compensated strategy, in a fixed order.
@@ -22,8 +24,10 @@ import triton
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
-from .plan import NORM_APPLY_TILE, norm_forward_register_cap, plan_norm_backward, plan_norm_forward
+from .plan import (NORM_APPLY_TILE, norm_forward_register_cap, plan_norm_backward, plan_norm_forward,
+                   plan_norm_row_loop)
 from .schedules.norm_merge import norm_merge_kernel
+from .schedules.norm_row_loop import norm_row_loop_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import norm_apply_kernel, norm_backward_loop_kernel
 
@@ -61,8 +65,9 @@ def _recipe_key(direction, *tensors_and_options):
 
 class _Replay:
     """A signature's compiled launches (precred.launch._BoundLaunch), replayed on the raw addresses of
-    new tensors; on_chip: which path they are (rows on chip or streamed: the pointers differ),
-    whatever the planner says now; programs: the backward's partial rows; stats_scratch: see below."""
+    new tensors; on_chip: which path they are, whatever the planner says now (the pointers differ):
+    forward, the kernel computes its statistics itself (rows on chip, or the row loop) or a Welford
+    launch comes first (streamed); backward, rows on chip or looped; programs: the backward's partial rows; stats_scratch: see below."""
 
     def __init__(self, launches, on_chip: bool, programs: int = 0, stats_scratch: NormStats | None = None):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
@@ -97,7 +102,11 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         return y, stats
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
-    y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, plan is not None)
+    loop = None
+    if plan is None:
+        loop = plan_norm_row_loop(rows, n, element_size=x.element_size(), sm_count=device_sm_count(x.device))
+    streamed = plan is None and loop is None
+    y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, not streamed)
     pointers = [_wire(p) for p in pointers]
     parameter_dtypes = [t.dtype for t in (weight, bias) if t is not None]
     consts = dict(RMS=rms, HAS_W=weight is not None, HAS_B=bias is not None, ACC_DTYPE=_TL_DTYPE[acc],
@@ -108,12 +117,15 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
+    elif loop is not None:
+        launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,
+                         BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)
     else:
         block_rows, block_j = NORM_APPLY_TILE
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
                          [rows, n, _float64_bits(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = _Replay([launch], on_chip=plan is not None,
+        _RECIPES[key] = _Replay([launch], on_chip=not streamed,
                                 stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
     return y, (stats if keep_stats else None)
 
@@ -121,7 +133,8 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
 def _forward_buffers(x, rows, n, weight, bias, out_dtype, on_chip: bool, stats: NormStats | None = None):
     """(y, the statistics (fresh, or `stats` when given: the recipe's scratch, then None is returned for
     them), the forward kernel's pointers as tensors); for rows too long to sit on chip, the Welford
-    reduction's fp64 biased variance and mean first (the normalizing pass reads them). A missing weight
+    reduction's fp64 biased variance and mean first (the normalizing pass reads them); on_chip also for
+    the row loop, which computes its statistics itself. A missing weight
     / bias passes x in its place (never read)."""
     y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     kept = stats is None

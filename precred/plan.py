@@ -432,6 +432,7 @@ class LoopPlan:
     red: int           # row length
     block_n: int       # lanes of stable-exp state, a power of two
     num_warps: int
+    stages: int = 1    # num_stages of the loops (norm_row_loop_kernel's; softmax's are plain loops)
 
     @property
     def depth(self) -> int:
@@ -491,6 +492,17 @@ NORM_FORWARD_PER_THREAD = 32
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 NORM_APPLY_TILE = (8, 512)
+# Rows beyond NORM_FORWARD_MAX_ROW take the row loop (schedules/norm_row_loop.py: one program per row,
+# read twice, the second time from L2) where the row has at most ROW_LOOP_MAX_ROW_BYTES and there are
+# ROW_LOOP_MIN_ROWS_PER_SM rows per SM, as softmax's; the streaming path (Welford launch, then
+# NORM_APPLY_TILE tiles) otherwise. (lanes of the fp64 Welford state, warps) and the loops' num_stages:
+# H100, bench/profile_norm.py, layer_norm fast GB/s, 1024x65536 fp32 / bf16, 512x32768 fp32 / bf16:
+# streaming path 1688 / 985 / 1449 / 811; (2048, 8) at 1, 2, 3, 4 stages 1605 / 1162 / 1473 / 1164,
+# 1470 / 1029 / 1342 / 987, 1799 / 1443 / 1642 / 1367, 1887 / 1581 / 1713 / 1432 (torch 1757 / 1366 /
+# 1284 / 806); (1024, 8) at 4 stages 1879 / 1520 / 1716 / 1254; (4096, 8) at 2 stages 1237 / 821 /
+# 1145 / 785. A plain loop keeps a tile of a few KB in flight per program and waits out each load.
+NORM_ROW_LOOP_SHAPE = (2048, 8)
+NORM_ROW_LOOP_STAGES = 4
 NORM_BACKWARD_MAX_ROW = {4: 8192, 8: 4096}
 NORM_BACKWARD_TILE = 2048
 NORM_BACKWARD_PER_THREAD = 8
@@ -528,6 +540,16 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
                             per_thread=NORM_FORWARD_PER_THREAD,
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
+
+
+def plan_norm_row_loop(rows: int, n: int, *, element_size: int, sm_count: int) -> LoopPlan | None:
+    """The row-loop plan of a layer_norm / rms_norm forward over rows x n contiguous rows (too long for
+    plan_norm_forward), or None where the streaming path serves (rows beyond ROW_LOOP_MAX_ROW_BYTES, or
+    too few rows to fill the GPU). LoopPlan.depth is the lane chain and tree of the Welford state."""
+    if n * element_size > ROW_LOOP_MAX_ROW_BYTES or rows < ROW_LOOP_MIN_ROWS_PER_SM * sm_count:
+        return None
+    lanes, warps = NORM_ROW_LOOP_SHAPE
+    return LoopPlan(n, min(lanes, _pow2_at_least(n)), warps, NORM_ROW_LOOP_STAGES)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Error budgets of layer_norm / rms_norm, forward and backward: every output within precred's bounds
 (norm_error_bound, norm_backward_error_bound, norm_parameter_grad_error_bound), against the exact
 oracle (validation.norms), on adversarial rows: mean offsets 1e2..1e6 times the spread, tiny (1e-30,
-eps = 0) and huge (1e19) scales, constant rows, wide dynamic range; on both forward paths (single-read
-rows, and the streaming path forced on short rows) and both backward paths (rows on chip, looped).
+eps = 0) and huge (1e19) scales, constant rows, wide dynamic range; on the three forward paths
+(single-read rows; the streaming path and the row loop, forced on short rows) and both backward paths
+(rows on chip, looped).
 """
 import math
 
@@ -15,7 +16,8 @@ import precred
 from precred import plan as planner
 from precred.modes import get_norm_mode
 from precred.norm_launch import _RECIPES as norm_recipes
-from precred.plan import plan_norm_backward, plan_norm_forward
+from precred.plan import plan_norm_backward, plan_norm_forward, plan_norm_row_loop
+from conftest import force_long_row_paths
 from validation.moments import reference_moments
 from validation.norms import reference_norm, reference_norm_backward
 from validation.oracle import format_info
@@ -51,14 +53,11 @@ def rows_of(kind: str, rows: int, n: int, dtype: torch.dtype, seed: int = 0):
 
 
 @pytest.fixture
-def streaming(monkeypatch, request):
-    """Force the streaming forward path and the looped backward on short rows (planner limits at 16)."""
-    if request.param:
-        monkeypatch.setitem(planner.NORM_FORWARD_MAX_ROW, 4, 16)
-        monkeypatch.setitem(planner.NORM_FORWARD_MAX_ROW, 8, 16)
-        monkeypatch.setitem(planner.NORM_BACKWARD_MAX_ROW, 4, 16)
-        monkeypatch.setitem(planner.NORM_BACKWARD_MAX_ROW, 8, 16)
-        monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", 64)
+def path(monkeypatch, request):
+    """The forward / backward path of the rows: "on-chip", "streaming" or "row-loop" (see
+    force_long_row_paths)."""
+    if request.param != "on-chip":
+        force_long_row_paths(monkeypatch, request.param)
     plan_norm_backward.cache_clear()
     norm_recipes.clear()      # CUDA launch recipes replay the path they were made on
     yield request.param
@@ -82,9 +81,10 @@ def _row_inputs(x_row, row, rstd, moments_row, rms):
                 row_mean=float(moments_row.mean), row_m2=float(moments_row.m2)), centered * float(rstd)
 
 
-def check_forward_and_backward(x, eps, mode, rms, device, streaming_path, weight=True, bias=True):
-    """Forward and backward of x's rows against the oracle, each output within its bound; weight /
-    bias: whether the call gets them (bias: layer_norm only)."""
+def check_forward_and_backward(x, eps, mode, rms, device, path, weight=True, bias=True):
+    """Forward and backward of x's rows against the oracle, each output within its bound; path: the
+    one the planner must have taken (see the path fixture); weight / bias: whether the call gets them
+    (bias: layer_norm only)."""
     rows, n = x.shape
     shape = [n]
     gen = torch.Generator().manual_seed(1)
@@ -102,11 +102,13 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path, weight
 
     acc = get_norm_mode(mode).accumulator_dtype(x.dtype, x.dtype)
     fwd_plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
-    assert (fwd_plan is None) == streaming_path
-    depth = None if fwd_plan is None else fwd_plan.depth
+    sm_count = precred.launch.device_sm_count(torch.device(device))
+    loop_plan = plan_norm_row_loop(rows, n, element_size=x.element_size(), sm_count=sm_count)
+    assert path == ("on-chip" if fwd_plan is not None else "row-loop" if loop_plan is not None else "streaming")
+    depth = None if fwd_plan is None else fwd_plan.depth     # None: the Welford statistics' bound
     bwd_plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
-                                  sm_count=precred.launch.device_sm_count(torch.device(device)))
-    assert bwd_plan.on_chip != streaming_path
+                                  sm_count=sm_count)
+    assert bwd_plan.on_chip == (path == "on-chip")
 
     ref_rows, y_ref, rstd_ref, _ = reference_norm(x, shape, w, b, eps, rms=rms)
     dx_ref, dw_ref, db_ref = reference_norm_backward(x, shape, w, g, eps, rms=rms)
@@ -159,16 +161,16 @@ def check_forward_and_backward(x, eps, mode, rms, device, streaming_path, weight
 KINDS = ["offset0", "offset1e2", "offset1e4", "offset1e6", "tiny", "huge", "wide"]
 
 
-@pytest.mark.parametrize("streaming", [False, True], indirect=True, ids=["on-chip", "streaming"])
+@pytest.mark.parametrize("path", ["on-chip", "streaming", "row-loop"], indirect=True)
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_within_bounds(kind, mode, dtype, rms, streaming, device):
+def test_within_bounds(kind, mode, dtype, rms, path, device):
     if kind in ("huge", "offset1e6") and dtype == torch.float16:
         pytest.skip("beyond fp16's range (65504)")
     x, eps = rows_of(kind, 3, 100, dtype)
-    check_forward_and_backward(x, eps, mode, rms, device, streaming)
+    check_forward_and_backward(x, eps, mode, rms, device, path)
 
 
 @pytest.mark.parametrize("parameter_dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)
@@ -205,7 +207,7 @@ def test_rows_near_fp32s_largest_within_bounds(mode, rms, dtype, device):
     keep them within the bounds, forward and backward (layer_norm `fast` gives NaN there, documented:
     test_norm_semantics)."""
     x = torch.tensor([[1e38, -1e38, 2e38, -2e38, 3e38, -5e37, 7e37, 1.5e38]], dtype=dtype)
-    check_forward_and_backward(x, 0.0, mode, rms, device, False)
+    check_forward_and_backward(x, 0.0, mode, rms, device, "on-chip")
 
 
 @pytest.mark.parametrize("weight, bias", [(False, False), (True, False), (False, True)],
@@ -219,26 +221,24 @@ def test_without_weight_or_bias_within_bounds(mode, dtype, rms, weight, bias, de
     if rms and bias:
         pytest.skip("rms_norm takes no bias")
     x, eps = rows_of("offset1e2", 3, 100, dtype, seed=6)
-    check_forward_and_backward(x, eps, mode, rms, device, False, weight=weight, bias=bias)
+    check_forward_and_backward(x, eps, mode, rms, device, "on-chip", weight=weight, bias=bias)
 
 
+@pytest.mark.parametrize("long_rows", ["streaming", "row-loop"])
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 63, 64, 65, 129])
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("mode", MODES)
-def test_lengths_around_the_path_limits(mode, dtype, rms, n, monkeypatch, device):
+def test_lengths_around_the_path_limits(mode, dtype, rms, n, long_rows, monkeypatch, device):
     """Rows around the planner's limits, lowered to 16 elements on chip (forward and backward) and 64
-    lanes for the looped backward: up to 16 on chip, beyond it streamed / looped over one, two or
-    three lane tiles, each row within its bounds."""
-    for table in (planner.NORM_FORWARD_MAX_ROW, planner.NORM_BACKWARD_MAX_ROW):
-        monkeypatch.setitem(table, 4, 16)
-        monkeypatch.setitem(table, 8, 16)
-    monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", 64)
+    lanes for the row loop and the looped backward: up to 16 on chip, beyond it streamed or row-looped
+    (forward) and looped (backward) over one, two or three lane tiles, each row within its bounds."""
+    force_long_row_paths(monkeypatch, long_rows)
     plan_norm_backward.cache_clear()
     norm_recipes.clear()
     x, eps = rows_of("offset1e2", 3, n, dtype, seed=n)
     try:
-        check_forward_and_backward(x, eps, mode, rms, device, n > 16)
+        check_forward_and_backward(x, eps, mode, rms, device, long_rows if n > 16 else "on-chip")
     finally:
         plan_norm_backward.cache_clear()
         norm_recipes.clear()
@@ -255,7 +255,7 @@ def test_subnormal_rows_within_bounds(mode, eps, device):
     for rms, rows in ((False, [[0.0, 0.0, t, 0.0], [0.0, t, 3 * t, 0.0]]), (True, [[2.0, 3 * t, 5 * t, 7 * t]]),
                       (True, [[2.0 ** -126] + [0.0] * 63])):
         x = torch.tensor(rows, dtype=torch.float32)
-        check_forward_and_backward(x, eps, mode, rms, device, False)
+        check_forward_and_backward(x, eps, mode, rms, device, "on-chip")
 
 
 # (dtype, n): at n = 2000 fp32 (8 warps of 4-element vectors over 2048 lanes) the layout repeats
@@ -270,7 +270,7 @@ def test_backward_row_sums_in_the_blocked_order_within_bounds(kind, mode, dtype,
     rows = 3 if n < 1000 else 1     # the oracle's time grows with the elements
     x, eps = rows_of(kind, rows, n, dtype)
     assert plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=4, sm_count=132).on_chip
-    check_forward_and_backward(x, eps, mode, rms, device, False)
+    check_forward_and_backward(x, eps, mode, rms, device, "on-chip")
 
 
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
@@ -280,7 +280,7 @@ def test_scale_when_needed_within_bounds(kind, dtype, rms, device):
     """fp32 arithmetic (`fast`) with the scale skipped where the squares stay in range (offset1e4,
     wide) and taken where they do not (tiny: 1e-30, eps 0; huge: 1e19): the same bounds."""
     x, eps = rows_of(kind, 3, 100, dtype)
-    check_forward_and_backward(x, eps, "fast", rms, device, False)
+    check_forward_and_backward(x, eps, "fast", rms, device, "on-chip")
 
 
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])

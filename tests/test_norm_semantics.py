@@ -16,7 +16,7 @@ from precred import plan as planner
 from precred.norm_launch import _RECIPES as norm_recipes
 from precred.plan import plan_norm_backward
 
-from conftest import equal_with_nan
+from conftest import equal_with_nan, force_long_row_paths
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 # A sanity tolerance for the semantics (shapes, dims, layouts, eps=None, which grads), not the accuracy
@@ -26,13 +26,10 @@ DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 TOLERANCE = {torch.float32: 4e-6, torch.float64: 1e-13, torch.bfloat16: 2e-2, torch.float16: 3e-3}
 
 
-@pytest.fixture(params=[False, True], ids=["on-chip", "streaming"])
+@pytest.fixture(params=["on-chip", "streaming", "row-loop"])
 def path(request, monkeypatch):
-    if request.param:
-        for table in (planner.NORM_FORWARD_MAX_ROW, planner.NORM_BACKWARD_MAX_ROW):
-            monkeypatch.setitem(table, 4, 16)
-            monkeypatch.setitem(table, 8, 16)
-        monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", 32)
+    if request.param != "on-chip":
+        force_long_row_paths(monkeypatch, request.param, lanes=32)
     plan_norm_backward.cache_clear()
     norm_recipes.clear()      # CUDA launch recipes replay the path they were made on
     yield request.param

@@ -249,6 +249,26 @@ def test_row_loop_plans_cover_rows_up_to_the_l2_limit(acc):
                          sm_count=132) is None
 
 
+def test_norm_row_loop_takes_the_rows_between_on_chip_and_the_l2_limit():
+    """layer_norm / rms_norm forward: rows too long for the single-read plan take the row loop up to
+    ROW_LOOP_MAX_ROW_BYTES, where there are ROW_LOOP_MIN_ROWS_PER_SM rows per SM."""
+    from precred.plan import (NORM_FORWARD_MAX_ROW, NORM_ROW_LOOP_SHAPE, NORM_ROW_LOOP_STAGES, plan_norm_forward,
+                              plan_norm_row_loop)
+    rows = ROW_LOOP_MIN_ROWS_PER_SM * 132
+    for element_size in (2, 4, 8):
+        longest = ROW_LOOP_MAX_ROW_BYTES // element_size
+        for n in (NORM_FORWARD_MAX_ROW[8] + 1, NORM_FORWARD_MAX_ROW[4] + 1, 65536, longest):
+            if n > longest:
+                continue
+            plan = plan_norm_row_loop(rows, n, element_size=element_size, sm_count=132)
+            assert plan.red == n and plan.block_n == min(NORM_ROW_LOOP_SHAPE[0], 1 << (n - 1).bit_length())
+            assert plan.stages == NORM_ROW_LOOP_STAGES and plan.num_warps == NORM_ROW_LOOP_SHAPE[1]
+        assert plan_norm_row_loop(rows, longest + 1, element_size=element_size, sm_count=132) is None
+        assert plan_norm_row_loop(rows - 1, 65536, element_size=element_size, sm_count=132) is None
+    for acc in (4, 8):   # every row the single-read plan refuses is the row loop's or the streaming path's
+        assert plan_norm_forward(rows, NORM_FORWARD_MAX_ROW[acc] + 1, accumulator_size=acc) is None
+
+
 @pytest.mark.parametrize("n", [64, 256, 1024, 4096, 8192])
 @pytest.mark.parametrize("element_size,accumulator_size", [(4, 4), (2, 4), (2, 8), (8, 8)])
 def test_norm_backward_pipelines_within_shared_memory_and_registers(n, element_size, accumulator_size):
