@@ -237,7 +237,8 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
     bf16 input: a finite row whose differences x - x_0, or their sum, leave fp32's range (values within
     a factor of about n of fp32's largest, 3.4e38) gives NaN too; `precise` normalizes it (torch's fp32
     layer_norm gives 0 or NaN there). Rows up to 16384 elements (8192 for an fp64 accumulator) are read
-    once; longer rows are read twice (the Welford statistics in fp64, then the normalizing pass).
+    once; longer rows are read twice (the Welford statistics in fp64, then the normalizing pass; by
+    one program per row, the second read from L2, where rows are at most 256 KB and at least 2 per SM).
     Backward: precred's kernels, dweight / dbias merged in a fixed order (bitwise reproducible).
     Gradients taken with create_graph=True (to be differentiated again) come instead, on purpose, from
     torch's own layer_norm autograd, in fp32 (fp64 for fp64 input): precred's kernels are not
@@ -252,6 +253,6 @@ def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = No
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims
     (torch.nn.functional.rms_norm's semantics: eps=None means torch.finfo(x.dtype).eps). Modes, bounds,
     specials and paths as precred.layer_norm; an inf in a row makes its finite outputs 0 and its inf
-    outputs NaN, as torch -- except on the streaming path (rows longer than 16384, or 8192 in fp64) for
-    a row holding both +inf and -inf, which comes out NaN throughout."""
+    outputs NaN, as torch -- except for rows longer than 16384 (8192 in fp64), which take the Welford
+    statistics: there a row holding both +inf and -inf comes out NaN throughout."""
     return _norm_call(x, normalized_shape, weight, None, eps, mode, rms=True)
