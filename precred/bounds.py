@@ -27,6 +27,7 @@ import math
 import torch
 
 from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype
+from .plan import norm_fp32_pass
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -377,7 +378,7 @@ def product_error_bound(mode: str, n: int, p: float, dtype: torch.dtype, *,
 def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
                      eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered, xhat,
                      weight=None, y=None, row_mean: float = 0.0, row_m2: float | None = None,
-                     out_dtype: torch.dtype | None = None, parameter_dtypes=None):
+                     out_dtype: torch.dtype | None = None, parameter_dtypes=None, fp32_pass: bool | None = None):
     """Upper bounds on |computed - exact| of the outputs of one row of precred.layer_norm / rms_norm.
 
     Exact per-row values: n elements; var the normalizing variance (layer_norm: sum (x - mean)^2 / n;
@@ -406,6 +407,11 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
       fp32 first: u_a |xhat| more); the rounding to the output dtype (through fp32 where the affine
       dtype is fp64 and the output 16-bit) and half its smallest subnormal. Padded by (1 + 16u) for the
       second-order terms. parameter_dtypes: the weight's and bias's dtypes (default: the input's).
+    * fp32_pass (default: as precred.plan.norm_fp32_pass decides for single-read rows): the precise
+      forward of 16-bit input and output may compute xhat = ((x - hi) - lo) * rstd in fp32 from its
+      fp64 mean (as an fp32 pair, off by the stored mean's error e_m) and rstd, as the streaming pass
+      does: |dc_j| <= 2 u32 |c_j| + 2 u32^2 |mean| + e_m, rstd and xhat rounded to fp32; the larger
+      of the two branches' bounds (needs row_mean, the exact mean).
     """
     import numpy as np
 
@@ -417,20 +423,30 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     w = np.ones_like(xhat) if weight is None else np.abs(np.asarray(weight, float))
     y = xhat * w if y is None else np.abs(np.asarray(y, float))
     v = float(var) + float(eps)
-    dc, _, rho_stored = _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius, abs_dev_mean,
-                                               abs_centered_sum, centered, row_mean, row_m2)
+    dc, mean_error, rho_stored = _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius,
+                                                        abs_dev_mean, abs_centered_sum, centered, row_mean, row_m2)
     if not math.isfinite(rho_stored):
         return np.full(xhat.shape, math.inf)
     rstd = 1.0 / math.sqrt(v)
-    rho_r = rho_stored + u
     affine = norm_affine_dtype(acc, out_dtype, parameter_dtypes)
     u_a = _UNIT_ROUNDOFF[affine]
     # each product or sum that lands among the subnormals adds up to half their spacing: xhat's (then
     # times |w|), its conversion, the product by w and the sum with b
     tiny = max(_HALF_TINY[acc], _HALF_TINY[affine])
-    d_xhat = rstd * dc + xhat * (rho_r + u) + tiny
+    d_xhat = rstd * dc + xhat * (rho_stored + 2 * u) + tiny     # rstd rounded to the accumulator, then xhat
     if affine != acc:      # xhat rounded to the affine dtype first
         d_xhat = d_xhat + u_a * (xhat + d_xhat) + tiny
+    if fp32_pass is None:
+        fp32_pass = depth is not None and norm_fp32_pass(acc, dtype, out_dtype, parameter_dtypes, n)
+    if fp32_pass:
+        # xhat = ((x - hi) - lo) * rstd in fp32 from the fp64 mean and rstd (the streaming pass's
+        # formula, with the stored mean's error); a program takes it only where every row's rstd is
+        # below 2^100, so a row may come out of either branch: the larger bound
+        u32, tiny32 = _UNIT_ROUNDOFF[torch.float32], _HALF_TINY[torch.float32]
+        centered = np.abs(np.asarray(centered, float))
+        dc32 = (np.zeros_like(centered) if rms else
+                2 * u32 * centered + 2 * u32 * u32 * abs(float(row_mean)) + mean_error + 2 * tiny32)
+        d_xhat = np.maximum(d_xhat, rstd * dc32 + xhat * (rho_stored + 2 * u32) + tiny32)
     err = w * d_xhat + u_a * xhat * w + u_a * (y + w * d_xhat) + 2 * tiny
     if any(_UNIT_ROUNDOFF[p] < u_a for p in parameter_dtypes):   # w, b rounded to the affine dtype
         err = err + u_a * (2 * xhat * w + y)                      # |b| <= |y| + |xhat w|

@@ -116,6 +116,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          [rows, n, _float64_bits(eps)], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
+                         FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
     elif loop is not None:
         launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,

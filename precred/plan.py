@@ -12,6 +12,10 @@ the same input on the same device always takes the same path.
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+import torch
+
+from .modes import norm_affine_dtype
+
 
 @dataclass(frozen=True)
 class Pass:
@@ -492,6 +496,23 @@ NORM_FORWARD_PER_THREAD = 32
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 NORM_APPLY_TILE = (8, 512)
+# The single-read forward of an fp64 accumulator (`precise`) with 16-bit input and output normalizes in
+# fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
+# precise bf16 GB/s fp64 -> fp32 pass: layer_norm 4096^2 1969 -> 2152, 8192^2 2212 -> 2477, 65536x1024
+# 2063 -> 2208, 262144x256 2097 -> 1969 (fast: 2224 / 2643 / 2489 / 2424); rms_norm 2270 -> 2305,
+# 2740 -> 2834, 2645 -> 2822, 2690 -> 2760.
+NORM_FP32_PASS_MIN_ROW = 1024
+
+
+def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: torch.dtype, parameter_dtypes,
+                   n: int) -> bool:
+    """Whether the single-read forward computes xhat = ((x - hi) - lo) * rstd in fp32 from its fp64
+    statistics (schedules/norm_rows.py; the mean as an fp32 pair hi + lo): an fp64 accumulator of
+    16-bit input whose affine steps run in fp32 already (modes.norm_affine_dtype) -- fp32's roundings
+    stay 2^-15 below the output's -- on rows of at least NORM_FP32_PASS_MIN_ROW elements."""
+    sixteen_bit = (torch.bfloat16, torch.float16)
+    return (accumulator == torch.float64 and in_dtype in sixteen_bit and n >= NORM_FP32_PASS_MIN_ROW
+            and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
 # Rows beyond NORM_FORWARD_MAX_ROW take the row loop (schedules/norm_row_loop.py: one program per row,
 # read twice, the second time from L2) where the row has at most ROW_LOOP_MAX_ROW_BYTES and there are
 # ROW_LOOP_MIN_ROWS_PER_SM rows per SM, as softmax's; the streaming path (Welford launch, then

@@ -283,6 +283,36 @@ def test_scale_when_needed_within_bounds(kind, dtype, rms, device):
     check_forward_and_backward(x, eps, "fast", rms, device, "on-chip")
 
 
+@pytest.fixture
+def fp32_pass(monkeypatch):
+    """precise's fp32 normalizing pass (plan.norm_fp32_pass) on rows of 64 elements and more."""
+    monkeypatch.setattr(planner, "NORM_FP32_PASS_MIN_ROW", 64)
+    norm_recipes.clear()
+    yield
+    norm_recipes.clear()
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("kind", ["offset1e2", "offset1e4", "tiny", "huge", "wide", "mixed"])
+def test_fp32_pass_within_bounds(kind, dtype, rms, fp32_pass, device):
+    """`precise` on 16-bit rows normalizes in fp32 (mean as hi + lo) where every row of the program has
+    rstd < 2^100, in fp64 otherwise: `mixed` puts a row of 1e-35 (bf16; eps 0, rstd ~1e35) into the
+    program of ordinary rows, which then all take the fp64 branch. Each row within the bound."""
+    if kind in ("huge", "offset1e4") and dtype == torch.float16:
+        pytest.skip("beyond fp16's range (65504)")
+    if kind == "mixed":
+        x, _ = rows_of("offset1e2", 3, 100, dtype, seed=2)
+        x[0] = (torch.randn(100, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+                * (1e-35 if dtype == torch.bfloat16 else 1e-4)).to(dtype)
+        eps = 0.0
+    else:
+        x, eps = rows_of(kind, 3, 100, dtype)
+    assert precred.plan.norm_fp32_pass(torch.float64, dtype, dtype, (dtype,), 100)
+    assert plan_norm_forward(3, 100, accumulator_size=8).block_rows >= 3       # one program
+    check_forward_and_backward(x, eps, "precise", rms, device, "on-chip")
+
+
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
     """The forward takes the power-of-two scale for a whole program once one of its rows needs it. Rows

@@ -15,7 +15,10 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
   values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b (the last two
-  steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine). An fp64
+  steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine; for 16-bit input too, on rows
+  of precred.plan.NORM_FP32_PASS_MIN_ROW and more, xhat = ((x - hi) - lo) * rstd in fp32 with the
+  mean as an fp32 pair hi + lo -- the streaming pass's arithmetic -- wherever every row of the
+  program has rstd < 2^100: plan.norm_fp32_pass, FP32_PASS). An fp64
   accumulator of narrower input needs no scale (its squares cannot leave fp64's range): E = 0 there.
   fp32 takes the scale only in a program where some row's sum(c^2) left [2^-60, fp32's largest]
   (sum_of_squares_scaled_when_needed; elsewhere E = 0 and the max|c| pass is skipped). H100,
@@ -164,7 +167,8 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
 def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
+                        FP32_PASS: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -202,8 +206,15 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
     rstd = rs * scale64                                         # exact: a power of two
-    c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
-    xhat = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
+    if FP32_PASS and tl.max((~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
+        # 16-bit input and output: xhat = ((x - hi) - lo) * rstd in fp32 (the mean as hi + lo, rstd < 2^100
+        # for every row of the program, so it and xhat stay finite), as the streaming pass computes it
+        xhat = normalized_chunk(to_accumulator(raw, tl.float32), mean[:, None], rstd[:, None], RMS, tl.float32)
+    else:
+        c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+        xhat = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
+        if FP32_PASS:
+            xhat = xhat.to(tl.float32)   # store_affine's first step (its dtype is fp32 here)
     store_affine(xhat, w_ptr, b_ptr, y_ptr, offsets, cols, cols < n_cols, mask, HAS_W, HAS_B, AFFINE_DTYPE)
     tl.store(mean_ptr + rows, mean, mask=row_ok)
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
