@@ -223,6 +223,38 @@ def test_gradient_of_16_bit_input_far_from_zero(dtype, mode, device):
         assert np.all(np.abs(got[i] - exact) <= bound), (offsets[i], float(np.max(np.abs(got[i] - exact) / bound)))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_second_derivative_of_16_bit_input_keeps_the_lse_term(dtype, device):
+    """With create_graph=True the gradient of 16-bit input is formed from the saved output r (torch's
+    way), so that it can be differentiated again: d/dx_j sum_i g_i = p^_j - S p~_j, where p^ = exp(x -
+    r) (fp32), S = sum p^, and p~ = d r / dx_j (the backward again: softmax from an fp32 lse, rounded to
+    the input's format). The Hessian of logsumexp maps ones to zero; without the d r / dx term the
+    result would be p^_j, about p_j. Bound, from the exact softmax p and d = |r - lse| (exact lse of the
+    16-bit input): p^_j and S p~_j both lie in p_j [e^-d (1 - a), e^d (1 + a)], a = (n + 8) 2^-24 (fp32
+    exp, sum and product) + 2^-8 (p~ and each term rounded to 16 bits); their difference is rounded
+    to 16 bits (2^-8 more, relative); and half a subnormal spacing per rounding to 16 bits."""
+    gen = torch.Generator().manual_seed(11)
+    x = (3.0 * torch.randn(3, 40, generator=gen, dtype=torch.float64)).to(dtype)
+    xd = x.to(device).clone().requires_grad_()
+    y = precred.logsumexp(xd, 1)
+    (g,) = torch.autograd.grad(y.sum(), xd, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), xd)
+    h = h.cpu().double().numpy()
+    rows, _, _ = reference_logsumexp(x, 1)
+    n = x.shape[1]
+    a = (n + 8) * 2.0 ** -24 + 2.0 ** -8
+    p_fmt, emin, _ = format_info(dtype)
+    tiny = 0.5 * 2.0 ** (emin - p_fmt + 1)   # half a subnormal spacing per 16-bit rounding (S p~ <= 2 of them)
+    for i, row in enumerate(rows):
+        lse = float(row.lse)
+        p = np.exp(x[i].double().numpy() - lse)
+        d = abs(float(y[i].detach().cpu().double()) - lse)
+        bound = p * (math.exp(d) * (1 + a) - math.exp(-d) * (1 - a)) * (1 + 2.0 ** -8) + 4 * tiny
+        assert np.all(np.abs(h[i]) <= bound), (i, float(np.max(np.abs(h[i]) / bound)))
+        big = p > 1e-3
+        assert np.max(bound[big] / p[big]) < 0.1   # far below p: a missing d r / dx term would fail
+
+
 def test_torch_compile_fullgraph(device):
     def f(t):
         return precred.logsumexp(t, -1) * 2

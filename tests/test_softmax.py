@@ -12,7 +12,7 @@ import torch
 import precred
 from precred.launch import plan_for, plan_softmax, softmax_rows
 from precred.modes import get_exp_mode
-from precred.plan import RowPlan, plan_row_loop
+from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
 from validation.stable_exp import WORK_BITS, reference_logsumexp
 
@@ -88,27 +88,34 @@ def assert_elements_within_bound(x, mode, log, device, out_dtype=None):
     for path, dim in path_and_dims(x.shape[1]):
         xd = x.to(device) if dim == 1 else x.t().contiguous().to(device)
         got, plan = softmax_by_path(xd, dim, mode, log, out_dtype, path)
-        got = (got if dim == 1 else got.t()).cpu().double().tolist()
-        single_read = isinstance(plan, RowPlan)
-        for (row, exact), values, xs in zip(exact_rows, got, x.double().tolist()):
-            if exact is None:
-                assert all(math.isnan(v) for v in values), values    # torch: NaN rows
+        assert_rows_within_bound(x, (got if dim == 1 else got.t()), plan, exact_rows, mode, log, out_dtype,
+                                 f"{path} dim={dim}")
+
+
+def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, where=""):
+    """Every element of got (softmax or log_softmax of x's rows, computed by `plan`) within
+    precred.softmax_error_bound of exact_rows (reference(x, log))."""
+    got = got.cpu().double().tolist()
+    single_read = isinstance(plan, RowPlan)
+    for (row, exact), values, xs in zip(exact_rows, got, x.double().tolist()):
+        if exact is None:
+            assert all(math.isnan(v) for v in values), values    # torch: NaN rows
+            continue
+        for value, e, xi in zip(values, exact, xs):
+            if xi == -math.inf:
+                assert value == (-math.inf if log else 0.0)
                 continue
-            for value, e, xi in zip(values, exact, xs):
-                if xi == -math.inf:
-                    assert value == (-math.inf if log else 0.0)
-                    continue
-                bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
-                                                    depth=plan.depth, log=log, out_dtype=out_dtype,
-                                                    single_read=single_read)
-                # The data here stay where every mode claims a bound (the fast mode claims none once its
-                # sum error is beyond first order): an element without one would be an element untested.
-                assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"
-                err = abs(Fraction(value) - e)
-                assert err <= Fraction(bound) + Fraction(row.exact_to) * 4, (
-                    f"{mode} {'log_softmax' if log else 'softmax'} {x.dtype}->{out_dtype} n={row.n} "
-                    f"{path} dim={dim}: error {float(err):.3e} > bound {bound:.3e} "
-                    f"(exact {float(e):.9e}, got {value!r})")
+            bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
+                                                depth=plan.depth, log=log, out_dtype=out_dtype,
+                                                single_read=single_read)
+            # The data here stay where every mode claims a bound (the fast mode claims none once its
+            # sum error is beyond first order): an element without one would be an element untested.
+            assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"
+            err = abs(Fraction(value) - e)
+            assert err <= Fraction(bound) + Fraction(row.exact_to) * 4, (
+                f"{mode} {'log_softmax' if log else 'softmax'} {x.dtype}->{out_dtype} n={row.n} "
+                f"{where}: error {float(err):.3e} > bound {bound:.3e} "
+                f"(exact {float(e):.9e}, got {value!r})")
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -119,6 +126,40 @@ def test_within_bound(mode, dtype, log, device):
     for name in ["normal", "spread1e4", "huge", "tiny", "close", "one_finite"]:
         for rows, n in ((3, 37), (2, 700)):
             assert_elements_within_bound(family(name, rows, n, rng, dtype), mode, log, device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mode", EXP_MODES)
+def test_public_calls_around_the_path_limits(mode, dtype, monkeypatch, device):
+    """precred.softmax / log_softmax as called, on rows around the planner's limits, lowered: single-read
+    up to 16 elements, the row loop (16 lanes) up to 256 bytes with 1 row per SM, two-pass beyond;
+    each output within the bound of the path the planner took."""
+    from precred import launch, plan as planner
+    monkeypatch.setitem(planner.SINGLE_READ_MAX_ROW, 4, 16)
+    monkeypatch.setitem(planner.SINGLE_READ_MAX_ROW, 8, 16)
+    monkeypatch.setattr(planner, "ROW_LOOP_MAX_ROW_BYTES", 256)
+    monkeypatch.setattr(planner, "ROW_LOOP_MIN_ROWS_PER_SM", 1)
+    monkeypatch.setattr(planner, "ROW_LOOP_SHAPE", {4: (16, 4), 8: (16, 4)})
+    caches = (planner.plan_single_read, planner.plan_row_loop)
+    for cache in caches:
+        cache.cache_clear()
+    launch._RECIPES.clear()
+    longest_loop = 256 // dtype.itemsize
+    m = get_exp_mode(mode)
+    try:
+        rng = np.random.default_rng([17, EXP_MODES.index(mode)])
+        for n, kind in ((16, RowPlan), (17, LoopPlan), (longest_loop, LoopPlan), (longest_loop + 1, Plan)):
+            x = family("normal", 3, n, rng, dtype)
+            plan = plan_softmax(x.to(device), 1, m, dtype)
+            assert isinstance(plan, kind), (n, plan)
+            for log in (False, True):
+                fn = precred.log_softmax if log else precred.softmax
+                assert_rows_within_bound(x, fn(x.to(device), 1, mode=mode), plan, reference(x, log), mode, log,
+                                         dtype, f"public n={n}")
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+        launch._RECIPES.clear()
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
