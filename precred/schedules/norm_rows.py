@@ -206,7 +206,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
     rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
     rstd = rs * scale64                                         # exact: a power of two
-    if FP32_PASS and tl.max((~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
+    if FP32_PASS and tl.max((row_ok & ~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
         # 16-bit input and output: xhat = ((x - hi) - lo) * rstd in fp32 (the mean as hi + lo, rstd < 2^100
         # for every row of the program, so it and xhat stay finite), as the streaming pass computes it
         xhat = normalized_chunk(to_accumulator(raw, tl.float32), mean[:, None], rstd[:, None], RMS, tl.float32)
