@@ -67,7 +67,8 @@ class _Replay:
     """A signature's compiled launches (precred.launch._BoundLaunch), replayed on the raw addresses of
     new tensors; on_chip: which path they are, whatever the planner says now (the pointers differ):
     forward, the kernel computes its statistics itself (rows on chip, or the row loop) or a Welford
-    launch comes first (streamed); backward, rows on chip or looped; programs: the backward's partial rows; stats_scratch: see below."""
+    launch comes first (streamed); backward, rows on chip or looped. programs: the backward's partial
+    rows; stats_scratch: see below."""
 
     def __init__(self, launches, on_chip: bool, programs: int = 0, stats_scratch: NormStats | None = None):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter

@@ -454,6 +454,12 @@ ROW_LOOP_MIN_ROWS_PER_SM = 2
 ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
 
 
+def _row_loop_pays(rows: int, red: int, element_size: int, sm_count: int) -> bool:
+    """Whether rows x red contiguous rows take a row loop (softmax's, the norms' forward): rows of at
+    most ROW_LOOP_MAX_ROW_BYTES, at least ROW_LOOP_MIN_ROWS_PER_SM of them per SM."""
+    return red * element_size <= ROW_LOOP_MAX_ROW_BYTES and rows >= ROW_LOOP_MIN_ROWS_PER_SM * sm_count
+
+
 @lru_cache(maxsize=4096)
 def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: int, sm_count: int,
                   block_n: int | None = None) -> LoopPlan | None:
@@ -462,7 +468,7 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
     lanes (tests)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_row_loop needs a non-empty softmax")
-    if red * element_size > ROW_LOOP_MAX_ROW_BYTES or rows < ROW_LOOP_MIN_ROWS_PER_SM * sm_count:
+    if not _row_loop_pays(rows, red, element_size, sm_count):
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
     return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)
@@ -502,17 +508,6 @@ NORM_APPLY_TILE = (8, 512)
 # 2063 -> 2208, 262144x256 2097 -> 1969 (fast: 2224 / 2643 / 2489 / 2424); rms_norm 2270 -> 2305,
 # 2740 -> 2834, 2645 -> 2822, 2690 -> 2760.
 NORM_FP32_PASS_MIN_ROW = 1024
-
-
-def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: torch.dtype, parameter_dtypes,
-                   n: int) -> bool:
-    """Whether the single-read forward computes xhat = ((x - hi) - lo) * rstd in fp32 from its fp64
-    statistics (schedules/norm_rows.py; the mean as an fp32 pair hi + lo): an fp64 accumulator of
-    16-bit input whose affine steps run in fp32 already (modes.norm_affine_dtype) -- fp32's roundings
-    stay 2^-15 below the output's -- on rows of at least NORM_FP32_PASS_MIN_ROW elements."""
-    sixteen_bit = (torch.bfloat16, torch.float16)
-    return (accumulator == torch.float64 and in_dtype in sixteen_bit and n >= NORM_FP32_PASS_MIN_ROW
-            and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
 # Rows beyond NORM_FORWARD_MAX_ROW take the row loop (schedules/norm_row_loop.py: one program per row,
 # read twice, the second time from L2) where the row has at most ROW_LOOP_MAX_ROW_BYTES and there are
 # ROW_LOOP_MIN_ROWS_PER_SM rows per SM, as softmax's; the streaming path (Welford launch, then
@@ -563,11 +558,22 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 
+def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: torch.dtype, parameter_dtypes,
+                   n: int) -> bool:
+    """Whether the single-read forward computes xhat = ((x - hi) - lo) * rstd in fp32 from its fp64
+    statistics (schedules/norm_rows.py; the mean as an fp32 pair hi + lo): an fp64 accumulator of
+    16-bit input whose affine steps run in fp32 already (modes.norm_affine_dtype) -- fp32's roundings
+    stay 2^-15 below the output's -- on rows of at least NORM_FP32_PASS_MIN_ROW elements."""
+    sixteen_bit = (torch.bfloat16, torch.float16)
+    return (accumulator == torch.float64 and in_dtype in sixteen_bit and n >= NORM_FP32_PASS_MIN_ROW
+            and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
+
+
 def plan_norm_row_loop(rows: int, n: int, *, element_size: int, sm_count: int) -> LoopPlan | None:
     """The row-loop plan of a layer_norm / rms_norm forward over rows x n contiguous rows (too long for
     plan_norm_forward), or None where the streaming path serves (rows beyond ROW_LOOP_MAX_ROW_BYTES, or
     too few rows to fill the GPU). LoopPlan.depth is the lane chain and tree of the Welford state."""
-    if n * element_size > ROW_LOOP_MAX_ROW_BYTES or rows < ROW_LOOP_MIN_ROWS_PER_SM * sm_count:
+    if not _row_loop_pays(rows, n, element_size, sm_count):
         return None
     lanes, warps = NORM_ROW_LOOP_SHAPE
     return LoopPlan(n, min(lanes, _pow2_at_least(n)), warps, NORM_ROW_LOOP_STAGES)
