@@ -1,7 +1,8 @@
 """Sweep the outer schedule's planner constants on the dim=0 DESIGN.md shapes (GPU; one device call).
 
     python3 bench/sweep_outer.py [--op logsumexp] [--variants NAME,...] [--dim -1]
-                                 [--variant "name:CONST=value;CONST=value"]
+                                 [--variant "name:CONST=value;CONST=value"] [--shapes 16x262144,...]
+                                 [--dtypes float32,bfloat16] [--modes fast,kahan] [--copy]
 Prints GB/s and the ratio to torch's op per planner variant (constants of precred.plan set as VARIANTS
 lists them), case and mode, to choose the outer schedule's constants from measurements: the layout of
 chained first passes and the column floor of the passes that merge partial states (add variants for
@@ -24,6 +25,7 @@ SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256
 OPS = {
     "sum": (precred.sum, torch.sum, ("fast", "pairwise", "kahan", "fp64")),
     "logsumexp": (precred.logsumexp, torch.logsumexp, ("fast", "fp64")),
+    "var": (precred.var, torch.var, ("fast", "fp64")),
 }
 # Each variant: the precred.plan constants it sets (the rest keep their defaults).
 # Variants measured on the H100 and dropped (stop note of 2026-11-24's sixth session): wide-layout
@@ -51,6 +53,9 @@ def main():
                     help='extra variant "name:CONST=value;CONST=value" (values: Python literals)')
     ap.add_argument("--dim", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="times each variant runs (noise check)")
+    ap.add_argument("--shapes", help="comma-separated RxC shapes (default: DESIGN.md's five)")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--copy", action="store_true", help="also time a copy of each case's size")
     args = ap.parse_args()
     ours, theirs, all_modes = OPS[args.op]
     modes = args.modes.split(",") if args.modes else list(all_modes)
@@ -60,12 +65,22 @@ def main():
         variants[name] = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";"))}
     dim = args.dim
     print(torch.cuda.get_device_name())
-    cases = [(s, d) for d in (torch.float32, torch.bfloat16) for s in SHAPES]
+    shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    cases = [(s, getattr(torch, d)) for d in args.dtypes.split(",") for s in shapes]
     inputs = {c: torch.randn(c[0], device="cuda", dtype=c[1]) for c in cases}
     base = {c: median_ms(lambda c=c: theirs(inputs[c], dim)) for c in cases}
     print("torch GB/s: " + " ".join(f"{c[0][0]}x{c[0][1]}{str(c[1])[6:]}="
                                     f"{inputs[c].numel() * inputs[c].element_size() / base[c] / 1e6:.0f}"
                                     for c in cases))
+    if args.copy:   # the copy ceiling at each case's size (bytes read + written), beside the 1 GiB one
+        sizes = sorted({inputs[c].numel() * inputs[c].element_size() for c in cases} | {1 << 30})
+        cells = []
+        for size in sizes:
+            src = torch.empty(size // 4, device="cuda").normal_()
+            dst = torch.empty_like(src)
+            cells.append(f"{size >> 20} MiB {2 * size / median_ms(lambda: dst.copy_(src)) / 1e6:.0f}")
+            del src, dst
+        print("copy GB/s: " + ", ".join(cells))
     defaults = {name: getattr(plan, name) for v in variants.values() for name in v}
     names = args.variants.split(",") + [spec.partition(":")[0] for spec in args.variant]
     for name in names * args.repeat:

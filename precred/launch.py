@@ -84,6 +84,14 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA, *VALUE_EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
+    if mode.strategy in (PLAIN, COMPENSATED):
+        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
+    if mode.strategy == COMPENSATED and x.element_size() >= 4 and not (view.inner > 1 and view.stride_inner == 1):
+        # kahan over rows of fp32: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved
+        # -> full, two runs: 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
+        # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645); bf16 rows measured faster halved
+        # (1024x65536 2244 -> 2202, 65536x1024 2268 -> 2219), dim 0 was not measured: both keep the halving.
+        options.update(heavy_state=False)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
@@ -115,7 +123,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
             # the short-parts split was not measured for it apart from the host-bound case below its
             # kernels (H100: 14 us of kernels, 320-333 GB/s with either plan).
-            options.update(heavy_state=False, short_parts=False)
+            options.update(heavy_state=False, short_part_tiles=0)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)
@@ -534,7 +542,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         rows = p.outer * p.inner
         grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
-        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes)
+        state_vec = 16 // workspace.acc_dtype.itemsize
+        consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
+                      TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
+                      TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size())
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

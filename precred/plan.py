@@ -28,7 +28,7 @@ class Pass:
     chunk: int         # reduced elements per part, a multiple of `lanes`
     parts: int         # parts per output; > 1 means this pass writes partial states
     num_warps: int
-    tile_counter: bool = False   # outer pairwise: tiles merged by a binary counter, not chained per lane
+    tile_counter: bool = False   # pairwise: tiles merged by a binary counter, not chained per lane
     loop_stages: int = 1         # num_stages of the software-pipelined loop (1: a plain loop)
 
     @property
@@ -107,6 +107,14 @@ SPLIT_MIN_BYTES = 4 << 20
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
+# The sums (fast, pairwise, kahan, fp64) narrow their lanes to 8 tiles per short part instead (twice
+# the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
+# GB/s 16 -> 8, three runs each: fp32 pairwise 1034/1074/1074 -> 1108/1108/1168, fp64 1072/1074/1120 ->
+# 1170/1173/1173, fast 1152/1104/1151 -> 1130/1192/1192, kahan 1118/1120/1116 -> 1106/1155/1159; bf16
+# fast 703/736/699 -> 776/773/734, pairwise 657/655/629 -> 720/683/688 (torch 963, 599). var and
+# logsumexp fp64 measured slower that way (fp32 var fast 893/933 -> 823/858, logsumexp fp64 763 -> 650):
+# they keep 16.
+SUM_SHORT_PART_TILES = 8
 # A split of two inner passes runs as one launch: the last program of each row to finish merges the
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
 # on every split of few rows (16 x 262144, 2^28). The flag lets bench/ sweeps time both.
@@ -170,7 +178,7 @@ def _stages_fitting(max_stages: int, tile_bytes: int, smem_bytes: int) -> int:
     return min(max_stages, 1 + smem_bytes // tile_bytes)
 
 
-# Outer pairwise passes merge at most this many tiles per part with the kernel's binary counter
+# Pairwise passes merge at most this many tiles per part with the kernel's binary counter
 # (schedules/tree.py: COUNTER_TILES = 2^7 needs its 8 levels); a longer reduction is split into parts.
 COUNTER_TILES = 128
 
@@ -200,19 +208,24 @@ def _chunk_and_parts(red, lanes, parts_wanted, max_tiles):
     return chunk, -(-red // chunk)
 
 
-def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, short_parts=False):
+def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, short_part_tiles=0):
     rows = outer * inner
     lanes = min(_pow2_at_least(red), tile_elements)
     if not whole_tree:
         lanes = _narrow_lanes(lanes, red, MIN_LANES)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
-    if short_parts:   # SHORT_PART_TILES tiles per lane in each part; the rows per program stay
-        lanes = _narrow_lanes(lanes, -(-red // parts_wanted), MIN_LANES, SHORT_PART_TILES)
-    if whole_tree:   # pairwise: one tile per lane, every pass one balanced tree per part
-        chunk, parts = lanes, -(-red // lanes)
-    else:
-        chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, 0)
-    return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows))
+    if short_part_tiles:   # short_part_tiles tiles per lane in each part; the rows per program stay
+        lanes = _narrow_lanes(lanes, -(-red // parts_wanted), MIN_LANES, short_part_tiles)
+    # Pairwise: each tile one balanced tree, the tile sums merged by the binary counter in a pipelined
+    # loop (parts of a power of two tiles, at most COUNTER_TILES); a part of one tile is that tile's
+    # tree alone, the chained lanes' code. bench/sweep_outer.py --dim -1, H100, GB/s of the previous
+    # plan (one tile per program and part, merged by later passes) -> this one: fp32 1024x65536
+    # 2474/2485 -> 2602/2617, 8192^2 2406 -> 2685, 16x262144 999/1001 -> 1066/1031; bf16 1024x65536
+    # 2056/2069 -> 2224/2229 (torch 2615 / 2604 / 963 / 2223); one-tile parts (65536x1024 bf16) measured
+    # slower through the counter's code (1831 vs 2393 GB/s), hence the chained code there.
+    chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, COUNTER_TILES if whole_tree else 0)
+    return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows),
+                tile_counter=whole_tree and chunk > lanes)
 
 
 def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, vector):
@@ -249,7 +262,8 @@ def _programs(p: Pass) -> int:
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False,
-                   accumulator_size: int = 4, pipelined: bool = False, short_parts: bool = True) -> Plan:
+                   accumulator_size: int = 4, pipelined: bool = False,
+                   short_part_tiles: int = SHORT_PART_TILES) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -265,9 +279,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
-    short_parts: whether a split inner pass of few tiles per part may take SHORT_PART_TILES' fewer,
-    longer parts (the sums, Welford, the stable exponential sum and the extrema measured faster that
-    way; the exact filter keeps its own measured split).
+    short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
+    of this many tiles per lane (SHORT_PART_TILES: Welford, the stable exponential sum and the extrema
+    measured faster that way; SUM_SHORT_PART_TILES for the sums); 0: never (the exact filter keeps its
+    own measured split).
     """
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       (PAIRWISE_ACC_TILE_BYTES if whole_tree else ACC_TILE_BYTES) // accumulator_size)
@@ -286,11 +301,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and inner >= 32 * vector * OUTER_MIN_WARPS
                                       and red >= OUTER_REGISTERS_MIN_RED)
 
-    def first_pass(parts_wanted, block_limit, short_parts=False):
+    def first_pass(parts_wanted, block_limit, short_part_tiles=0):
         if inner > 1 and inner_contiguous:
             return _outer_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit,
                                vector if registers_layout else 0)
-        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit, short_parts)
+        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit, short_part_tiles)
 
     # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
     # row, or one warp's columns), then -- for inputs large enough to repay a second launch -- split
@@ -303,15 +318,14 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         single = first_pass(1, block_limit)
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
-    splittable = single.schedule == "outer" or not whole_tree   # inner pairwise passes split by design
-    if (splittable and _programs(single) < 2 * sm_count and red > 4 * single.lanes
+    if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
         parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
-    short = (short_parts and parts_wanted > 1 and single.schedule == "inner"
-             and -(-red // parts_wanted) < SHORT_PART_TILES * single.lanes)
+    short = (short_part_tiles > 0 and parts_wanted > 1 and single.schedule == "inner"
+             and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
-    passes = [first_pass(parts_wanted, block_limit, short)]
+    passes = [first_pass(parts_wanted, block_limit, short_part_tiles if short else 0)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
 

@@ -44,12 +44,10 @@ def test_plan_invariants_on_design_shapes(shape, reduce_dim, pairwise):
     assert plan.passes[0].schedule == ("inner" if reduce_dim == 1 else "outer")
     if pairwise:
         # The whole reduction is one tree: its depth exceeds ceil(log2 n) by at most one per extra pass.
-        assert all(p.tiles_per_lane == 1 or p.tile_counter for p in plan.passes)
-        assert plan.depth <= math.ceil(math.log2(red)) + len(plan.passes) - 1
-        if reduce_dim == 0:
-            # Counter passes over power-of-two parts add up to one balanced tree over the column.
-            assert all(p.tile_counter for p in plan.passes)
-            assert plan.depth == math.ceil(math.log2(red))
+        # Counter passes over power-of-two parts (or parts of one tile) add up to one balanced tree over
+        # the row or column.
+        assert all(p.tile_counter or p.tiles_per_lane == 1 for p in plan.passes)
+        assert plan.depth == math.ceil(math.log2(red))
 
 
 def test_few_long_rows_are_split_to_fill_the_gpu():
@@ -304,3 +302,18 @@ def test_norm_forward_register_cap_lets_every_plan_launch(element_size, monkeypa
         cap = planning.norm_forward_register_cap(element_size, warps)
         assert (cap is None) == (warps < planning.NORM_FORWARD_CAP_MIN_WARPS)
         assert cap is None or cap * 32 * warps <= planning.REGISTER_FILE
+
+
+@pytest.mark.parametrize("inner_contiguous", [False, True])
+@pytest.mark.parametrize("element_size,accumulator_size", [(4, 4), (2, 4), (4, 8)])
+def test_pairwise_plans_are_one_balanced_tree(inner_contiguous, element_size, accumulator_size):
+    """pairwise: every plan -- rows or columns, split or not, pipelined -- is one balanced tree over
+    the reduced axis, of depth ceil(log2 n) (README's bound for the mode): each tile's lane tree, the
+    tiles of a part by the binary counter, the parts (powers of two tiles) merged the same way."""
+    for outer in (1, 3, 16, 1000):
+        for red in (1, 2, 3, 7, 100, 1000, 4097, 10000, 65536, 100003, 262144, 2 ** 20 + 1):
+            for inner in ((1, 2, 100, 4096) if inner_contiguous else (1,)):
+                plan = plan_reduction(outer, red, inner, inner_contiguous=inner_contiguous, whole_tree=True,
+                                      sm_count=H100_SMS, element_size=element_size,
+                                      accumulator_size=accumulator_size, pipelined=True)
+                assert plan.depth == math.ceil(math.log2(red)), (outer, red, inner, plan)

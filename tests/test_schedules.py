@@ -80,13 +80,15 @@ def test_row_gives_same_bits_alone_and_in_a_batch(device, mode):
 def test_pairwise_plans_are_whole_trees_on_the_device(device):
     x = torch.ones(3, 10000, device=device)
     _, plan = plan_for(x, (1,), get_mode("pairwise"))
-    assert all(p.tiles_per_lane == 1 or p.tile_counter for p in plan.passes)
-    assert plan.depth <= 14 + len(plan.passes) - 1        # ceil(log2 10000) = 14
+    # every tile one balanced tree, the tiles merged by the binary counter: depth ceil(log2 10000) = 14
+    assert all(p.tile_counter or p.tiles_per_lane == 1 for p in plan.passes)
+    assert plan.depth == 14
     assert torch.equal(precred.sum(x, 1, mode="pairwise").cpu(), torch.full((3,), 10000.0))
 
 
 FUSED_MERGE_CASES = {   # (mode, output, out dtype or None for the input's) of every strategy
     "fast": (precred.modes.MODES["fast"], Output(divide=True), None),
+    "pairwise": (precred.modes.MODES["pairwise"], Output(), None),
     "kahan": (precred.modes.MODES["kahan"], Output(), None),
     "fp64": (precred.modes.MODES["fp64"], Output(), torch.float64),
     "exact": (precred.modes.MODES["exact"], Output(divide=True), None),
@@ -117,7 +119,9 @@ def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
     if case == "prod":
         x = (1 + x.float() / 64).to(dtype)
     x = x.to(device)
-    _, plan = plan_for(x, (1,), mode, out_dtype, sm_count=64, split_min_bytes=0)
+    # pairwise's lanes would span the whole row (one tile): smaller tiles make it split too
+    tiles = dict(tile_elements=64) if case == "pairwise" else {}
+    _, plan = plan_for(x, (1,), mode, out_dtype, sm_count=64, split_min_bytes=0, **tiles)
     assert plan.fused_merge and plan.passes[0].parts > 1, plan
     two_launches = reduce(x, (1,), mode, out_dtype or x.dtype, output, replace(plan, fused_merge=False))
     for _ in range(2):

@@ -5,7 +5,8 @@ o*stride_outer + i*stride_inner + j*stride_red, with o = r // inner_size, i = r 
 A program owns BLOCK_M rows and one part of the reduced axis (the `split` schedule runs several parts
 per row and merges the partial states in a second launch, or in this one: see "Fused merge"). It streams its part in [BLOCK_M, BLOCK_N]
 tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element -- and merges the
-BLOCK_N lanes once at the end with the fixed tree.
+BLOCK_N lanes once at the end with the fixed tree. (Pairwise parts of several tiles: each tile is merged
+by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER.)
 
 Welford's strategy (var/std) also carries a count per lane -- computed from the part's geometry after
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
@@ -32,7 +33,8 @@ import triton.language as tl
 from ..strategies import welford_lane_counts
 from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
                     write_result)
-from .tree import tree_reduce_last_axis
+from .finish import to_accumulator
+from .tree import counter_push, counter_total, tree_reduce_last_axis, tree_sum_blocked_rows
 
 
 @triton.jit
@@ -54,11 +56,15 @@ def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_
 @triton.jit
 def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start, part_end, stride_red,
                 shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
-                USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
+                USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
-    fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index."""
-    hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+    fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
+    TILE_COUNTER (pairwise, plain strategy: no lo, no cnt): each tile's lanes merge by the balanced
+    tree in the blocked layout's register order (tree.tree_sum_blocked_rows: TREE_VEC elements per
+    thread vector, TREE_THREADS threads), the tile sums by the binary counter -- a balanced tree over
+    the part, of depth log2(BLOCK_N) + ceil(log2(tiles)) (precred.plan.Pass.depth)."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -67,6 +73,20 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     lo_ptrs = src_lo_ptr + first_tile
     cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
+    if TILE_COUNTER:
+        zero = tl.zeros([BLOCK_M], ACC_DTYPE)
+        s0, s1, s2, s3, s4, s5, s6, s7 = zero, zero, zero, zero, zero, zero, zero, zero
+        g = 0
+        for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
+            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
+            values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
+            tile_sum = tree_sum_blocked_rows(values, BLOCK_M, BLOCK_N, TREE_VEC, TREE_THREADS)
+            s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(tile_sum, g, s0, s1, s2, s3, s4, s5, s6, s7)
+            hi_ptrs += step
+            g += 1
+        # lo is 0; cnt is the plain strategy's unused tile-shaped placeholder, as the tree returns it
+        return counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), zero, tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
         loop_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
@@ -122,6 +142,10 @@ def inner_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     LOOP_STAGES: tl.constexpr,   # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
     MERGE_LANES: tl.constexpr,   # > 0: the fused merge's lanes (the second pass's); 0: no fused merge
+    TILE_COUNTER: tl.constexpr,  # pairwise: each tile's lane tree, then a binary counter over tiles
+    TREE_VEC: tl.constexpr,      # TILE_COUNTER: elements per 16-byte vector of the source, and ...
+    TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
+    STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states)
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
@@ -135,7 +159,8 @@ def inner_kernel(
         shift_tile = 0.0
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
-                                          USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES)
+                                          USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
+                                          TREE_THREADS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if MERGE_LANES == 0:
@@ -151,6 +176,7 @@ def inner_kernel(
             merge_start = tl.full((), 0, tl.int64)
             merged_hi, merged_lo, merged_cnt = reduce_part(
                 part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, row_mask, rows.to(tl.int64) * n_parts, merge_start,
-                merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1)
+                merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1,
+                TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS)
             write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
                          row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
