@@ -134,6 +134,12 @@ def compile_atomic_variants() -> int:
     return cases
 
 
+# The inner kernel's lane trees: chained lanes, or pairwise's tile trees and binary counter (the tree
+# follows the blocked layout of 16-byte vectors on 8 warps; a merge's vectors are fp32 states).
+_CHAINS = dict(TILE_COUNTER=False, TREE_VEC=4, TREE_THREADS=256, STATE_TREE_VEC=4, MERGE_TILE_COUNTER=False)
+_COUNTER = dict(TILE_COUNTER=True, TREE_VEC=4, TREE_THREADS=128, STATE_TREE_VEC=4, MERGE_TILE_COUNTER=False)
+
+
 def main():
     only_strategies = [int(s) for s in sys.argv[sys.argv.index("--strategies") + 1].split(",")] \
         if "--strategies" in sys.argv else None
@@ -160,15 +166,16 @@ def main():
         print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast}: "
               f"{time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
-            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4, MERGE_LANES=0)),
-             (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1, MERGE_LANES=0)),
-             (inner_kernel, dict(BLOCK_M=1, BLOCK_N=1024, LOOP_STAGES=1, MERGE_LANES=16)),
+            [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4, MERGE_LANES=0, **_CHAINS)),
+             (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1, MERGE_LANES=0, **_CHAINS)),
+             (inner_kernel, dict(BLOCK_M=1, BLOCK_N=1024, LOOP_STAGES=1, MERGE_LANES=16, **_CHAINS)),
+             (inner_kernel, dict(BLOCK_M=1, BLOCK_N=2048, LOOP_STAGES=4, MERGE_LANES=16, **_COUNTER)),
              (outer_kernel, dict(BLOCK_R=32, BLOCK_I=128, TILE_COUNTER=False, LOOP_STAGES=4)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=False, LOOP_STAGES=1)),
              (outer_kernel, dict(BLOCK_R=4, BLOCK_I=1024, TILE_COUNTER=True, LOOP_STAGES=4))],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("fp16", "fp32", "fp64"), ("fp64", "fp64", "fp64")],
             [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [(False, False), (False, True), (True, False)]):
-        if strategy >= 2 and blocks.get("TILE_COUNTER"):
+        if strategy != 0 and blocks.get("TILE_COUNTER"):
             continue   # the binary counter is pairwise's (plain strategy) only
         if strategy == 7 and (acc != "fp64" or src_ty == "fp64"):
             continue   # the exact filter: fp32 / 16-bit inputs, fp64 state

@@ -417,7 +417,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
             merge = workspace.fused_merge_scratch(out, mean, p.parts)
         launches.append(_launch_pass(p, src, dst, shift, strides, workspace, mode.strategy, output, divisor,
                                      src_is_state=index > 0, dst_is_state=not last, merge=merge,
-                                     merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0))
+                                     merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0,
+                                     merge_counter=plan.fused_merge and plan.passes[1].tile_counter))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
@@ -528,10 +529,10 @@ class _Workspace:
 
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
-                 dst_is_state, merge=None, merge_lanes=0):
+                 dst_is_state, merge=None, merge_lanes=0, merge_counter=False):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
-    pass's lanes, or None."""
+    pass's lanes and tile_counter, or None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
@@ -545,7 +546,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         state_vec = 16 // workspace.acc_dtype.itemsize
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
-                      TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size())
+                      TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size(),
+                      MERGE_TILE_COUNTER=merge_counter)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

@@ -119,10 +119,12 @@ def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
     if case == "prod":
         x = (1 + x.float() / 64).to(dtype)
     x = x.to(device)
-    # pairwise's lanes would span the whole row (one tile): smaller tiles make it split too
-    tiles = dict(tile_elements=64) if case == "pairwise" else {}
-    _, plan = plan_for(x, (1,), mode, out_dtype, sm_count=64, split_min_bytes=0, **tiles)
+    overrides = dict(sm_count=64, split_min_bytes=0)
+    if case == "pairwise":   # its lanes would span the whole row: smaller tiles and fewer SMs make it split
+        overrides.update(tile_elements=64, sm_count=4)   # into parts of several tiles (the binary counter)
+    _, plan = plan_for(x, (1,), mode, out_dtype, **overrides)
     assert plan.fused_merge and plan.passes[0].parts > 1, plan
+    assert plan.passes[0].tile_counter == (case == "pairwise"), plan
     two_launches = reduce(x, (1,), mode, out_dtype or x.dtype, output, replace(plan, fused_merge=False))
     for _ in range(2):
         fused = reduce(x, (1,), mode, out_dtype or x.dtype, output, plan)

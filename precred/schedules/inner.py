@@ -145,7 +145,8 @@ def inner_kernel(
     TILE_COUNTER: tl.constexpr,  # pairwise: each tile's lane tree, then a binary counter over tiles
     TREE_VEC: tl.constexpr,      # TILE_COUNTER: elements per 16-byte vector of the source, and ...
     TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
-    STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states)
+    STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
+    MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
@@ -177,6 +178,6 @@ def inner_kernel(
             merged_hi, merged_lo, merged_cnt = reduce_part(
                 part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, row_mask, rows.to(tl.int64) * n_parts, merge_start,
                 merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1,
-                TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS)
+                MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS)
             write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
                          row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
