@@ -216,13 +216,17 @@ def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
     if short_part_tiles:   # short_part_tiles tiles per lane in each part; the rows per program stay
         lanes = _narrow_lanes(lanes, -(-red // parts_wanted), MIN_LANES, short_part_tiles)
-    # Pairwise: each tile one balanced tree, the tile sums merged by the binary counter in a pipelined
-    # loop (parts of a power of two tiles, at most COUNTER_TILES); a part of one tile is that tile's
-    # tree alone, the chained lanes' code. bench/sweep_outer.py --dim -1, H100, GB/s of the previous
-    # plan (one tile per program and part, merged by later passes) -> this one: fp32 1024x65536
-    # 2474/2485 -> 2602/2617, 8192^2 2406 -> 2685, 16x262144 999/1001 -> 1066/1031; bf16 1024x65536
-    # 2056/2069 -> 2224/2229 (torch 2615 / 2604 / 963 / 2223); one-tile parts (65536x1024 bf16) measured
-    # slower through the counter's code (1831 vs 2393 GB/s), hence the chained code there.
+    # Pairwise: parts of a power of two tiles (at most COUNTER_TILES) in a pipelined loop, each thread's
+    # share of a tile summed in the thread, the shares merged across tiles by the binary counter, the
+    # threads' totals by the tree's last levels (schedules/inner.py, TILE_COUNTER); a part of one tile
+    # is that tile's tree alone, the chained lanes' code. bench/sweep_outer.py --dim -1, H100, GB/s of
+    # the previous plan (one tile per program and part, merged by later passes) -> a whole tree per tile
+    # and the counter over tile sums: fp32 1024x65536 2474/2485 -> 2602/2617, 8192^2 2406 -> 2685,
+    # 16x262144 999/1001 -> 1066/1031; bf16 1024x65536 2056/2069 -> 2224/2229 (torch 2615 / 2604 / 963 /
+    # 2223) -> the counter over threads' shares (as now): fp32 1024x65536 2632/2629, 8192^2 2694/2709,
+    # 2^28 2931/2940 (fast 2964); bf16 1024x65536 2251/2253 (fast 2262/2265), 2^28 2788 (fast 2835).
+    # One-tile parts (65536x1024 bf16) measured slower through the counter's code (1831 vs 2393 GB/s),
+    # hence the chained code there.
     chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, COUNTER_TILES if whole_tree else 0)
     return Pass("inner", outer, red, inner, lanes, block_rows, chunk, parts, _warps(lanes * block_rows),
                 tile_counter=whole_tree and chunk > lanes)

@@ -34,7 +34,8 @@ from ..strategies import welford_lane_counts
 from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
                     write_result)
 from .finish import to_accumulator
-from .tree import counter_push, counter_total, tree_reduce_last_axis, tree_sum_blocked_rows
+from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
+                   tree_sum_within_threads)
 
 
 @triton.jit
@@ -61,10 +62,11 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
-    TILE_COUNTER (pairwise, plain strategy: no lo, no cnt): each tile's lanes merge by the balanced
-    tree in the blocked layout's register order (tree.tree_sum_blocked_rows: TREE_VEC elements per
-    thread vector, TREE_THREADS threads), the tile sums by the binary counter -- a balanced tree over
-    the part, of depth log2(BLOCK_N) + ceil(log2(tiles)) (precred.plan.Pass.depth)."""
+    TILE_COUNTER (pairwise, plain strategy: no lo, no cnt): a balanced tree over the part, of depth
+    log2(BLOCK_N) + ceil(log2(tiles)) (precred.plan.Pass.depth): the levels of the blocked layout's
+    register-order tree (tree.tree_sum_blocked_rows: TREE_VEC elements per thread vector, TREE_THREADS
+    threads) that stay in a thread, on every tile; then, per thread, the binary counter over the
+    tiles; then, once, the tree's levels across threads."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -74,18 +76,23 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     cnt_ptrs = src_cnt_ptr + first_tile
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
     if TILE_COUNTER:
-        zero = tl.zeros([BLOCK_M], ACC_DTYPE)
+        # Each thread's share of a tile is summed in the thread (the blocked tree's first levels), the
+        # tiles' shares by the counter, per thread; the levels across threads run once, at the end.
+        VECTOR: tl.constexpr = TREE_VEC if TREE_VEC < BLOCK_N else BLOCK_N
+        ACROSS: tl.constexpr = TREE_THREADS if TREE_THREADS < BLOCK_N // VECTOR else BLOCK_N // VECTOR
+        zero = tl.zeros([BLOCK_M, ACROSS], ACC_DTYPE)
         s0, s1, s2, s3, s4, s5, s6, s7 = zero, zero, zero, zero, zero, zero, zero, zero
         g = 0
         for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
             mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
             values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
-            tile_sum = tree_sum_blocked_rows(values, BLOCK_M, BLOCK_N, TREE_VEC, TREE_THREADS)
-            s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(tile_sum, g, s0, s1, s2, s3, s4, s5, s6, s7)
+            share = tree_sum_within_threads(values, BLOCK_M, BLOCK_N, TREE_VEC, TREE_THREADS)
+            s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(share, g, s0, s1, s2, s3, s4, s5, s6, s7)
             hi_ptrs += step
             g += 1
+        total = tree_sum_across_threads(counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), BLOCK_M, ACROSS)
         # lo is 0; cnt is the plain strategy's unused tile-shaped placeholder, as the tree returns it
-        return counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), zero, tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+        return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail

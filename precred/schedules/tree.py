@@ -148,6 +148,32 @@ def counter_total(n, s0, s1, s2, s3, s4, s5, s6, s7):
 
 
 @triton.jit
+def tree_sum_within_threads(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr, THREADS: tl.constexpr):
+    """The levels of tree_sum_blocked_rows that stay inside a thread: a [ROWS, WIDTH] tile -> [ROWS,
+    ACROSS], each thread's sum of what it holds of each row (adjacent e, then adjacent r)."""
+    VECTOR: tl.constexpr = VEC if VEC < WIDTH else WIDTH
+    ACROSS: tl.constexpr = THREADS if THREADS < WIDTH // VECTOR else WIDTH // VECTOR
+    REPEATS: tl.constexpr = WIDTH // (VECTOR * ACROSS)
+    for level in tl.static_range(0, 8):          # within a thread's vector: adjacent pairs
+        if (VECTOR >> level) > 1:
+            v = tl.sum(tl.reshape(v, (ROWS, WIDTH >> (level + 1), 2)), 2)
+    for level in tl.static_range(0, 16):         # over the repeats: r = 2i, 2i + 1, the same thread
+        if (REPEATS >> level) > 1:
+            v = tl.reshape(tl.sum(tl.reshape(v, (ROWS, REPEATS >> (level + 1), 2, ACROSS)), 2),
+                           (ROWS, (REPEATS >> (level + 1)) * ACROSS))
+    return v
+
+
+@triton.jit
+def tree_sum_across_threads(v, ROWS: tl.constexpr, ACROSS: tl.constexpr):
+    """The levels of tree_sum_blocked_rows across threads: [ROWS, ACROSS] -> [ROWS], adjacent pairs."""
+    for level in tl.static_range(0, 16):
+        if (ACROSS >> level) > 1:
+            v = tl.sum(tl.reshape(v, (ROWS, ACROSS >> (level + 1), 2)), 2)
+    return tl.reshape(v, (ROWS,))
+
+
+@triton.jit
 def tree_sum_blocked_rows(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr, THREADS: tl.constexpr):
     """Sum a [ROWS, WIDTH] tile over axis 1 (WIDTH, VEC, THREADS powers of two) by a balanced binary tree
     whose levels follow the registers of Triton's blocked layout: element j = (r * THREADS + t) * VEC + e
@@ -162,15 +188,5 @@ def tree_sum_blocked_rows(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.co
     slower. Each level is a sum over an axis of two elements: one addition, in no order of Triton's."""
     VECTOR: tl.constexpr = VEC if VEC < WIDTH else WIDTH
     ACROSS: tl.constexpr = THREADS if THREADS < WIDTH // VECTOR else WIDTH // VECTOR
-    REPEATS: tl.constexpr = WIDTH // (VECTOR * ACROSS)
-    for level in tl.static_range(0, 8):          # within a thread's vector: adjacent pairs
-        if (VECTOR >> level) > 1:
-            v = tl.sum(tl.reshape(v, (ROWS, WIDTH >> (level + 1), 2)), 2)
-    for level in tl.static_range(0, 16):         # over the repeats: r = 2i, 2i + 1, the same thread
-        if (REPEATS >> level) > 1:
-            v = tl.reshape(tl.sum(tl.reshape(v, (ROWS, REPEATS >> (level + 1), 2, ACROSS)), 2),
-                           (ROWS, (REPEATS >> (level + 1)) * ACROSS))
-    for level in tl.static_range(0, 16):         # across threads: adjacent pairs
-        if (ACROSS >> level) > 1:
-            v = tl.sum(tl.reshape(v, (ROWS, ACROSS >> (level + 1), 2)), 2)
-    return tl.reshape(v, (ROWS,))
+    v = tree_sum_within_threads(v, ROWS, WIDTH, VEC, THREADS)
+    return tree_sum_across_threads(v, ROWS, ACROSS)

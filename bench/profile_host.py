@@ -1,0 +1,71 @@
+"""Where the host time of a small eager precred call goes (GPU; one device call).
+
+    python3 bench/profile_host.py [--op sum] [--mode fast] [--shape 64x4096] [--calls 2000]
+
+Prints microseconds per call of a Python loop (torch's op, precred's), then the same loop's steps timed
+apart -- the call key, the replay lookup, the output allocation, the stream query, the launch -- and the
+top of a cProfile of precred's loop (tottime): what DESIGN.md's latency goal (the (64, 4096) loop time per
+call within 1.5x torch's) is spent on.
+"""
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+import precred  # noqa: E402
+from precred import eager  # noqa: E402
+
+
+def per_call_us(fn, calls: int) -> float:
+    """Median over 5 rounds of a loop of `calls` calls between two synchronizations, us per call."""
+    rounds = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - start) / calls * 1e6)
+    return sorted(rounds)[2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--op", default="sum")
+    ap.add_argument("--mode", default="fast")
+    ap.add_argument("--shape", default="64x4096")
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    x = torch.randn(*(int(n) for n in args.shape.split("x")), device="cuda")
+    ours, theirs = getattr(precred, args.op), getattr(torch, args.op)
+    print(torch.cuda.get_device_name(), args.op, args.mode, tuple(x.shape))
+    ours(x, -1, mode=args.mode)   # compiles, plans and leaves the replay
+    key = eager.call_key(args.op, x, -1, False, None, args.mode, False)
+    steps = {
+        f"torch.{args.op}": lambda: theirs(x, -1),
+        f"precred.{args.op}": lambda: ours(x, -1, mode=args.mode),
+        "call_key": lambda: eager.call_key(args.op, x, -1, False, None, args.mode, False),
+        "replay lookup": lambda: eager._CALLS.get(key),
+        "x.new_empty": lambda: x.new_empty(64),
+        "torch.compiler.is_compiling": torch.compiler.is_compiling,
+        "x.data_ptr": x.data_ptr,
+        "x.device": lambda: x.device,
+        "x.stride": x.stride,
+    }
+    for name, fn in steps.items():
+        print(f"{name:32s} {per_call_us(fn, args.calls):7.2f} us")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(args.calls):
+        ours(x, -1, mode=args.mode)
+    torch.cuda.synchronize()
+    profile.disable()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+
+
+if __name__ == "__main__":
+    main()
