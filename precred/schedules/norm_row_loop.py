@@ -19,7 +19,7 @@ import triton.language as tl
 from .finish import finish_mean, finish_moments, to_accumulator
 from .norm_rows import normalized_chunk, store_affine
 from .norm_stream import row_statistics
-from .steps import accumulate_tile
+from .steps import accumulate_tile, row_shift
 from .tree import tree_reduce_last_axis
 from ..strategies import welford_lane_counts
 
@@ -38,8 +38,7 @@ def norm_row_loop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows,
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK_N)
     row_start = x_ptr + row * n_cols
-    first = to_accumulator(tl.load(row_start), tl.float64)   # not .to(): see to_accumulator
-    shift = tl.where(first - first == 0.0, first, 0.0)      # a finite shift, else 0
+    shift = row_shift(row_start, True, tl.float64)   # a finite shift, else 0
     # Pass 1: (mean, m2) of x - shift per lane in fp64, lane j taking elements j, j + BLOCK_N, ...
     mean = tl.zeros([1, BLOCK_N], tl.float64)
     m2 = tl.zeros([1, BLOCK_N], tl.float64)

@@ -39,6 +39,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
+from .steps import row_shift
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -190,8 +191,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         shift = tl.zeros([BLOCK_ROWS], ACC_DTYPE)
         shifted_mean = tl.zeros([BLOCK_ROWS], tl.float64)
     else:
-        first = to_accumulator(tl.load(x_ptr + rows.to(tl.int64) * n_cols, mask=row_ok, other=0), ACC_DTYPE)
-        shift = tl.where(first - first == 0, first, 0.0)       # a finite shift, else 0
+        shift = row_shift(x_ptr + rows.to(tl.int64) * n_cols, row_ok, ACC_DTYPE)   # a finite shift, else 0
         d = tl.where(mask, to_accumulator(raw, ACC_DTYPE) - shift[:, None], 0.0)
         s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         shifted_mean = s.to(tl.float64) / n_cols

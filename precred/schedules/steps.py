@@ -134,14 +134,21 @@ def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr
 
 
 @triton.jit
+def row_shift(first_ptrs, mask, ACC_DTYPE: tl.constexpr):
+    """The shift K of each row (Welford's strategy, layer_norm's statistics): the row's first element,
+    at first_ptrs, or 0 where that element is not finite (or masked)."""
+    k = to_accumulator(tl.load(first_ptrs, mask=mask, other=0), ACC_DTYPE)
+    return tl.where((k - k) == 0.0, k, 0.0)
+
+
+@triton.jit
 def load_shift(shift_ptr, out_index, mask, shift_inner, shift_stride_outer, shift_stride_inner,
                ACC_DTYPE: tl.constexpr):
-    """Welford's shift K of each output: the first element of its row in the original input (output
-    index o*inner + i lives at o*stride_outer + i*stride_inner), or 0 when that element is not finite."""
+    """Welford's shift K of each output: row_shift of its row in the original input (output index
+    o*inner + i lives at o*stride_outer + i*stride_inner)."""
     offsets = (out_index // shift_inner).to(tl.int64) * shift_stride_outer \
         + (out_index % shift_inner).to(tl.int64) * shift_stride_inner
-    k = to_accumulator(tl.load(shift_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
-    return tl.where((k - k) == 0.0, k, 0.0)
+    return row_shift(shift_ptr + offsets, mask, ACC_DTYPE)
 
 
 @triton.jit
