@@ -11,26 +11,13 @@ import argparse
 import cProfile
 import pstats
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
+from gpu_suite import loop_us  # noqa: E402
 from precred import eager  # noqa: E402
-
-
-def per_call_us(fn, calls: int) -> float:
-    """Median over 5 rounds of a loop of `calls` calls between two synchronizations, us per call."""
-    rounds = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        rounds.append((time.perf_counter() - start) / calls * 1e6)
-    return sorted(rounds)[2]
 
 
 def main():
@@ -57,7 +44,7 @@ def main():
         "x.stride": x.stride,
     }
     for name, fn in steps.items():
-        print(f"{name:32s} {per_call_us(fn, args.calls):7.2f} us")
+        print(f"{name:32s} {loop_us(fn, args.calls, repeats=5):7.2f} us")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(args.calls):
