@@ -1,5 +1,7 @@
 """The fixed trees of precred/schedules/tree.py compute the order their docstrings state, bit for bit,
 on the device and under the interpreter."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -61,3 +63,81 @@ def test_blocked_rows_tree_is_the_documented_order(device, rows, width, vec, thr
     if width // (min(vec, width) * min(threads, width // min(vec, width))) > 1:
         # where the layout repeats, the order differs from the plain adjacent-pairs tree: the test sees it
         assert any(_adjacent_pairs_sum(r) != e for r, e in zip(x, expected))
+
+
+def _counter_sum(values: list) -> np.ndarray:
+    """schedules/tree.py's binary counter over values[0], values[1], ... (fp32 arrays, elementwise): the
+    push carries a value up through the levels whose bit of g is set, the total sweeps the parked levels
+    of the set bits of n, lowest first, from 0."""
+    levels = [None] * 8
+    for g, v in enumerate(values):
+        carry = v
+        for k in range(8):
+            if (g >> k) & 1:
+                carry = levels[k] + carry
+            else:
+                levels[k] = carry
+                break
+    total = np.zeros_like(values[0])
+    for k in range(8):
+        if (len(values) >> k) & 1:
+            total = levels[k] + total
+    return total
+
+
+def _pairwise_counter_part(part: np.ndarray, lanes: int, vec: int, threads: int) -> np.float32:
+    """A pairwise part as the inner schedule's TILE_COUNTER sums it: each tile of `lanes` (zero-padded)
+    summed within each thread (the blocked tree's levels over e, then r), the threads' shares over the
+    tiles by the binary counter, then the threads' totals by adjacent pairs."""
+    vector = min(vec, lanes)
+    across = min(threads, lanes // vector)
+    tiles = -(-part.size // lanes)
+    padded = np.zeros(tiles * lanes, dtype=np.float32)
+    padded[:part.size] = part
+    shares = []
+    for g in range(tiles):
+        v = padded[g * lanes:(g + 1) * lanes].reshape(lanes // vector, vector).T     # [e, r * across + t]
+        while v.shape[0] > 1:
+            v = _pairs(v)
+        v = v.reshape(lanes // (vector * across), across)                           # [r, t]
+        while v.shape[0] > 1:
+            v = _pairs(v)
+        shares.append(v.reshape(across))
+    v = _counter_sum(shares)
+    while v.size > 1:
+        v = _pairs(v)
+    return v[0]
+
+
+@pytest.mark.parametrize("n,sm_count", [(700, 1), (5000, 4)])   # one part; five, merged
+def test_pairwise_rows_take_the_documented_order(device, n, sm_count):
+    """precred.sum(mode="pairwise") over rows whose parts hold several tiles: the kernel's bits are those
+    of the documented tree (_pairwise_counter_part per part, the parts then by the merging pass's
+    adjacent pairs), so the depth the bound assumes, ceil(log2 n), is the depth that ran."""
+    from dataclasses import replace
+
+    from precred.launch import Output, plan_for, reduce
+    from precred.modes import get_mode
+
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((3, n)) * np.exp2(rng.integers(-20, 21, (3, n)))).astype(np.float32)
+    xt = torch.from_numpy(x).to(device)
+    mode = get_mode("pairwise")
+    _, plan = plan_for(xt, (1,), mode, tile_elements=64, sm_count=sm_count, split_min_bytes=0)
+    first = plan.passes[0]
+    assert first.tile_counter and first.tiles_per_lane > 1, plan
+    got, _ = reduce(xt, (1,), mode, torch.float32, Output(), plan)
+    expected = []
+    for row in x:
+        parts = np.array([_pairwise_counter_part(row[p * first.chunk:(p + 1) * first.chunk], first.lanes, 4,
+                                                 32 * first.num_warps) for p in range(first.parts)], np.float32)
+        if first.parts > 1:   # the merge: one tile of the second pass's lanes, zero-padded, adjacent pairs
+            merge = plan.passes[1]
+            assert len(plan.passes) == 2 and not merge.tile_counter and merge.lanes >= first.parts, plan
+            parts = _adjacent_pairs_sum(np.concatenate([parts, np.zeros(merge.lanes - first.parts, np.float32)]))
+        expected.append(np.float32(parts if first.parts > 1 else parts[0]))
+    expected = np.array(expected, dtype=np.float32)
+    assert np.array_equal(got.cpu().numpy().view(np.int32), expected.view(np.int32)), (got, expected)
+    assert plan.depth == math.ceil(math.log2(n))
+    unfused = reduce(xt, (1,), mode, torch.float32, Output(), replace(plan, fused_merge=False))[0]
+    assert torch.equal(unfused.view(torch.int32), got.view(torch.int32))
