@@ -272,7 +272,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
     loads coalesced tiles along it). whole_tree: the `pairwise` mode -- every pass is a balanced tree
-    over its part (inner: one tile per lane; outer: the binary counter over tiles).
+    over its part (each tile's lane tree, the binary counter over the tiles; parts of a power of two
+    tiles, so the passes add up to one tree of depth ceil(log2 red)).
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
     split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
     heavy_state: the accumulator is compensated -- twice the registers and 7 flops per element; those
