@@ -78,6 +78,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if TILE_COUNTER:
         # Each thread's share of a tile is summed in the thread (the blocked tree's first levels), the
         # tiles' shares by the counter, per thread; the levels across threads run once, at the end.
+        # the counter's levels: [BLOCK_M, threads across a row], tree_sum_within_threads' shape
         VECTOR: tl.constexpr = TREE_VEC if TREE_VEC < BLOCK_N else BLOCK_N
         ACROSS: tl.constexpr = TREE_THREADS if TREE_THREADS < BLOCK_N // VECTOR else BLOCK_N // VECTOR
         zero = tl.zeros([BLOCK_M, ACROSS], ACC_DTYPE)
@@ -90,7 +91,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
             s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(share, g, s0, s1, s2, s3, s4, s5, s6, s7)
             hi_ptrs += step
             g += 1
-        total = tree_sum_across_threads(counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), BLOCK_M, ACROSS)
+        total = tree_sum_across_threads(counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), BLOCK_M)
         # lo is 0; cnt is the plain strategy's unused tile-shaped placeholder, as the tree returns it
         return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)

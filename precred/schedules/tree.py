@@ -165,8 +165,10 @@ def tree_sum_within_threads(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.
 
 
 @triton.jit
-def tree_sum_across_threads(v, ROWS: tl.constexpr, ACROSS: tl.constexpr):
-    """The levels of tree_sum_blocked_rows across threads: [ROWS, ACROSS] -> [ROWS], adjacent pairs."""
+def tree_sum_across_threads(v, ROWS: tl.constexpr):
+    """The levels of tree_sum_blocked_rows across threads: [ROWS, ACROSS] (tree_sum_within_threads'
+    shape) -> [ROWS], adjacent pairs."""
+    ACROSS: tl.constexpr = v.shape[1]
     for level in tl.static_range(0, 16):
         if (ACROSS >> level) > 1:
             v = tl.sum(tl.reshape(v, (ROWS, ACROSS >> (level + 1), 2)), 2)
@@ -186,7 +188,4 @@ def tree_sum_blocked_rows(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.co
     on every GPU and in the interpreter. VEC and THREADS describe the layout the launcher expects
     (16-byte vectors, 32 * num_warps threads): where Triton's differs the result is the same, only
     slower. Each level is a sum over an axis of two elements: one addition, in no order of Triton's."""
-    VECTOR: tl.constexpr = VEC if VEC < WIDTH else WIDTH
-    ACROSS: tl.constexpr = THREADS if THREADS < WIDTH // VECTOR else WIDTH // VECTOR
-    v = tree_sum_within_threads(v, ROWS, WIDTH, VEC, THREADS)
-    return tree_sum_across_threads(v, ROWS, ACROSS)
+    return tree_sum_across_threads(tree_sum_within_threads(v, ROWS, WIDTH, VEC, THREADS), ROWS)
