@@ -13,16 +13,13 @@ import argparse
 import sys
 
 import torch
-import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
+# the protocol's timing: do_bench, L2 flushed
+from gpu_suite import bench_ms  # noqa: E402
 
 L2_MISS_BYTES = 1 << 30   # copies of the input cycled through: together well beyond the 50 MB of L2
-
-
-def flushed_ms(fn, args_list) -> float:
-    return triton.testing.do_bench(lambda: fn(*args_list[0]), warmup=25, rep=100, return_mode="median")
 
 
 def rotating_ms(fn, args_list, rounds: int = 5) -> float:
@@ -61,7 +58,7 @@ def main():
             cells = []
             for name, (fn, args_list, moved) in cases.items():
                 fn(*args_list[0])
-                cells.append(f"{name} {moved / flushed_ms(fn, args_list) / 1e6:5.0f} / "
+                cells.append(f"{name} {moved / bench_ms(lambda: fn(*args_list[0])) / 1e6:5.0f} / "
                              f"{moved / rotating_ms(fn, args_list) / 1e6:5.0f}")
             print(f"{shape[0]}x{shape[1]} {str(dtype)[6:]:8s} " + "   ".join(cells), flush=True)
             del xs, outs
