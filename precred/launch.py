@@ -504,10 +504,13 @@ class _Workspace:
 
     def outputs(self, x, shape=None):
         """Fresh outputs of n_out elements on x's device: flat, or in `shape` (a replayed call's result
-        shape). x.new_empty: about 2 us less host time than torch.empty(..., device=) on the H100's host."""
-        shape = self.n_out if shape is None else shape
-        out = x.new_empty(shape, dtype=self.out_dtype)
-        mean = x.new_empty(shape, dtype=self.second_dtype) if self.with_mean else None
+        shape, a tuple of ints). Host time per call is what a small reduction feels: x.new_empty costs
+        about 2 us less than torch.empty(..., device=) on the H100's host, and sizes passed as separate
+        ints, without a dtype where it is x's, parse faster than one torch.Size and a dtype (CPU host:
+        0.71 us against 1.54)."""
+        size = (self.n_out,) if shape is None else (shape or ((),))   # ((),): a 0-d result
+        out = x.new_empty(*size) if x.dtype == self.out_dtype else x.new_empty(*size, dtype=self.out_dtype)
+        mean = x.new_empty(*size, dtype=self.second_dtype) if self.with_mean else None
         return out, mean
 
     def fused_merge_scratch(self, out, mean, parts):
@@ -587,6 +590,21 @@ class _Recipe:
         self.partials = {}
         self.recompute_scratch = {}   # a chunked recompute's scratch, per stream likewise (addresses)
         self.recompute_tensors = {}   # ... and the tensors behind those addresses, kept alive here
+        if len(self.launches) == 1 and recompute is None and not self.fused_merge:
+            self.run = self._run_one_pass
+
+    def _run_one_pass(self, x: torch.Tensor, shape=None):
+        """run() of a recipe whose one pass writes the outputs (no scratch, no second stage; most small
+        calls): the same launch and pointers as run's loop builds, with less host time per call (CPU
+        host, launch stubbed: 0.96 -> 0.6 us around the allocation)."""
+        out, mean = self.workspace.outputs(x, shape)
+        source = x.data_ptr()
+        out_ptr = out.data_ptr()
+        mean_ptr = mean.data_ptr() if mean is not None else out_ptr
+        merge = (out_ptr, mean_ptr, out_ptr, out_ptr) if self.inner[0] else ()   # _merge_pointers(dst, None)
+        self.launches[0](self.get_stream(x.get_device()),
+                         (source, source, source, out_ptr, mean_ptr, out_ptr, source, *merge))
+        return out, mean
 
     def run(self, x: torch.Tensor, shape=None):
         """The call's (output, second output or None), flat or in `shape` (contiguous either way: the

@@ -264,6 +264,7 @@ def test_exact_mode_on_gpu_sizes_both_stages(device):
 REPLAYED_CALLS = {
     "sum": lambda t: precred.sum(t, -1),
     "mean fp64": lambda t: precred.mean(t, (0, 1), mode="fp64"),
+    "sum bf16 to fp32": lambda t: precred.sum(t.bfloat16(), 0, keepdim=True, dtype=torch.float32),
     "sum exact": lambda t: precred.sum(t, 0, mode="exact"),
     "var_mean": lambda t: precred.var_mean(t, -1),
     "std fast": lambda t: precred.std(t, 0, correction=0, keepdim=True, mode="fast"),
