@@ -1,6 +1,6 @@
 """Sweep the outer schedule's planner constants on the dim=0 DESIGN.md shapes (GPU; one device call).
 
-    python3 bench/sweep_outer.py [--op logsumexp] [--variants NAME,...] [--dim -1]
+    python3 bench/sweep_outer.py [--op logsumexp|var|amax|argmax] [--variants NAME,...] [--dim -1]
                                  [--variant "name:CONST=value;CONST=value"] [--shapes 16x262144,...]
                                  [--dtypes float32,bfloat16] [--modes fast,kahan] [--copy]
 Prints GB/s and the ratio to torch's op per planner variant (constants of precred.plan set as VARIANTS
@@ -26,6 +26,9 @@ OPS = {
     "sum": (precred.sum, torch.sum, ("fast", "pairwise", "kahan", "fp64")),
     "logsumexp": (precred.logsumexp, torch.logsumexp, ("fast", "fp64")),
     "var": (precred.var, torch.var, ("fast", "fp64")),
+    # The extrema have no modes: "planned" is the planner's schedule.
+    "amax": (lambda x, dim, mode: precred.amax(x, dim), torch.amax, ("planned",)),
+    "argmax": (lambda x, dim, mode: precred.argmax(x, dim), torch.argmax, ("planned",)),
 }
 # Each variant: the precred.plan constants it sets (the rest keep their defaults).
 # Variants measured on the H100 and dropped (stop note of 2026-11-24's sixth session): wide-layout
