@@ -214,6 +214,12 @@ def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
     if not whole_tree:
         lanes = _narrow_lanes(lanes, red, MIN_LANES)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
+    if whole_tree and red <= lanes and block_rows < _warps(lanes * block_rows):
+        # Pairwise rows of one tile (no loop): a warp per row at least, up to twice the tile, so that
+        # the rows' trees need no step across warps. bench/sweep_outer.py --dim -1, H100, GB/s, two runs:
+        # fp32 65536x1024 4 rows on 8 warps 2563/2562 (0.98x torch) -> 8 rows on 8 warps 2696/2696.
+        block_rows = max(1, min(_warps(lanes * block_rows), _pow2_at_least(rows), block_limit,
+                                2 * tile_elements // lanes))
     if short_part_tiles:   # short_part_tiles tiles per lane in each part; the rows per program stay
         lanes = _narrow_lanes(lanes, -(-red // parts_wanted), MIN_LANES, short_part_tiles)
     # Pairwise: parts of a power of two tiles (at most COUNTER_TILES) in a pipelined loop, each thread's
