@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from .inner import program_rows
-from .steps import accumulate_tile, finished_index, initial_state
+from .steps import accumulate_tile, finished_index, initial_state, lane_positions
 from .tree import tree_reduce_last_axis
 
 INDEX_MASK = tl.constexpr(0xFFFFFFFF)
@@ -57,9 +57,10 @@ def atomic_extremum_kernel(
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
     for start in range(part_start, part_end, BLOCK_N):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-        v, lo, index = accumulate_tile(v, lo, index, ptrs, ptrs, ptrs, mask, (start - part_start + lanes)[None, :], 0.0, 1.0,
+        v, lo, index = accumulate_tile(v, lo, index, ptrs, ptrs, ptrs, mask, start - part_start, 0.0, 1.0,
                                        0.0, tl.float32, STRATEGY, False, False)
         ptrs += step
+    index = lane_positions(index, lanes[None, :], STRATEGY, False)
     row_v, _, row_index = tree_reduce_last_axis(v, lo, index, BLOCK_M, BLOCK_N, STRATEGY)
     row_index = finished_index(row_index, part_start, STRATEGY, False)
     # A part of only padding (none here: parts cover the row) would keep INDEX_NONE; masked rows skip.

@@ -31,8 +31,8 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
-                    write_result)
+from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
+                    value_tail, write_result)
 from .finish import to_accumulator
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
@@ -104,7 +104,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         else:
             reciprocal, complement = 1.0, 0.0
-        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start - part_start + lanes)[None, :],
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
                                       shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
                                       USES_LO)
         hi_ptrs += step
@@ -118,6 +118,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
                               (BLOCK_M, BLOCK_N))
 
+    cnt = lane_positions(cnt, lanes[None, :], STRATEGY, SRC_IS_STATE)
     row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY)
     row_cnt = finished_index(row_cnt, part_start, STRATEGY, SRC_IS_STATE)
     return row_hi, row_lo, row_cnt

@@ -17,8 +17,8 @@ import triton.language as tl
 
 from ..strategies import welford_lane_counts
 from .finish import to_accumulator
-from .steps import (accumulate_tile, finished_index, initial_state, load_shift, tile_weights, value_tail,
-                    write_result)
+from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
+                    value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -101,7 +101,7 @@ def outer_kernel(
                 reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
             else:
                 reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, (start - part_start + lanes)[:, None],
+            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
                                           shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
                                           USES_LO)
             hi_ptrs += step
@@ -114,6 +114,7 @@ def outer_kernel(
         if STRATEGY == 2 and not SRC_IS_STATE:
             cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
                                   (BLOCK_R, BLOCK_I))
+        cnt = lane_positions(cnt, lanes[:, None], STRATEGY, SRC_IS_STATE)
         col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
         col_cnt = finished_index(col_cnt, part_start, STRATEGY, SRC_IS_STATE)
 

@@ -47,7 +47,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
 
 
 @triton.jit
-def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, shift, reciprocal, complement,
+def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, reciprocal, complement,
                     ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                     USES_LO: tl.constexpr):
     """Fold one tile into the tile-shaped state: input elements by `update`, partial states (a later
@@ -56,8 +56,10 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
     load its identity (0, 0, 0). Welford only: `shift` is subtracted from every element (broadcast
     along the reduced axis); `reciprocal` and `complement` are 1/k and (k-1)/k for k = the lane's count
     after this tile. The stable exponential sum keeps (s, m) in (hi, cnt). The extremum keeps (v, index)
-    there: `positions` are the tile's element indices relative to the part's start (broadcast to the
-    tile), masked partial states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
+    there: on the input, `tile_offset` (the tile's first position relative to the part's start, a
+    scalar) stands for the index in each lane until lane_positions adds the lanes' own offsets, once,
+    after the loop (a select of a scalar per element instead of an add and a select); masked partial
+    states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
     keeps the largest key; it is given full tiles only (value_tail folds the last, partial one). The product's masked lanes are 1."""
     raw = tl.load(hi_ptrs, mask=mask, other=0)
     x_hi = to_accumulator(raw, ACC_DTYPE)
@@ -67,7 +69,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, positions, sh
             x_i = tl.load(cnt_ptrs, mask=mask, other=INDEX_NONE)
             hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
         else:
-            hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), positions.to(tl.int32), mask)
+            hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), tile_offset.to(tl.int32), mask)
     elif STRATEGY == 8 or STRATEGY == 9:   # partial states are oriented already
         # Full tiles only (the schedules fold a part's partial last tile by value_tail): a masked
         # element here belongs to a row or column past the outputs, which is never written.
@@ -114,6 +116,16 @@ def value_tail(hi, ptrs, mask, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, 
     x = to_accumulator(tl.load(ptrs, mask=mask, other=0), ACC_DTYPE)
     x_key = value_key(x if SRC_IS_STATE else oriented(x, STRATEGY))
     return tl.maximum(hi, tl.where(mask, x_key, lowest_key(1, 1, ACC_DTYPE)))
+
+
+@triton.jit
+def lane_positions(cnt, lane_offsets, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr):
+    """A first pass's extremum, after its loop: each lane's tile offset (accumulate_tile) + the lane's
+    offset in the tile (`lane_offsets`, broadcast along the kept axis) = the index relative to the part's
+    start; empty lanes keep INDEX_NONE_32. Other strategies' cnt passes through."""
+    if (STRATEGY == 4 or STRATEGY == 5) and not SRC_IS_STATE:
+        cnt = tl.where(cnt == INDEX_NONE_32, INDEX_NONE_32, cnt + lane_offsets)
+    return cnt
 
 
 @triton.jit
