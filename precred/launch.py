@@ -551,6 +551,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size(),
                       MERGE_TILE_COUNTER=merge_counter)
+        if strategy in EXTREMA and not src_is_state and p.parts > 1 and p.num_warps == 8:
+            consts.update(maxnreg=planning.EXTREMUM_SPLIT_MAX_REGISTERS)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

@@ -371,6 +371,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
 # of four cases (276 / 143 / 178 / 57 vs 235 / 476 / 330 / 106): the key fill and the gather are
 # launches too.
 ATOMIC_EXTREMA = False
+# ptxas's register cap (maxnreg) for the first pass of a split extremum with its index on 8 warps: 64
+# registers fit 4 programs per SM, the PROGRAMS_PER_SM the split's parts were counted for. Without it the
+# fp32 pass took 80 registers (3 programs per SM: 525 programs ran as 1.33 waves of 396) and argmax fp32
+# 2^28 read 2668 GB/s on the H100 against 2922 at 89 registers (2 per SM, 1.99 waves).
+EXTREMUM_SPLIT_MAX_REGISTERS = 64
 ATOMIC_MAX_RED = 2 ** 32
 
 
