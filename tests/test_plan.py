@@ -7,7 +7,7 @@ import torch
 from precred import plan as plan_module
 from precred.layout import reduction_view
 from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
-                          SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS,
+                          SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS, TILE_BYTES,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
                           plan_norm_backward, plan_reduction, plan_row_loop, plan_single_read)
 
@@ -302,6 +302,20 @@ def test_norm_forward_register_cap_lets_every_plan_launch(element_size, monkeypa
         cap = planning.norm_forward_register_cap(element_size, warps)
         assert (cap is None) == (warps < planning.NORM_FORWARD_CAP_MIN_WARPS)
         assert cap is None or cap * 32 * warps <= planning.REGISTER_FILE
+
+
+@pytest.mark.parametrize("element_size", [4, 2])
+def test_pairwise_rows_of_one_tile_give_each_warp_a_row(element_size):
+    """pairwise rows that fit one tile (no loop): a program holds at least one row per warp, up to twice
+    the tile, so that no row's tree crosses warps where that fits (65536 x 1024 fp32 was 4 rows on 8
+    warps, 0.98x torch), and the programs still fill the GPU."""
+    for rows, red in ((65536, 1024), (262144, 256), (65536, 512), (4096, 2048)):
+        (first,) = plan_reduction(rows, red, 1, inner_contiguous=False, whole_tree=True, sm_count=H100_SMS,
+                                  element_size=element_size, pipelined=True).passes
+        assert first.parts == 1 and first.lanes == red
+        assert first.block_kept >= min(first.num_warps, 2 * TILE_BYTES // element_size // red), (rows, red, first)
+        assert first.lanes * first.block_kept <= 2 * TILE_BYTES // element_size
+        assert -(-rows // first.block_kept) >= 2 * H100_SMS
 
 
 @pytest.mark.parametrize("inner_contiguous", [False, True])
