@@ -374,7 +374,7 @@ ATOMIC_EXTREMA = False
 # ptxas's register cap (maxnreg) for the first pass of a split extremum with its index on 8 warps: 64
 # registers fit 4 programs per SM, the PROGRAMS_PER_SM the split's parts were counted for. Without it the
 # fp32 pass took 80 registers (3 programs per SM: 525 programs ran as 1.33 waves of 396) and argmax fp32
-# 2^28 read 2668 GB/s on the H100 against 2922 at 89 registers (2 per SM, 1.99 waves).
+# 2^28 read 2613-2668 GB/s on the H100 (2922 at 89 registers: 2 per SM, 1.99 waves); capped 2858/2861.
 EXTREMUM_SPLIT_MAX_REGISTERS = 64
 ATOMIC_MAX_RED = 2 ** 32
 
