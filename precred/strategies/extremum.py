@@ -27,10 +27,11 @@ INDEX_NONE_32 = tl.constexpr(2**31 - 1)
 def extremum_update(v, i, x, tile_offset, mask):
     """Fold a tile of oriented elements x into the lanes' (v, i), i holding the offset of the tile that
     gave v (`tile_offset`, int32, above every offset the lanes hold: a lane's elements arrive in order;
-    schedules.steps.lane_positions adds each lane's own offset after the loop): an element replaces the lane's state when it is larger, or a NaN over a number,
-    or the lane is still empty -- never on a tie, since the lane's index is the earlier one. Cheaper
-    than the merge, which must order the indices. "x is above v" is written as not(x <= v) and v a
-    number: the same as (x > v) or (x is NaN and v is not), in two comparisons instead of three."""
+    schedules.steps.lane_positions adds each lane's own offset after the loop): an element replaces
+    the lane's state when it is larger, or a NaN over a number, or the lane is still empty -- never on
+    a tie, since the lane's index is the earlier one. Cheaper than the merge, which must order the
+    indices. "x is above v" is written as not(x <= v) and v a number: the same as (x > v) or (x is NaN
+    and v is not), in two comparisons instead of three."""
     take = mask & ((~(x <= v) & (v == v)) | (i == INDEX_NONE_32))
     return tl.where(take, x, v), tl.where(take, tile_offset, i)
 
