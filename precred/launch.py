@@ -553,6 +553,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       MERGE_TILE_COUNTER=merge_counter)
         if strategy in EXTREMA and not src_is_state and p.parts > 1 and p.num_warps == 8:
             consts.update(maxnreg=planning.EXTREMUM_SPLIT_MAX_REGISTERS)
+        if strategy in VALUE_EXTREMA and not src_is_state:
+            cap = planning.value_extremum_register_cap(p, src[0].element_size(), device_sm_count(dst[0].device))
+            if cap is not None:
+                consts.update(maxnreg=cap)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

@@ -376,6 +376,20 @@ ATOMIC_EXTREMA = False
 # fp32 pass took 80 registers (3 programs per SM: 525 programs ran as 1.33 waves of 396) and argmax fp32
 # 2^28 read 2613-2668 GB/s on the H100 (2922 at 89 registers: 2 per SM, 1.99 waves); capped 2858/2861.
 EXTREMUM_SPLIT_MAX_REGISTERS = 64
+# ...and for amax / amin's first pass over 16-bit rows of one part on 8 warps whose programs fit one
+# wave of 8 per SM: 32 registers fit 8 per SM. bench/sweep_outer.py --op amax
+# --dim -1, H100, GB/s, two runs: bf16 1024 x 65536 (1024 programs: 40 registers ran them as 1.29 waves
+# of 6 per SM) 1755/1756 -> 2004/2002 (torch 2034); the cap on every such pass cost fp32 rows 4% (2603
+# -> 2501 on 1024 x 65536) and bf16 8192^2 / 65536 x 1024 (2048 programs each) 2% / 4%, hence the conditions.
+VALUE_EXTREMUM_MAX_REGISTERS = 32
+
+
+def value_extremum_register_cap(p: Pass, element_size: int, sm_count: int) -> int | None:
+    """maxnreg for a first pass of the extremum's value alone (see VALUE_EXTREMUM_MAX_REGISTERS), or None."""
+    one_wave = _programs(p) <= 8 * sm_count
+    if p.schedule == "inner" and element_size == 2 and p.parts == 1 and p.num_warps == 8 and one_wave:
+        return VALUE_EXTREMUM_MAX_REGISTERS
+    return None
 ATOMIC_MAX_RED = 2 ** 32
 
 
