@@ -536,6 +536,8 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 # owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
 NORM_FORWARD_PER_THREAD = 32
+# Elements of a forward program's tile (rows of at most this share a program).
+NORM_FORWARD_TILE = 4096
 # ptxas's register cap for the forward kernel (maxnreg), by the input's element size (none for fp64):
 # 128 lets two 8-warp or four 4-warp programs share an SM, 80 three 8-warp or six 4-warp ones. H100,
 # GB/s without -> with the cap: fp32 (128) 262144x256 fast 2184 -> 2584 (134 -> 128 registers, 3 -> 4
@@ -598,7 +600,7 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
     """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
     where rows are too long for it."""
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
-                            per_thread=NORM_FORWARD_PER_THREAD,
+                            tile_elements=NORM_FORWARD_TILE, per_thread=NORM_FORWARD_PER_THREAD,
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 
