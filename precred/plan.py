@@ -536,8 +536,21 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 # owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
 NORM_FORWARD_PER_THREAD = 32
-# Elements of a forward program's tile (rows of at most this share a program).
-NORM_FORWARD_TILE = 4096
+# Elements of a forward program's tile by row length, {longest row: tile}; longer rows take
+# SINGLE_READ_TILE (one row of >= 4096 per program whatever the tile). bench/profile_norm.py, H100,
+# GB/s at tiles of 4096 / 2048 / 1024 (fast, precise), layer_norm: 65536x1024 bf16 2476 / 2786 / 2731,
+# 2210 / 2741 / 2717 (Liger fast 2779), fp32 2917 / 2899 / 2859, 2787 / 2895 / 2614; 262144x256 fp32
+# 2673 / 2815 / 2884, 2201 / 2138 / 2877, bf16 2431 / 2470 / 2556, 2094 / 2088 / 2138; rms_norm
+# within 1.5% on all eight. Smaller programs there run 1-2 warps: no register cap (norm_forward_register_cap).
+NORM_FORWARD_TILES = {256: 1024, 1024: 2048}
+
+
+def norm_forward_tile(n: int) -> int:
+    """The forward's tile for rows of n elements (NORM_FORWARD_TILES)."""
+    for longest, tile in sorted(NORM_FORWARD_TILES.items()):
+        if n <= longest:
+            return tile
+    return SINGLE_READ_TILE
 # ptxas's register cap for the forward kernel (maxnreg), by the input's element size (none for fp64):
 # 128 lets two 8-warp or four 4-warp programs share an SM, 80 three 8-warp or six 4-warp ones. H100,
 # GB/s without -> with the cap: fp32 (128) 262144x256 fast 2184 -> 2584 (134 -> 128 registers, 3 -> 4
@@ -600,7 +613,7 @@ def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | 
     """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
     where rows are too long for it."""
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
-                            tile_elements=NORM_FORWARD_TILE, per_thread=NORM_FORWARD_PER_THREAD,
+                            tile_elements=norm_forward_tile(n), per_thread=NORM_FORWARD_PER_THREAD,
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 

@@ -347,3 +347,14 @@ def test_value_extremum_register_cap_only_where_measured():
     assert cap(1024, 65536, 4) is None
     assert cap(8192, 8192, 2) is None and cap(65536, 1024, 2) is None
     assert cap(16, 262144, 2) is None and cap(1, 2 ** 28, 2) is None
+
+
+def test_norm_forward_tiles_by_row_length():
+    """The norm forward's programs (plan.NORM_FORWARD_TILES, measured): rows of <= 256 elements share a
+    1024-element tile, rows of <= 1024 a 2048-element one, longer rows take one program each; every
+    row is still read once (the plan holds it whole)."""
+    from precred.plan import plan_norm_forward
+    for n, rows_per_program in ((256, 4), (200, 4), (1024, 2), (512, 4), (2048, 2), (4096, 1), (8192, 1)):
+        for acc in (4, 8):
+            p = plan_norm_forward(100000, n, accumulator_size=acc)
+            assert p.block_j >= n and p.block_rows == rows_per_program, (n, acc, p)
