@@ -551,10 +551,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size(),
                       MERGE_TILE_COUNTER=merge_counter)
-        if strategy in EXTREMA and not src_is_state and p.parts > 1 and p.num_warps == 8:
-            consts.update(maxnreg=planning.EXTREMUM_SPLIT_MAX_REGISTERS)
-        if strategy in VALUE_EXTREMA and not src_is_state:
-            cap = planning.value_extremum_register_cap(p, src[0].element_size(), device_sm_count(dst[0].device))
+        if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
+            cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
+                                                 device_sm_count(dst[0].device))
             if cap is not None:
                 consts.update(maxnreg=cap)
     else:
@@ -563,15 +562,17 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
     scalars += shift_scalars
-    pointers = [*src, *dst, shift_ptr]
-    if kernel is inner_kernel:
-        pointers += _merge_pointers(dst, merge)
+    pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)
 
 
-def _merge_pointers(dst, merge):
-    """The inner kernel's fused-merge pointers: merge's scratch, or placeholders it never touches."""
-    return list(merge) if merge is not None else [*dst, dst[0]]
+def _pass_pointers(src, dst, shift_ptr, inner: bool, merge=None) -> tuple:
+    """A pass's pointer arguments in the kernels' order (tensors at the first launch, addresses in a
+    replay): the source's (hi, lo, cnt), the destination's, the shift's source and, for the inner
+    kernel, its fused merge's scratch -- or placeholders it never touches."""
+    if not inner:
+        return (*src, *dst, shift_ptr)
+    return (*src, *dst, shift_ptr, *(merge if merge is not None else (*dst, dst[0])))
 
 
 class _Recipe:
@@ -602,14 +603,13 @@ class _Recipe:
     def _run_one_pass(self, x: torch.Tensor, shape=None):
         """run() of a recipe whose one pass writes the outputs (no scratch, no second stage; most small
         calls): the same launch and pointers as run's loop builds, with less host time per call (CPU
-        host, launch stubbed: 1.69 -> 1.41 us per replay)."""
+        host, launch stubbed: 1.69 -> 1.46 us per replay)."""
         out, mean = self.workspace.outputs(x, shape)
         source = x.data_ptr()
         out_ptr = out.data_ptr()
         mean_ptr = mean.data_ptr() if mean is not None else out_ptr
-        merge = (out_ptr, mean_ptr, out_ptr, out_ptr) if self.inner[0] else ()   # _merge_pointers(dst, None)
         self.launches[0](self.get_stream(x.get_device()),
-                         (source, source, source, out_ptr, mean_ptr, out_ptr, source, *merge))
+                         _pass_pointers((source, source, source), (out_ptr, mean_ptr, out_ptr), source, self.inner[0]))
         return out, mean
 
     def run(self, x: torch.Tensor, shape=None):
@@ -635,10 +635,7 @@ class _Recipe:
         for index, launch in enumerate(self.launches):
             # The last pass writes the outputs (Workspace.destination(out, mean, True, 1), as addresses).
             dst = (out_ptr, mean_ptr, out_ptr) if index == last else partials[index]
-            pointers = [*src, *dst, source]
-            if self.inner[index]:
-                pointers += _merge_pointers(dst, merge)
-            launch(stream, pointers)
+            launch(stream, _pass_pointers(src, dst, source, self.inner[index], merge))
             src = dst
         if self.recompute is not None:
             launch, make_scratch, n_scratch = self.recompute

@@ -371,6 +371,16 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
 # of four cases (276 / 143 / 178 / 57 vs 235 / 476 / 330 / 106): the key fill and the gather are
 # launches too.
 ATOMIC_EXTREMA = False
+ATOMIC_MAX_RED = 2 ** 32
+
+
+def use_atomic(plan: Plan, dtype, red: int) -> bool:
+    """Whether an extremum planned as `plan` runs on the atomic schedule (dtype: a torch dtype)."""
+    first = plan.passes[0]
+    return (ATOMIC_EXTREMA and len(plan.passes) > 1 and first.schedule == "inner"
+            and dtype.itemsize <= 4 and red <= ATOMIC_MAX_RED)
+
+
 # ptxas's register cap (maxnreg) for the first pass of a split extremum with its index on 8 warps: 64
 # registers fit 4 programs per SM, the PROGRAMS_PER_SM the split's parts were counted for. Without it the
 # fp32 pass took 80 registers (3 programs per SM: 525 programs ran as 1.33 waves of 396) and argmax fp32
@@ -384,20 +394,16 @@ EXTREMUM_SPLIT_MAX_REGISTERS = 64
 VALUE_EXTREMUM_MAX_REGISTERS = 32
 
 
-def value_extremum_register_cap(p: Pass, element_size: int, sm_count: int) -> int | None:
-    """maxnreg for a first pass of the extremum's value alone (see VALUE_EXTREMUM_MAX_REGISTERS), or None."""
-    one_wave = _programs(p) <= 8 * sm_count
-    if p.schedule == "inner" and element_size == 2 and p.parts == 1 and p.num_warps == 8 and one_wave:
+def extremum_register_cap(p: Pass, with_index: bool, element_size: int, sm_count: int) -> int | None:
+    """maxnreg for an extremum's first pass p (EXTREMUM_SPLIT_MAX_REGISTERS with its index,
+    VALUE_EXTREMUM_MAX_REGISTERS for the value alone), or None: ptxas's own choice."""
+    if p.schedule != "inner" or p.num_warps != 8:
+        return None
+    if with_index:
+        return EXTREMUM_SPLIT_MAX_REGISTERS if p.parts > 1 else None
+    if element_size == 2 and p.parts == 1 and _programs(p) <= 8 * sm_count:
         return VALUE_EXTREMUM_MAX_REGISTERS
     return None
-ATOMIC_MAX_RED = 2 ** 32
-
-
-def use_atomic(plan: Plan, dtype, red: int) -> bool:
-    """Whether an extremum planned as `plan` runs on the atomic schedule (dtype: a torch dtype)."""
-    first = plan.passes[0]
-    return (ATOMIC_EXTREMA and len(plan.passes) > 1 and first.schedule == "inner"
-            and dtype.itemsize <= 4 and red <= ATOMIC_MAX_RED)
 
 
 @dataclass(frozen=True)

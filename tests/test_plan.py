@@ -336,12 +336,12 @@ def test_pairwise_plans_are_one_balanced_tree(inner_contiguous, element_size, ac
 def test_value_extremum_register_cap_only_where_measured():
     """amax's first pass over 16-bit rows is capped at 32 registers (8 programs per SM) only where its
     programs fit one such wave (1024 x 65536 bf16); fp32 rows, many programs or splits keep ptxas's own."""
-    from precred.plan import VALUE_EXTREMUM_MAX_REGISTERS, value_extremum_register_cap
+    from precred.plan import VALUE_EXTREMUM_MAX_REGISTERS, extremum_register_cap
 
     def cap(rows, red, element_size):
         first = plan_reduction(rows, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                                element_size=element_size, pipelined=True).passes[0]
-        return value_extremum_register_cap(first, element_size, H100_SMS)
+        return extremum_register_cap(first, False, element_size, H100_SMS)
 
     assert cap(1024, 65536, 2) == VALUE_EXTREMUM_MAX_REGISTERS
     assert cap(1024, 65536, 4) is None
