@@ -183,8 +183,11 @@ def _stages_fitting(max_stages: int, tile_bytes: int, smem_bytes: int) -> int:
 COUNTER_TILES = 128
 
 
-def _narrow_lanes(lanes: int, red: int, floor: int, tiles: int = MIN_TILES_PER_LANE) -> int:
-    """Halve the lanes until each runs `tiles` tiles over `red` elements (not below `floor`)."""
+def _narrow_lanes(lanes: int, red: int, floor: int, tiles: int | None = None) -> int:
+    """Halve the lanes until each runs `tiles` (default MIN_TILES_PER_LANE) tiles over `red` elements
+    (not below `floor`). Constants are read at call time, not bound as defaults, so that bench/ sweeps
+    setting precred.plan's constants reach them."""
+    tiles = MIN_TILES_PER_LANE if tiles is None else tiles
     while lanes > floor and red < tiles * lanes:
         lanes //= 2
     return lanes
@@ -271,9 +274,9 @@ def _programs(p: Pass) -> int:
 @lru_cache(maxsize=4096)
 def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, whole_tree: bool,
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
-                   split_min_bytes: int = SPLIT_MIN_BYTES, heavy_state: bool = False,
+                   split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
-                   short_part_tiles: int = SHORT_PART_TILES) -> Plan:
+                   short_part_tiles: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -281,7 +284,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     over its part (each tile's lane tree, the binary counter over the tiles; parts of a power of two
     tiles, so the passes add up to one tree of depth ceil(log2 red)).
     element_size: bytes per input element (sets the tile; tile_elements overrides it, for tests).
-    split_min_bytes: smallest input that may be split (tests lower it to cover the split on small inputs).
+    split_min_bytes: smallest input that may be split (default SPLIT_MIN_BYTES; tests lower it to cover
+    the split on small inputs).
     heavy_state: the accumulator is compensated -- twice the registers and 7 flops per element; those
     kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
     accumulator measured slower that way, so it keeps the default).
@@ -291,10 +295,13 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
-    of this many tiles per lane (SHORT_PART_TILES: Welford, the stable exponential sum and the extrema
+    of this many tiles per lane (default SHORT_PART_TILES: Welford, the stable exponential sum and the extrema
     measured faster that way; SUM_SHORT_PART_TILES for the sums); 0: never (the exact filter keeps its
     own measured split).
     """
+    # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
+    split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
+    short_part_tiles = SHORT_PART_TILES if short_part_tiles is None else short_part_tiles
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       (PAIRWISE_ACC_TILE_BYTES if whole_tree else ACC_TILE_BYTES) // accumulator_size)
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
@@ -707,8 +714,10 @@ class RecomputePlan:
 
 
 @lru_cache(maxsize=4096)
-def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int = RECOMPUTE_MIN_CHUNK) -> RecomputePlan:
-    """Split rows into chunks only while the output blocks alone leave the GPU (4 programs per SM) idle."""
+def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None = None) -> RecomputePlan:
+    """Split rows into chunks (of at least min_chunk, default RECOMPUTE_MIN_CHUNK, elements) only while
+    the output blocks alone leave the GPU (4 programs per SM) idle."""
+    min_chunk = RECOMPUTE_MIN_CHUNK if min_chunk is None else min_chunk
     block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out), _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
     output_blocks = -(-n_out // block_outputs)
     chunks = max(1, min(-(-red // min_chunk), -(-4 * sm_count // output_blocks)))

@@ -358,3 +358,18 @@ def test_norm_forward_tiles_by_row_length():
         for acc in (4, 8):
             p = plan_norm_forward(100000, n, accumulator_size=acc)
             assert p.block_j >= n and p.block_rows == rows_per_program, (n, acc, p)
+
+
+@pytest.mark.parametrize("constant, value", [("MIN_TILES_PER_LANE", 1), ("SHORT_PART_TILES", 4),
+                                             ("SPLIT_MIN_BYTES", 1 << 40)])
+def test_planner_reads_its_constants_at_call_time(constant, value, monkeypatch):
+    """bench/ sweeps set precred.plan's constants by name: each must change the plans it governs
+    (a constant bound as a default argument would not)."""
+    args = dict(inner_contiguous=False, whole_tree=False, sm_count=132)
+    shape = (262144, 256, 1) if constant == "MIN_TILES_PER_LANE" else (16, 262144, 1)
+    before = plan_module.plan_reduction(*shape, **args)
+    monkeypatch.setattr(plan_module, constant, value)
+    plan_module.plan_reduction.cache_clear()
+    after = plan_module.plan_reduction(*shape, **args)
+    plan_module.plan_reduction.cache_clear()
+    assert after != before
