@@ -94,6 +94,13 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
+# ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose chains cost least per element:
+# 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16: 128 lanes of 256 bytes instead
+# of 32 lanes of 64 bytes) and need no pipelined loop. bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2,
+# two runs: bf16 262144x256 2599/2620 -> 3220/3163, fp32 3600/3624 -> 3687/3687; 65536x1024, 8192^2,
+# 1024x65536 within 2%. kahan and fp64 lost up to 30% that way (their chains want the pipelined loop),
+# Welford up to 5x: they keep 8.
+PLAIN_MIN_TILES_PER_LANE = 2
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4
@@ -211,11 +218,12 @@ def _chunk_and_parts(red, lanes, parts_wanted, max_tiles):
     return chunk, -(-red // chunk)
 
 
-def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, short_part_tiles=0):
+def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, short_part_tiles=0,
+                min_tiles_per_lane=None):
     rows = outer * inner
     lanes = min(_pow2_at_least(red), tile_elements)
     if not whole_tree:
-        lanes = _narrow_lanes(lanes, red, MIN_LANES)
+        lanes = _narrow_lanes(lanes, red, MIN_LANES, min_tiles_per_lane)
     block_rows = max(1, min(_pow2_at_least(rows), tile_elements // lanes, block_limit))
     if whole_tree and red <= lanes and block_rows < _warps(lanes * block_rows):
         # Pairwise rows of one tile (no loop): a warp per row at least, up to twice the tile, so that
@@ -276,7 +284,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
-                   short_part_tiles: int | None = None) -> Plan:
+                   short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -298,6 +306,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     of this many tiles per lane (default SHORT_PART_TILES: Welford, the stable exponential sum and the extrema
     measured faster that way; SUM_SHORT_PART_TILES for the sums); 0: never (the exact filter keeps its
     own measured split).
+    min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
+    MIN_TILES_PER_LANE; the plain sums take PLAIN_MIN_TILES_PER_LANE).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -323,7 +333,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         if inner > 1 and inner_contiguous:
             return _outer_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit,
                                vector if registers_layout else 0)
-        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit, short_part_tiles)
+        return _inner_pass(outer, red, inner, parts_wanted, whole_tree, first_tile, block_limit, short_part_tiles,
+                           min_tiles_per_lane)
 
     # First pass. Too few programs to fill the GPU: first give each program fewer outputs (down to one
     # row, or one warp's columns), then -- for inputs large enough to repay a second launch -- split

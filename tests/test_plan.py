@@ -373,3 +373,17 @@ def test_planner_reads_its_constants_at_call_time(constant, value, monkeypatch):
     after = plan_module.plan_reduction(*shape, **args)
     plan_module.plan_reduction.cache_clear()
     assert after != before
+
+
+def test_plain_sums_narrow_their_lanes_to_fewer_tiles():
+    """fast (fp32 accumulator) runs PLAIN_MIN_TILES_PER_LANE tiles per lane on short rows; kahan and
+    fp64 keep MIN_TILES_PER_LANE (their chains measured faster in the longer, pipelined loop)."""
+    from precred.launch import plan_for
+    from precred.modes import get_mode
+    x = torch.empty(4096, 256)
+    for mode, tiles in (("fast", plan_module.PLAIN_MIN_TILES_PER_LANE), ("kahan", plan_module.MIN_TILES_PER_LANE),
+                        ("fp64", plan_module.MIN_TILES_PER_LANE)):
+        _, p = plan_for(x, (1,), get_mode(mode), sm_count=132)
+        assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // tiles), mode
+    _, p = plan_for(x, (1,), get_mode("fast"), torch.float64, sm_count=132)   # an fp64 accumulator
+    assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // plan_module.MIN_TILES_PER_LANE)

@@ -101,8 +101,8 @@ def test_full_reduction_split_and_mean_in_bound(device, mode):
     rng = np.random.default_rng(5)
     x = gen.wide_range(5000, rng, torch.float32).reshape(50, 100)
     split = dict(sm_count=64, split_min_bytes=0)    # the split a large input gets, on a small one
-    if mode == "pairwise":   # its lanes would span the whole 5000 elements (one tile): smaller tiles split
-        split.update(tile_elements=256)
+    if mode in ("pairwise", "fast"):   # their lanes would span the 5000 elements in one or two tiles (pairwise,
+        split.update(tile_elements=256)   # PLAIN_MIN_TILES_PER_LANE): smaller tiles split
     plan, _ = check_within_bound(x, (0, 1), mode, device=device, planner=split)
     assert len(plan.passes) >= 2, "a full reduction on few programs must take the split schedule"
     check_within_bound(x, (0, 1), mode, device=device, mean=True, out_dtype=torch.bfloat16, planner=split)
