@@ -84,7 +84,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA, *VALUE_EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
-    if mode.strategy in (PLAIN, COMPENSATED):
+    if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
     if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)

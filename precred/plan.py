@@ -114,13 +114,14 @@ SPLIT_MIN_BYTES = 4 << 20
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
-# The sums (fast, pairwise, kahan, fp64) narrow their lanes to 8 tiles per short part instead (twice
+# The sums (fast, pairwise, kahan, fp64) and the extrema narrow their lanes to 8 tiles per short part instead (twice
 # the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
 # GB/s 16 -> 8, three runs each: fp32 pairwise 1034/1074/1074 -> 1108/1108/1168, fp64 1072/1074/1120 ->
 # 1170/1173/1173, fast 1152/1104/1151 -> 1130/1192/1192, kahan 1118/1120/1116 -> 1106/1155/1159; bf16
 # fast 703/736/699 -> 776/773/734, pairwise 657/655/629 -> 720/683/688 (torch 963, 599). var and
 # logsumexp fp64 measured slower that way (fp32 var fast 893/933 -> 823/858, logsumexp fp64 763 -> 650):
-# they keep 16.
+# they keep 16. The extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32
+# 1288 -> 1331/1331, bf16 718 -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
 SUM_SHORT_PART_TILES = 8
 # A split of two inner passes runs as one launch: the last program of each row to finish merges the
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
@@ -133,6 +134,8 @@ OUTER_MIN_WARPS = 4
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
 OUTER_CHAINS_IN_REGISTERS = True
 OUTER_REGISTERS_MIN_RED = 64
+# Warps of an outer first pass in the wide layout, at most.
+OUTER_WIDE_MAX_WARPS = 8
 # Later outer passes (merging [parts, outputs] partial states) narrow their column block, down to this
 # many columns (128 bytes of fp32 states), until 2 programs per SM run; 0 keeps the 128-column block.
 # Without it few programs merged every part: 8 on 65536 x 1024 over dim 0, 2 on 262144 x 256.
@@ -303,8 +306,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
-    of this many tiles per lane (default SHORT_PART_TILES: Welford, the stable exponential sum and the extrema
-    measured faster that way; SUM_SHORT_PART_TILES for the sums); 0: never (the exact filter keeps its
+    of this many tiles per lane (default SHORT_PART_TILES: Welford and the stable exponential sum
+    measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact filter keeps its
     own measured split).
     min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
     MIN_TILES_PER_LANE; the plain sums take PLAIN_MIN_TILES_PER_LANE).
@@ -357,6 +360,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, short_part_tiles if short else 0)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
+    if passes[0].schedule == "outer" and not registers_layout:
+        passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 
     # Later passes merge the partial states. Inner passes leave them as [rows, parts] (contiguous
     # along parts: an inner pass again); outer passes as [parts, outer*inner] (an outer pass again).
