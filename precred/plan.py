@@ -134,8 +134,14 @@ OUTER_MIN_WARPS = 4
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
 OUTER_CHAINS_IN_REGISTERS = True
 OUTER_REGISTERS_MIN_RED = 64
-# Warps of an outer first pass in the wide layout, at most.
-OUTER_WIDE_MAX_WARPS = 8
+# Warps of an outer first pass in the wide layout (short reduced axes, narrow kept ones), at most: more
+# elements per thread, fewer warps to merge across. bench/sweep_outer.py --dim 0, H200, GB/s, two runs,
+# no cap (4-8 warps) -> 2: 16x262144 bf16 sum fast 694/726 -> 933/933, fp64 529/530 -> 997/993, amax
+# 712 -> 889, argmax 574/589 -> 964/904; 262144x256 fp32 fast 2728 -> 3147, fp64 2897 -> 3129, amax 2724
+# -> 3114, argmax 2354 -> 2899; bf16 fast 2011 -> 2483, kahan 2088 -> 2305, argmax 1596 -> 2007; the rest
+# within 3%. 1 warp was faster still for fast and amax (262144x256 fp32 3423 / 3371) but lost up to 45%
+# on argmax and kahan bf16 (registers).
+OUTER_WIDE_MAX_WARPS = 2
 # Later outer passes (merging [parts, outputs] partial states) narrow their column block, down to this
 # many columns (128 bytes of fp32 states), until 2 programs per SM run; 0 keeps the 128-column block.
 # Without it few programs merged every part: 8 on 65536 x 1024 over dim 0, 2 on 262144 x 256.

@@ -387,3 +387,14 @@ def test_plain_sums_narrow_their_lanes_to_fewer_tiles():
         assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // tiles), mode
     _, p = plan_for(x, (1,), get_mode("fast"), torch.float64, sm_count=132)   # an fp64 accumulator
     assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // plan_module.MIN_TILES_PER_LANE)
+
+
+def test_wide_outer_first_passes_run_on_few_warps():
+    """Outer first passes in the wide layout (short reduced or narrow kept axes) take at most
+    OUTER_WIDE_MAX_WARPS warps; the registers layout keeps its own (65536 x 1024 over dim 0)."""
+    args = dict(inner_contiguous=True, sm_count=132)
+    for outer, red, inner, element_size in ((1, 16, 262144, 2), (1, 16, 262144, 4), (1, 262144, 256, 4)):
+        first = plan_reduction(outer, red, inner, whole_tree=False, element_size=element_size, **args).passes[0]
+        assert first.schedule == "outer" and first.num_warps <= plan_module.OUTER_WIDE_MAX_WARPS
+    first = plan_reduction(1, 65536, 1024, whole_tree=False, **args).passes[0]
+    assert first.num_warps > plan_module.OUTER_WIDE_MAX_WARPS
