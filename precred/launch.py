@@ -88,7 +88,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
     if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
-    if mode.strategy == COMPENSATED and x.element_size() >= 4 and not (view.inner > 1 and view.stride_inner == 1):
+    if (mode.strategy == COMPENSATED and x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE
+            and not (view.inner > 1 and view.stride_inner == 1)):
         # kahan over rows of fp32: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved
         # -> full, two runs: 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
         # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645); bf16 rows measured faster halved
