@@ -169,6 +169,13 @@ def _warps(tile_elements: int) -> int:
 # strategies ask for it (plan_reduction's `pipelined`): precred.launch.PIPELINED_STRATEGIES.
 LOOP_STAGES = {"inner": 4, "outer": 3}
 PIPELINE_MIN_TILES = 8
+# Unsplit inner first passes over 16-bit rows run plain loops (False): their loads then carry the L2
+# evict_first hint (schedules/steps.py), which Triton's cp.async drops. Under the protocol's L2 flush
+# the hint spares the write-back of dirty lines a read would otherwise evict. H100, bench/sweep_outer.py
+# --dim -1, GB/s, pipelined without the hint -> plain loop with it: bf16 1024x65536 fast 2287 -> 2453,
+# kahan 2224 -> 2412, amax 1999 -> 2368; fp32 rows gained nothing that way, split passes (16x262144,
+# 2^28) and outer ones lost without their pipeline: they keep it.
+PIPELINE_16BIT_ROWS = False
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).
@@ -187,6 +194,8 @@ def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: in
     most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer than
     PIPELINE_MIN_TILES tiles."""
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
+        return 1
+    if first and p.schedule == "inner" and element_size == 2 and p.parts == 1 and not PIPELINE_16BIT_ROWS:
         return 1
     tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
     return _stages_fitting(LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)

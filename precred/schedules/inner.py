@@ -86,7 +86,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         g = 0
         for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
             mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-            values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
+            raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")   # read once (steps.py)
+            values = to_accumulator(raw, ACC_DTYPE)
             share = tree_sum_within_threads(values, BLOCK_M, BLOCK_N, TREE_VEC, TREE_THREADS)
             s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(share, g, s0, s1, s2, s3, s4, s5, s6, s7)
             hi_ptrs += step

@@ -73,7 +73,8 @@ def outer_kernel(
         g = 0
         for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
-            values = to_accumulator(tl.load(hi_ptrs, mask=mask, other=0), ACC_DTYPE)
+            raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")   # read once (steps.py)
+            values = to_accumulator(raw, ACC_DTYPE)
             tile_sum, _, _ = tree_reduce_first_axis(values, values, values, BLOCK_R, BLOCK_I, STRATEGY)
             s0, s1, s2, s3, s4, s5, s6, s7 = counter_push(tile_sum, g, s0, s1, s2, s3, s4, s5, s6, s7)
             hi_ptrs += step

@@ -61,7 +61,10 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
     after the loop (a select of a scalar per element instead of an add and a select); masked partial
     states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
     keeps the largest key; it is given full tiles only (value_tail folds the last, partial one). The product's masked lanes are 1."""
-    raw = tl.load(hi_ptrs, mask=mask, other=0)
+    # Every input element is read once: evict_first lets the next tiles replace this one in L2 before
+    # other lines (dirty ones cost a write-back). Plain loads carry the hint; pipelined loops' cp.async
+    # drops it (precred.plan.PIPELINE_16BIT_ROWS).
+    raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
     x_hi = to_accumulator(raw, ACC_DTYPE)
     if STRATEGY == 4 or STRATEGY == 5:
         if SRC_IS_STATE:   # partial states are oriented already, their indices absolute
@@ -113,7 +116,7 @@ def value_tail(hi, ptrs, mask, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, 
     identity key(-inf). Kept out of the loop over full tiles: there, carrying each element's mask
     through the software pipeline to a select took 74 registers per thread against 37 without it
     (ptxas, sm_90, 4096 fp32 lanes on 8 warps), which cost programs per SM."""
-    x = to_accumulator(tl.load(ptrs, mask=mask, other=0), ACC_DTYPE)
+    x = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
     x_key = value_key(x if SRC_IS_STATE else oriented(x, STRATEGY))
     return tl.maximum(hi, tl.where(mask, x_key, lowest_key(1, 1, ACC_DTYPE)))
 
