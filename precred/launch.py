@@ -52,6 +52,9 @@ PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP
 # Strategies whose last pass is a filter: it writes each output and an int8 flag (certified or not) in
 # place of a second output, and a second stage recomputes the uncertified outputs.
 FILTERS = (EXACT, CERTIFIED_EXP)
+# Strategies whose unsplit 16-bit rows run plain loops, their loads keeping the evict_first hint
+# (precred.plan.PLAIN_16BIT_ROWS_MIN_RED; Welford and the exact filter measured faster pipelined).
+PLAIN_16BIT_ROW_STRATEGIES = frozenset({PLAIN, COMPENSATED, STABLE_EXP, CERTIFIED_EXP, *EXTREMA, *VALUE_EXTREMA})
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
 INTERPRETER_SM_COUNT = 2
@@ -86,6 +89,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
+    if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
+        options.update(plain_16bit_rows=True)
     if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
     if (mode.strategy == COMPENSATED and x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE

@@ -169,13 +169,17 @@ def _warps(tile_elements: int) -> int:
 # strategies ask for it (plan_reduction's `pipelined`): precred.launch.PIPELINED_STRATEGIES.
 LOOP_STAGES = {"inner": 4, "outer": 3}
 PIPELINE_MIN_TILES = 8
-# Unsplit inner first passes over 16-bit rows run plain loops (False): their loads then carry the L2
-# evict_first hint (schedules/steps.py), which Triton's cp.async drops. Under the protocol's L2 flush
-# the hint spares the write-back of dirty lines a read would otherwise evict. H100, bench/sweep_outer.py
-# --dim -1, GB/s, pipelined without the hint -> plain loop with it: bf16 1024x65536 fast 2287 -> 2453,
-# kahan 2224 -> 2412, amax 1999 -> 2368; fp32 rows gained nothing that way, split passes (16x262144,
-# 2^28) and outer ones lost without their pipeline: they keep it.
-PIPELINE_16BIT_ROWS = False
+# Unsplit inner first passes over 16-bit rows of at least PLAIN_16BIT_ROWS_MIN_RED elements run plain
+# loops where the strategy asks for it (plan_reduction's plain_16bit_rows; precred.launch.
+# PLAIN_16BIT_ROW_STRATEGIES): their loads then carry the L2 evict_first hint (schedules/steps.py), which
+# Triton's cp.async drops. Under the protocol's L2 flush the hint spares the write-back of dirty lines a
+# read would otherwise evict. H100, bench/sweep_outer.py --dim -1, bf16, GB/s, pipelined -> plain loop
+# with the hint: 1024x65536 fast 2294 -> 2452, pairwise 2262 -> 2456, kahan 2227 -> 2376, fp64 2294 ->
+# 2379, amax 2013 -> 2370, argmax 2113 -> 2270, logsumexp fp64 1546 -> 1530; 65536x1024 kahan 2262 ->
+# 2401, fp64 2350 -> 2477, logsumexp fast 1932 -> 2125, fp64 1692 -> 1828. Lost: rows of 256 (kahan
+# 2017 -> 1921, argmax 1984 -> 1753: 8 tiles of 32 lanes want the pipeline), var fast (7-15%) and exact
+# (up to 3%), which keep it; fp32 rows gained nothing, split passes (16x262144, 2^28) and outer ones lost.
+PLAIN_16BIT_ROWS_MIN_RED = 1024
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).
@@ -188,14 +192,15 @@ def state_bytes(accumulator_size: int) -> int:
     return 8 + 2 * accumulator_size
 
 
-def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int) -> int:
+def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int, plain_16bit_rows: bool) -> int:
     """Stages for pass p of a pipelined plan: LOOP_STAGES[schedule], fewer when S - 1 tiles would not
     fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else partial states of at
     most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer than
     PIPELINE_MIN_TILES tiles."""
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1
-    if first and p.schedule == "inner" and element_size == 2 and p.parts == 1 and not PIPELINE_16BIT_ROWS:
+    if (plain_16bit_rows and first and p.schedule == "inner" and element_size == 2 and p.parts == 1
+            and p.red >= PLAIN_16BIT_ROWS_MIN_RED):
         return 1
     tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
     return _stages_fitting(LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)
@@ -305,7 +310,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    sm_count: int, element_size: int = 4, tile_elements: int | None = None,
                    split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
-                   short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None) -> Plan:
+                   short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
+                   plain_16bit_rows: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -327,6 +333,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     of this many tiles per lane (default SHORT_PART_TILES: Welford and the stable exponential sum
     measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact filter keeps its
     own measured split).
+    plain_16bit_rows: a pipelined plan keeps plain loops for unsplit 16-bit rows of at least
+    PLAIN_16BIT_ROWS_MIN_RED elements (their loads keep the evict_first hint).
     min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
     MIN_TILES_PER_LANE; the plain sums take PLAIN_MIN_TILES_PER_LANE).
     """
@@ -398,7 +406,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
     if pipelined:
-        passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size))
+        passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size, plain_16bit_rows))
                   for i, p in enumerate(passes)]
     fused = FUSE_INNER_MERGE and len(passes) == 2 and all(p.schedule == "inner" for p in passes)
     return Plan(tuple(passes), fused_merge=fused)

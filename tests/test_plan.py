@@ -137,14 +137,15 @@ def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, eleme
                 assert q.tiles_per_lane >= PIPELINE_MIN_TILES, (kept, q)
                 assert (q.loop_stages - 1) * tile_bytes <= PIPELINE_SMEM_BYTES, (kept, q)
             elif q.tiles_per_lane >= PIPELINE_MIN_TILES:
-                unsplit_16bit_rows = i == 0 and q.schedule == "inner" and element_size == 2 and q.parts == 1
-                assert tile_bytes > PIPELINE_SMEM_BYTES or unsplit_16bit_rows, ("a long loop left plain", kept, q)
-    # PIPELINE_16BIT_ROWS: unsplit 16-bit rows run the plain loop (its loads keep the evict_first hint),
-    # split ones and fp32 rows the pipeline
-    for element_size, stages in ((2, 1), (4, LOOP_STAGES["inner"])):
-        rows = plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                              element_size=element_size, pipelined=True)
-        assert rows.passes[0].loop_stages == stages
+                assert tile_bytes > PIPELINE_SMEM_BYTES, ("a long loop left plain", kept, q)
+    # plain_16bit_rows: unsplit 16-bit rows of PLAIN_16BIT_ROWS_MIN_RED or more run the plain loop (its
+    # loads keep the evict_first hint); shorter or split ones and fp32 rows the pipeline
+    for (outer, red), element_size, stages in (((1024, 65536), 2, 1), ((1024, 65536), 4, LOOP_STAGES["inner"]),
+                                               ((65536, 256), 2, LOOP_STAGES["inner"]),
+                                               ((1, 2 ** 28), 2, LOOP_STAGES["inner"])):
+        rows = plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                              element_size=element_size, pipelined=True, plain_16bit_rows=True)
+        assert rows.passes[0].loop_stages == stages, (outer, red, element_size, rows)
     rows = plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                           pipelined=True)
     assert rows.passes[0].loop_stages == LOOP_STAGES["inner"]
