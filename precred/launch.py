@@ -89,7 +89,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
-    if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
+    if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES or (mode.strategy == WELFORD and planning.PLAIN_16BIT_ROWS_WELFORD):
         options.update(plain_16bit_rows=True)
     if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
@@ -99,6 +99,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # -> full, two runs: 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
         # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645); bf16 rows measured faster halved
         # (1024x65536 2244 -> 2202, 65536x1024 2268 -> 2219), dim 0 was not measured: both keep the halving.
+        options.update(heavy_state=False)
+    if mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1) and planning.WELFORD_ROWS_FULL_WARPS:
         options.update(heavy_state=False)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
