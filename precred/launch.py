@@ -89,7 +89,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
-    if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES or (mode.strategy == WELFORD and planning.PLAIN_16BIT_ROWS_WELFORD):
+    if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
@@ -100,7 +100,14 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645); bf16 rows measured faster halved
         # (1024x65536 2244 -> 2202, 65536x1024 2268 -> 2219), dim 0 was not measured: both keep the halving.
         options.update(heavy_state=False)
-    if mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1) and planning.WELFORD_ROWS_FULL_WARPS:
+    if (mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1)
+            and (x.element_size() >= 4 or options["accumulator_size"] == 8)):
+        # Welford over rows: the full tile's warps, not the heavy state's halves -- on 2 warps the state
+        # took 220-255 registers (1024x65536 fp64: 732 bytes spilled). bench/sweep_outer.py --op var
+        # --dim -1, H100, GB/s halved -> full warps: fp32 fast 4096^2 1404 -> 1511, 8192^2 1918 -> 2222,
+        # 1024x65536 2244 -> 2289; fp64 8192^2 1712 -> 1905, 65536x1024 1791 -> 2048, 1024x65536 2013 ->
+        # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
+        # lost 4-13% that way and keeps the halves.
         options.update(heavy_state=False)
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):

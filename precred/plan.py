@@ -94,13 +94,6 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
-# kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
-# the heavy state's halves (precred.launch.plan_for).
-KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
-# Welford over rows (the inner schedule) with the full tile and warps instead of the heavy state's halves.
-WELFORD_ROWS_FULL_WARPS = False
-# Welford's unsplit 16-bit rows run plain loops (plain_16bit_rows) too.
-PLAIN_16BIT_ROWS_WELFORD = False
 # ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose chains cost least per element:
 # 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16: 128 lanes of 256 bytes instead
 # of 32 lanes of 64 bytes) and need no pipelined loop. bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2,
@@ -108,6 +101,9 @@ PLAIN_16BIT_ROWS_WELFORD = False
 # 1024x65536 within 2%. kahan and fp64 lost up to 30% that way (their chains want the pipelined loop),
 # Welford up to 5x: they keep 8.
 PLAIN_MIN_TILES_PER_LANE = 2
+# kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
+# the heavy state's halves (precred.launch.plan_for).
+KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

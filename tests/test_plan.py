@@ -406,3 +406,19 @@ def test_wide_outer_first_passes_run_on_few_warps():
         assert first.schedule == "outer" and first.num_warps <= plan_module.OUTER_WIDE_MAX_WARPS
     first = plan_reduction(1, 65536, 1024, whole_tree=False, **args).passes[0]
     assert first.num_warps > plan_module.OUTER_WIDE_MAX_WARPS
+
+
+@pytest.mark.parametrize("dtype,mode,halved", [(torch.float32, "fast", False), (torch.float32, "fp64", False),
+                                               (torch.bfloat16, "fp64", False), (torch.bfloat16, "fast", True)])
+def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
+    """var over rows plans the full tile and warps, not the heavy state's halves, except 16-bit input
+    with the fp32 accumulator, as measured (precred.launch.plan_for)."""
+    from precred.launch import plan_for
+    from precred.modes import get_var_mode
+    m = get_var_mode(mode)
+    _, got = plan_for(torch.empty(8192, 4096, dtype=dtype), (1,), m, sm_count=132)
+    args = dict(inner_contiguous=False, whole_tree=False, sm_count=132, element_size=dtype.itemsize,
+                accumulator_size=m.accumulator_dtype(dtype, dtype).itemsize, pipelined=True)
+    full, half = (plan_reduction(8192, 4096, 1, heavy_state=h, **args).passes[0] for h in (False, True))
+    assert full.num_warps > half.num_warps
+    assert got.passes[0] == (half if halved else full), got
