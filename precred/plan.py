@@ -94,12 +94,13 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
-# ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose chains cost least per element:
-# 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16: 128 lanes of 256 bytes instead
-# of 32 lanes of 64 bytes) and need no pipelined loop. bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2,
-# two runs: bf16 262144x256 2599/2620 -> 3220/3163, fp32 3600/3624 -> 3687/3687; 65536x1024, 8192^2,
-# 1024x65536 within 2%. kahan and fp64 lost up to 30% that way (their chains want the pipelined loop),
-# Welford up to 5x: they keep 8.
+# ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose
+# chains cost least per element: 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16:
+# 128 lanes of 256 bytes instead of 32 lanes of 64 bytes) and need no pipelined loop.
+# bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2, two runs: bf16 262144x256 2599/2620 -> 3220/3163,
+# fp32 3600/3624 -> 3687/3687; 65536x1024, 8192^2, 1024x65536 within 2% (H100, gpu_suite: bf16
+# 262144x256 1917 -> 2564, fp32 2557 -> 2686). kahan and fp64 lost up to 30% that way (their chains
+# want the pipelined loop), Welford up to 5x: they keep 8.
 PLAIN_MIN_TILES_PER_LANE = 2
 # kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
 # the heavy state's halves (precred.launch.plan_for).
@@ -117,14 +118,14 @@ SPLIT_MIN_BYTES = 4 << 20
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
-# The sums (fast, pairwise, kahan, fp64) and the extrema narrow their lanes to 8 tiles per short part instead (twice
-# the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
+# The sums (fast, pairwise, kahan, fp64) and the extrema narrow their lanes to 8 tiles per short part instead
+# (twice the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
 # GB/s 16 -> 8, three runs each: fp32 pairwise 1034/1074/1074 -> 1108/1108/1168, fp64 1072/1074/1120 ->
-# 1170/1173/1173, fast 1152/1104/1151 -> 1130/1192/1192, kahan 1118/1120/1116 -> 1106/1155/1159; bf16
-# fast 703/736/699 -> 776/773/734, pairwise 657/655/629 -> 720/683/688 (torch 963, 599). var and
-# logsumexp fp64 measured slower that way (fp32 var fast 893/933 -> 823/858, logsumexp fp64 763 -> 650):
-# they keep 16. The extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32
-# 1288 -> 1331/1331, bf16 718 -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
+# 1170/1173/1173, fast 1152/1104/1151 -> 1130/1192/1192, kahan 1118/1120/1116 -> 1106/1155/1159; bf16 fast
+# 703/736/699 -> 776/773/734, pairwise 657/655/629 -> 720/683/688 (torch 963, 599). var and logsumexp fp64
+# measured slower that way (fp32 var fast 893/933 -> 823/858, logsumexp fp64 763 -> 650): they keep 16. The
+# extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32 1288 -> 1331/1331, bf16 718
+# -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
 SUM_SHORT_PART_TILES = 8
 # A split of two inner passes runs as one launch: the last program of each row to finish merges the
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
@@ -331,8 +332,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
     of this many tiles per lane (default SHORT_PART_TILES: Welford and the stable exponential sum
-    measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact filter keeps its
-    own measured split).
+    measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact
+    filter keeps its own measured split).
     plain_16bit_rows: a pipelined plan keeps plain loops for unsplit 16-bit rows of at least
     PLAIN_16BIT_ROWS_MIN_RED elements (their loads keep the evict_first hint).
     min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
