@@ -90,6 +90,16 @@ ACC_TILE_BYTES = 16384
 # The pairwise mode keeps 32768: its lanes are the tile (one balanced tree per tile), and the halved
 # tile cost bf16 up to 27% (gpu_suite, H100: 8192^2 dim=-1 2354 -> 1730 GB/s, 16x262144 dim 0 831 -> 616).
 PAIRWISE_ACC_TILE_BYTES = 32768
+# Welford over rows holds WELFORD_ROWS_ACC_TILE_BYTES of accumulators per tile instead: fp32 rows, and 16-bit
+# rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED elements (precred.launch.plan_for). Its state is three
+# arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per thread. bench/sweep_outer.py
+# --op var --dim -1, H100, GB/s 16 -> 8 KiB, two runs: fp32 fast 1024x65536 2291/2306 -> 2400/2415,
+# 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 -> 2308/2307; fp64 65536x1024
+# 2030/2050 -> 2147/2172, 4096^2 1349/1371 -> 1469/1494, 1024x65536 2133/2149 -> 2152/2165; bf16
+# 1024x65536 fast 1458/1464 -> 1763/1762, fp64 1299/1301 -> 1547/1571 -- but bf16 8192^2 and 65536x1024
+# lost 10-13% (fast 1556 -> 1354, fp64 1320/1337 -> 1171/1183), hence the row length.
+WELFORD_ROWS_ACC_TILE_BYTES = 8192
+WELFORD_ROWS_SMALL_TILE_MIN_RED = 32768
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -312,7 +322,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
-                   plain_16bit_rows: bool = False) -> Plan:
+                   plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -326,7 +336,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
     accumulator measured slower that way, so it keeps the default).
     accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
-    to ACC_TILE_BYTES (pairwise: PAIRWISE_ACC_TILE_BYTES), so 16-bit inputs summed in fp64 get half the
+    to acc_tile_bytes (default ACC_TILE_BYTES; pairwise: PAIRWISE_ACC_TILE_BYTES), so 16-bit inputs summed in fp64 get half the
     elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
@@ -343,7 +353,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
     short_part_tiles = SHORT_PART_TILES if short_part_tiles is None else short_part_tiles
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
-                                      (PAIRWISE_ACC_TILE_BYTES if whole_tree else ACC_TILE_BYTES) // accumulator_size)
+                                      (PAIRWISE_ACC_TILE_BYTES if whole_tree else acc_tile_bytes or ACC_TILE_BYTES)
+                                      // accumulator_size)
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:
