@@ -97,7 +97,9 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 -> 2308/2307; fp64 65536x1024
 # 2030/2050 -> 2147/2172, 4096^2 1349/1371 -> 1469/1494, 1024x65536 2133/2149 -> 2152/2165; bf16
 # 1024x65536 fast 1458/1464 -> 1763/1762, fp64 1299/1301 -> 1547/1571 -- but bf16 8192^2 and 65536x1024
-# lost 10-13% (fast 1556 -> 1354, fp64 1320/1337 -> 1171/1183), hence the row length.
+# lost 10-13% (fast 1556 -> 1354, fp64 1320/1337 -> 1171/1183), hence the row length. 262144x256 fp32
+# 2373/2372 -> 2429/2417, fp64 2178/2169 -> 2217/2233; few long rows (16x262144) keep their plan (the
+# short parts narrow the lanes below either tile).
 WELFORD_ROWS_ACC_TILE_BYTES = 8192
 WELFORD_ROWS_SMALL_TILE_MIN_RED = 32768
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
