@@ -109,9 +109,10 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
         # lost 4-13% that way and keeps the halves.
         options.update(heavy_state=False)
+    acc = options["accumulator_size"]
     if (mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1)
-            and (x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED)):
-        options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES)   # smaller tiles, measured there
+            and (acc == 8 or x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED)):
+        options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles, measured there
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
             and view.red >= OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
