@@ -91,17 +91,17 @@ ACC_TILE_BYTES = 16384
 # tile cost bf16 up to 27% (gpu_suite, H100: 8192^2 dim=-1 2354 -> 1730 GB/s, 16x262144 dim 0 831 -> 616).
 PAIRWISE_ACC_TILE_BYTES = 32768
 # Welford over rows holds WELFORD_ROWS_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead
-# (precred.launch.plan_for): always with the fp64 accumulator; with the fp32 one on fp32 rows and on 16-bit
-# rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED elements. Its state is three arrays (mean, m2 and the
-# shift): the 16 KiB tile held 128-177 registers per thread. bench/sweep_outer.py --op var --dim -1, H100,
-# GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536 2291/2306 -> 2400/2415, 65536x1024 2300 ->
-# 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 -> 2308/2307, 262144x256 2373 -> 2429; bf16
-# fast 1024x65536 1458/1464 -> 1763/1762 -- but bf16 fast 8192^2 1556 -> 1354, hence the row length.
-# fp64, 16 -> 8 -> 4 KiB: fp32 1024x65536 2133/2149 -> 2156/2151 -> 2461/2461, 8192^2 1892 -> 1907/1894
-# -> 2312/2300, 65536x1024 2030/2050 -> 2154/2149 -> 2183/2163, 262144x256 2178 -> 2226 -> 2296; bf16
-# 1024x65536 1299/1301 -> 1558/1556 -> 1597/1577, the other bf16 rows within 1% at 16 and 4 KiB
-# (4 KiB cost fp32 fast 1024x65536 10%). Few long rows (16x262144) keep their plan: the short parts
-# narrow the lanes below any of these tiles.
+# (precred.launch.plan_for) on fp32 rows and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED
+# elements. Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
+# thread. bench/sweep_outer.py --op var --dim -1, H100, GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536
+# 2291/2306 -> 2400/2415, 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 ->
+# 2308/2307, 262144x256 2373 -> 2429; bf16 fast 1024x65536 1458/1464 -> 1763/1762 -- but bf16 fast 8192^2 1556
+# -> 1354, hence the row length. fp64, 16 -> 8 -> 4 KiB: fp32 1024x65536 2133/2149 -> 2156/2151 -> 2461/2461,
+# 8192^2 1892 -> 1907/1894 -> 2312/2300, 65536x1024 2030/2050 -> 2154/2149 -> 2183/2163, 262144x256 2178 -> 2226
+# -> 2296; bf16 1024x65536 1299/1301 -> 1558/1556 -> 1597/1577; shorter bf16 rows, 16 -> 4 KiB
+# (bench/var_suite.py at 3362820 against 8251617): 65536x1024 1332 -> 1185, 262144x256 1426 -> 1243, 8192^2 1227
+# -> 1364, 4096^2 939 -> 937: they keep 16 KiB. (4 KiB cost fp32 fast 1024x65536 10%.) Few long rows (16x262144)
+# keep their plan: the short parts narrow the lanes below any of these tiles.
 WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 4096}
 WELFORD_ROWS_SMALL_TILE_MIN_RED = 32768
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the

@@ -419,9 +419,9 @@ def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
     _, got = plan_for(torch.empty(8192, 4096, dtype=dtype), (1,), m, sm_count=132)
     args = dict(inner_contiguous=False, whole_tree=False, sm_count=132, element_size=dtype.itemsize,
                 accumulator_size=m.accumulator_dtype(dtype, dtype).itemsize, pipelined=True,
-                # rows of 4096: the small accumulator tile for fp32 input or the fp64 accumulator
+                # rows of 4096: the small accumulator tile for fp32 input only
                 acc_tile_bytes=plan_module.WELFORD_ROWS_ACC_TILE_BYTES[m.accumulator_dtype(dtype, dtype).itemsize]
-                if dtype.itemsize >= 4 or mode == "fp64" else None)
+                if dtype.itemsize >= 4 else None)
     full, half = (plan_reduction(8192, 4096, 1, heavy_state=h, **args).passes[0] for h in (False, True))
     assert full.num_warps > half.num_warps
     assert got.passes[0] == (half if halved else full), got
@@ -429,13 +429,14 @@ def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
 
 @pytest.mark.parametrize("dtype,mode,red,small", [(torch.float32, "fast", 4096, True),
                                                   (torch.float32, "fp64", 4096, True),
-                                                  (torch.bfloat16, "fp64", 4096, True),
+                                                  (torch.bfloat16, "fp64", 4096, False),
+                                                  (torch.bfloat16, "fp64", 65536, True),
                                                   (torch.bfloat16, "fast", 4096, False),
                                                   (torch.bfloat16, "fast", 65536, True)])
 def test_welford_rows_take_the_small_accumulator_tile_where_measured(dtype, mode, red, small):
-    """var over rows holds WELFORD_ROWS_ACC_TILE_BYTES of accumulators per tile with the fp64 accumulator,
-    on fp32 input, and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED elements; ACC_TILE_BYTES
-    otherwise (16-bit rows summed in fp32, shorter)."""
+    """var over rows holds WELFORD_ROWS_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile on fp32
+    input and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED elements; ACC_TILE_BYTES on
+    shorter 16-bit rows."""
     from precred.launch import plan_for
     from precred.modes import get_var_mode
     m = get_var_mode(mode)
