@@ -135,6 +135,8 @@ if __name__ == "__main__":
     from precred import plan
     for arg in [a for a in sys.argv[1:] if a.startswith("plan.")]:   # plan.CONST=value: a planner variant
         name, _, value = arg[len("plan."):].partition("=")
+        if not hasattr(plan, name):   # a misspelt constant would report the default plan
+            raise SystemExit(f"precred.plan has no constant {name!r}")
         setattr(plan, name, ast.literal_eval(value))
     cases = [a for a in sys.argv[1:] if not a.startswith("plan.")]
     cases = cases or ["sum:bfloat16:1024x65536:1", "amax:bfloat16:1024x65536:1"]   # sum's default: kahan

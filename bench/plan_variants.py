@@ -12,8 +12,11 @@ def median_ms(fn) -> float:
 
 def set_plan_constants(constants: dict, caches) -> None:
     """Set precred.plan's constants by name, then clear each cache in `caches` (lru caches of planners,
-    launch-recipe dicts): a cached plan or recipe would replay what the previous constants planned."""
+    launch-recipe dicts): a cached plan or recipe would replay what the previous constants planned.
+    A name precred.plan does not have is an error: a misspelt constant would time the default plan."""
     for name, value in constants.items():
+        if not hasattr(plan, name):
+            raise ValueError(f"precred.plan has no constant {name!r} (variant {constants})")
         setattr(plan, name, value)
     for cache in caches:
         (cache.cache_clear if hasattr(cache, "cache_clear") else cache.clear)()
