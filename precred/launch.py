@@ -15,8 +15,10 @@ from . import plan as planning
 from .bounds import certified_log_sum_margin
 from .layout import reduction_view
 from .modes import Mode
-from .plan import (ATOMIC_EXTREMA, ATOMIC_MAX_RED, OUTER_REGISTERS_MIN_RED, LoopPlan, Plan, RowPlan, plan_exp_recompute,
-                   plan_recompute, plan_reduction, plan_row_loop, plan_single_read, use_atomic)
+# Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
+# on precred.plan.
+from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
+                   plan_single_read, use_atomic)
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
 from .schedules.normalize import normalize_kernel
@@ -114,12 +116,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             and (x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED)):
         options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles, measured there
     if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
-            and view.red >= OUTER_REGISTERS_MIN_RED):
+            and view.red >= planning.OUTER_REGISTERS_MIN_RED):
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
         options.update(heavy_state=False, tile_elements=WELFORD_OUTER_TILE)
-    if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and view.red >= OUTER_REGISTERS_MIN_RED:
+    if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # logsumexp (bench/sweep_state.py logsumexp, H100): full tiles and warps (its state is two
         # arrays, no compensation), and 1024-element tiles where there are many outputs -- except fp32 over a
         # strided axis, which measured as fast or faster with the default tile (8192^2 dim 0 bf16:
@@ -219,7 +221,7 @@ def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, 
         raise ValueError(f"mode {mode.name!r} keeps no index")
     if schedule is None:   # planning twice costs host time that small calls feel: only when it may pay
         schedule = "passes"
-        if ATOMIC_EXTREMA and indexed:
+        if planning.ATOMIC_EXTREMA and indexed:
             view, planned = plan_for(x, dims, mode)
             schedule = "atomic" if use_atomic(planned, x.dtype, view.red) else "passes"
     if schedule == "atomic":
@@ -241,9 +243,9 @@ _INT64_MIN = -(2 ** 63)
 def _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides):
     view, planned = plan_for(x, dims, mode, **planner_overrides)
     p = (plan or planned).passes[0]
-    if p.schedule != "inner" or x.dtype == torch.float64 or view.red > ATOMIC_MAX_RED:
+    if p.schedule != "inner" or x.dtype == torch.float64 or view.red > planning.ATOMIC_MAX_RED:
         raise ValueError(f"the atomic schedule takes inner passes over fp32/bf16/fp16 rows of at most "
-                         f"{ATOMIC_MAX_RED} elements; got a {p.schedule} pass, {x.dtype}, {view.red} elements")
+                         f"{planning.ATOMIC_MAX_RED} elements; got a {p.schedule} pass, {x.dtype}, {view.red} elements")
     rows = p.outer * p.inner
     keys = torch.full((rows,), _INT64_MIN, dtype=torch.int64, device=x.device)
     source = _bits_if_bf16(view.source)

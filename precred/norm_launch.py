@@ -24,8 +24,7 @@ import triton
 from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
-from .plan import (NORM_APPLY_TILE, norm_forward_register_cap, plan_norm_backward, plan_norm_forward,
-                   plan_norm_row_loop)
+from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_row_loop import norm_row_loop_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
@@ -123,7 +122,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,
                          BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)
     else:
-        block_rows, block_j = NORM_APPLY_TILE
+        block_rows, block_j = planner.NORM_APPLY_TILE   # read at call time (bench/ sweeps set it)
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
                          [rows, n, _float64_bits(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
     if key is not None and launch[0] is not None:

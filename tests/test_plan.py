@@ -445,3 +445,13 @@ def test_welford_rows_take_the_small_accumulator_tile_where_measured(dtype, mode
     tile = (plan_module.WELFORD_ROWS_ACC_TILE_BYTES[acc] if small else plan_module.ACC_TILE_BYTES) // acc
     first = got.passes[0]
     assert first.lanes * first.block_kept == tile, got
+
+
+def test_launchers_read_plan_constants_from_the_plan_module():
+    """precred.launch and precred.norm_launch read precred.plan's constants as plan.NAME at call time: a
+    copy imported by value would not see what a bench/ sweep sets."""
+    from precred import launch, norm_launch
+    constants = {name for name in dir(plan_module) if name.isupper()}
+    for module in (launch, norm_launch):
+        copies = sorted(name for name in constants if hasattr(module, name))
+        assert not copies, (module.__name__, copies)
