@@ -89,34 +89,33 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA, *VALUE_EXTREMA),
                    accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
+    acc = options["accumulator_size"]
+    outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
-    if mode.strategy == PLAIN and options["accumulator_size"] == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
+    if mode.strategy == PLAIN and acc == 4:   # fast, not fp64 (nor fp64 inputs/outputs)
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
     if (mode.strategy == COMPENSATED and x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE
-            and not (view.inner > 1 and view.stride_inner == 1)):
+            and not outer_schedule):
         # kahan over rows of fp32: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved
         # -> full, two runs: 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
         # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645); bf16 rows measured faster halved
         # (1024x65536 2244 -> 2202, 65536x1024 2268 -> 2219), dim 0 was not measured: both keep the halving.
         options.update(heavy_state=False)
-    if (mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1)
-            and (x.element_size() >= 4 or options["accumulator_size"] == 8)):
-        # Welford over rows: the full tile's warps, not the heavy state's halves -- on 2 warps the state
-        # took 220-255 registers (1024x65536 fp64: 732 bytes spilled). bench/sweep_outer.py --op var
-        # --dim -1, H100, GB/s halved -> full warps: fp32 fast 4096^2 1404 -> 1511, 8192^2 1918 -> 2222,
-        # 1024x65536 2244 -> 2289; fp64 8192^2 1712 -> 1905, 65536x1024 1791 -> 2048, 1024x65536 2013 ->
-        # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
-        # lost 4-13% that way and keeps the halves.
-        options.update(heavy_state=False)
-    acc = options["accumulator_size"]
-    if (mode.strategy == WELFORD and not (view.inner > 1 and view.stride_inner == 1)
-            and (x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED)):
-        options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles, measured there
-    if (mode.strategy == WELFORD and view.inner > 1 and view.stride_inner == 1
-            and view.red >= planning.OUTER_REGISTERS_MIN_RED):
+    if mode.strategy == WELFORD and not outer_schedule:
+        if x.element_size() >= 4 or acc == 8:
+            # Welford over rows: the full tile's warps, not the heavy state's halves -- on 2 warps the state
+            # took 220-255 registers (1024x65536 fp64: 732 bytes spilled). bench/sweep_outer.py --op var
+            # --dim -1, H100, GB/s halved -> full warps: fp32 fast 4096^2 1404 -> 1511, 8192^2 1918 -> 2222,
+            # 1024x65536 2244 -> 2289; fp64 8192^2 1712 -> 1905, 65536x1024 1791 -> 2048, 1024x65536 2013 ->
+            # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
+            # lost 4-13% that way and keeps the halves.
+            options.update(heavy_state=False)
+        if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED:
+            options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles (plan.py)
+    if mode.strategy == WELFORD and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
@@ -127,8 +126,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # strided axis, which measured as fast or faster with the default tile (8192^2 dim 0 bf16:
         # 1192 vs 764 GB/s). 65536x1024 fp64 went 760 -> 1315 GB/s, 8192^2 dim 0 fp64 602 -> 1536.
         options.update(heavy_state=False)
-        fp64_acc = options["accumulator_size"] == 8
-        if view.outer * view.inner >= STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or fp64_acc):
+        if view.outer * view.inner >= STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
             options.update(tile_elements=STABLE_EXP_TILE)
     if mode.strategy == EXACT:
         # Measured on an H200 (bench/sweep_state.py exact; fp64 pipe and registers): contiguous rows, many of
@@ -137,7 +135,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
         # dim 0) keep the heavy default.
         outputs = view.outer * view.inner
-        if view.inner > 1 and view.stride_inner == 1:
+        if outer_schedule:
             if view.inner >= EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE[x.element_size()])
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:

@@ -340,8 +340,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     kernels measured faster with half the tile and half the warps (bench/sweep_plan.py, H100; the fp64
     accumulator measured slower that way, so it keeps the default).
     accumulator_size: bytes of one accumulator element (8 for fp64): a tile's accumulators are held
-    to acc_tile_bytes (default ACC_TILE_BYTES; pairwise: PAIRWISE_ACC_TILE_BYTES), so 16-bit inputs summed in fp64 get half the
-    elements per tile.
+    to acc_tile_bytes (default ACC_TILE_BYTES; pairwise: PAIRWISE_ACC_TILE_BYTES), so 16-bit inputs
+    summed in fp64 get half the elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
     short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
@@ -356,9 +356,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
     short_part_tiles = SHORT_PART_TILES if short_part_tiles is None else short_part_tiles
+    acc_tile_bytes = ACC_TILE_BYTES if acc_tile_bytes is None else acc_tile_bytes
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
-                                      (PAIRWISE_ACC_TILE_BYTES if whole_tree else acc_tile_bytes or ACC_TILE_BYTES)
-                                      // accumulator_size)
+                                      (PAIRWISE_ACC_TILE_BYTES if whole_tree else acc_tile_bytes) // accumulator_size)
     # Later passes read partial states (fp32/fp64, one or two arrays): a fixed, smaller tile.
     state_tile = tile_elements or TILE_BYTES // 4
     if red < 1 or outer * inner < 1:

@@ -416,12 +416,12 @@ def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
     from precred.launch import plan_for
     from precred.modes import get_var_mode
     m = get_var_mode(mode)
+    acc = m.accumulator_dtype(dtype, dtype).itemsize
     _, got = plan_for(torch.empty(8192, 4096, dtype=dtype), (1,), m, sm_count=132)
     args = dict(inner_contiguous=False, whole_tree=False, sm_count=132, element_size=dtype.itemsize,
-                accumulator_size=m.accumulator_dtype(dtype, dtype).itemsize, pipelined=True,
+                accumulator_size=acc, pipelined=True,
                 # rows of 4096: the small accumulator tile for fp32 input only
-                acc_tile_bytes=plan_module.WELFORD_ROWS_ACC_TILE_BYTES[m.accumulator_dtype(dtype, dtype).itemsize]
-                if dtype.itemsize >= 4 else None)
+                acc_tile_bytes=plan_module.WELFORD_ROWS_ACC_TILE_BYTES[acc] if dtype.itemsize >= 4 else None)
     full, half = (plan_reduction(8192, 4096, 1, heavy_state=h, **args).passes[0] for h in (False, True))
     assert full.num_warps > half.num_warps
     assert got.passes[0] == (half if halved else full), got
