@@ -195,9 +195,6 @@ PIPELINE_MIN_TILES = 8
 # 2017 -> 1921, argmax 1984 -> 1753: 8 tiles of 32 lanes want the pipeline), var fast (7-15%) and exact
 # (up to 3%), which keep it; fp32 rows gained nothing, split passes (16x262144, 2^28) and outer ones lost.
 PLAIN_16BIT_ROWS_MIN_RED = 1024
-# Plain loops over the input (inner first passes) load the next tile before folding this one
-# (schedules/inner.py PREFETCH).
-PREFETCH_PLAIN_LOOPS = False
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).

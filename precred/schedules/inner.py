@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import welford_lane_counts
-from .steps import (accumulate_tile, finished_index, fold_tile, initial_state, lane_positions, load_shift, tile_weights,
+from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
                     value_tail, write_result)
 from .finish import to_accumulator
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
@@ -58,8 +58,7 @@ def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_
 def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start, part_end, stride_red,
                 shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                PREFETCH: tl.constexpr = False):
+                TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -100,37 +99,18 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
         loop_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
-    if PREFETCH:
-        # A plain loop that loads the next tile before folding this one (registers, not cp.async: the
-        # loads keep their evict_first hint): one tile in flight per program while it computes.
-        # Loads of the input only (SRC_IS_STATE is False); the order of the folds is unchanged.
-        upcoming = tl.load(hi_ptrs, mask=row_mask[:, None] & ((part_start + lanes) < loop_end)[None, :], other=0,
-                           eviction_policy="evict_first")
-        for start in tl.range(part_start, loop_end, BLOCK_N):
-            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-            raw = upcoming
-            hi_ptrs += step
-            upcoming = tl.load(hi_ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < loop_end)[None, :],
-                               other=0, eviction_policy="evict_first")
-            if STRATEGY == 2:
-                reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
-            else:
-                reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = fold_tile(hi, lo, cnt, raw, lo_ptrs, cnt_ptrs, mask, start - part_start, shift_tile,
-                                    reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
-    else:
-        for start in tl.range(part_start, loop_end, BLOCK_N, num_stages=LOOP_STAGES):
-            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-            if STRATEGY == 2:
-                reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
-            else:
-                reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
-                                          shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
-                                          USES_LO)
-            hi_ptrs += step
-            lo_ptrs += step
-            cnt_ptrs += step
+    for start in tl.range(part_start, loop_end, BLOCK_N, num_stages=LOOP_STAGES):
+        mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
+        if STRATEGY == 2:
+            reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
+        else:
+            reciprocal, complement = 1.0, 0.0
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
+                                      shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
+                                      USES_LO)
+        hi_ptrs += step
+        lo_ptrs += step
+        cnt_ptrs += step
     if STRATEGY == 8 or STRATEGY == 9:
         if loop_end < part_end:
             mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
@@ -177,7 +157,6 @@ def inner_kernel(
     TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
-    PREFETCH: tl.constexpr = False,    # a plain loop (LOOP_STAGES == 1) over the input that loads a tile ahead
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
@@ -192,7 +171,7 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS, PREFETCH)
+                                          TREE_THREADS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if MERGE_LANES == 0:

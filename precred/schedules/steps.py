@@ -66,15 +66,6 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
     # drops it (precred.plan.PLAIN_16BIT_ROWS_MIN_RED). (The norms' and softmax's single-read kernels
     # measured no gain from it, H100 norm_suite / exp_suite: -5% to +2%; they load without it.)
     raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
-    return fold_tile(hi, lo, cnt, raw, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, reciprocal, complement,
-                     ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
-
-
-@triton.jit
-def fold_tile(hi, lo, cnt, raw, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, reciprocal, complement,
-              ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
-              USES_LO: tl.constexpr):
-    """accumulate_tile's fold of a tile already loaded (`raw`, as tl.load returns it with other=0)."""
     x_hi = to_accumulator(raw, ACC_DTYPE)
     if STRATEGY == 4 or STRATEGY == 5:
         if SRC_IS_STATE:   # partial states are oriented already, their indices absolute
