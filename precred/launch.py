@@ -113,7 +113,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
             # lost 4-13% that way and keeps the halves.
             options.update(heavy_state=False)
-        if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED:
+        if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED[acc]:
             options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles (plan.py)
     if mode.strategy == WELFORD and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest

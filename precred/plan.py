@@ -92,7 +92,7 @@ ACC_TILE_BYTES = 16384
 PAIRWISE_ACC_TILE_BYTES = 32768
 # Welford over rows holds WELFORD_ROWS_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead
 # (precred.launch.plan_for) on fp32 rows and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED
-# elements. Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
+# elements (by the accumulator's bytes). Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
 # thread. bench/sweep_outer.py --op var --dim -1, H100, GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536
 # 2291/2306 -> 2400/2415, 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 ->
 # 2308/2307, 262144x256 2373 -> 2429; bf16 fast 1024x65536 1458/1464 -> 1763/1762 -- but bf16 fast 8192^2 1556
@@ -100,10 +100,13 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # 8192^2 1892 -> 1907/1894 -> 2312/2300, 65536x1024 2030/2050 -> 2154/2149 -> 2183/2163, 262144x256 2178 -> 2226
 # -> 2296; bf16 1024x65536 1299/1301 -> 1558/1556 -> 1597/1577; shorter bf16 rows, 16 -> 4 KiB
 # (bench/var_suite.py at 3362820 against 8251617): 65536x1024 1332 -> 1185, 262144x256 1426 -> 1243, 8192^2 1227
-# -> 1364, 4096^2 939 -> 937: they keep 16 KiB. (4 KiB cost fp32 fast 1024x65536 10%.) Few long rows (16x262144)
-# keep their plan: the short parts narrow the lanes below any of these tiles.
+# -> 1364, 4096^2 939 -> 937: rows shorter than 8192 keep 16 KiB (bench/sweep_outer.py --op var --dim -1, H100,
+# two runs, minimum row length 32768 -> 8192: bf16 fp64 8192^2 1225/1227 -> 1361/1357, 65536x1024 and 4096^2
+# unchanged; bf16 fast 8192^2 1569/1567 -> 1365/1363, hence 32768 for the fp32 accumulator). (4 KiB cost fp32
+# fast 1024x65536 10%.) Few long rows (16x262144) keep their plan: the short parts narrow the lanes below any
+# of these tiles.
 WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 4096}
-WELFORD_ROWS_SMALL_TILE_MIN_RED = 32768
+WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 8192}
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
