@@ -116,12 +116,19 @@ MIN_LANES = 32
 # 128 lanes of 256 bytes instead of 32 lanes of 64 bytes) and need no pipelined loop.
 # bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2, two runs: bf16 262144x256 2599/2620 -> 3220/3163,
 # fp32 3600/3624 -> 3687/3687; 65536x1024, 8192^2, 1024x65536 within 2% (H100, gpu_suite: bf16
-# 262144x256 1917 -> 2564, fp32 2557 -> 2686). kahan and fp64 lost up to 30% that way (their chains
-# want the pipelined loop), Welford up to 5x: they keep 8.
+# 262144x256 1917 -> 2564, fp32 2557 -> 2686). kahan and fp64 lost up to 30% that way on the H200 (their
+# chains want the pipelined loop), Welford up to 5x: they keep 8 -- except fp64 over 16-bit rows, which
+# takes 2 too: H100, bench/sweep_outer.py --dim -1, bf16, two runs, 8 -> 2: 262144x256 2044/2059 ->
+# 2522/2522, 65536x1024 2479/2504 -> 2709/2708, 8192^2 2450/2448 -> 2589/2592 (fast 2540-2699 there).
 PLAIN_MIN_TILES_PER_LANE = 2
 # kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
 # the heavy state's halves (precred.launch.plan_for).
-KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
+KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
+# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: 4 tiles per lane (a plain loop: fewer than
+# PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs, with the full tile: 8 tiles
+# (pipelined) 2020/2018 -> 4 tiles 2286/2262 (2 tiles: 2095/2093); rows of 1024 and 8192 lost with 4
+# (2418 -> 2334, 2356 -> 2238) and keep 8.
+KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 4
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4
