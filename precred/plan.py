@@ -123,11 +123,11 @@ MIN_LANES = 32
 PLAIN_MIN_TILES_PER_LANE = 2
 # kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
 # the heavy state's halves (precred.launch.plan_for).
-KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
-# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: 4 tiles per lane (a plain loop: fewer than
-# PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs, with the full tile: 8 tiles
-# (pipelined) 2020/2018 -> 4 tiles 2286/2262 (2 tiles: 2095/2093); rows of 1024 and 8192 lost with 4
-# (2418 -> 2334, 2356 -> 2238) and keep 8.
+KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
+# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: the full tile too, and 4 tiles per lane (a
+# plain loop: fewer than PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles
+# (pipelined) 2017/2017, 4 tiles 2214/2212, 4 tiles on the full tile 2286/2262 (2 tiles: 2095/2093); rows of
+# 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
 KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 4
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
