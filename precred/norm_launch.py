@@ -6,9 +6,10 @@ them and they fit L2, to the row loop (schedules/norm_row_loop.py: one program p
 statistics, then the normalizing pass over the row again); the rest get their statistics from the
 Welford reduction (fp64 accumulator, the split schedule for few rows) and then one normalizing pass
 (schedules/norm_stream.py), which also turns the Welford moments into mean and rstd. Backward:
-rows on chip are read once per program (norm_backward_kernel), longer rows twice
-(norm_backward_loop_kernel); both leave per-program dw / db partials that one more launch
-(schedules/norm_merge.py) sums over programs with the compensated strategy, in a fixed order.
+rows on chip are read once per program (norm_backward_kernel), longer rows twice (a program per row
+for their sums, norm_backward_row_terms_kernel, then dx by column blocks, norm_backward_columns_kernel);
+both leave dw / db partials (a row per program, or per row block) that one more launch
+(schedules/norm_merge.py) sums with the compensated strategy, in a fixed order.
 
 The tensors keep their callers' shapes (the kernels address them flat, as rows x n): no views, whose
 host time a mid-sized norm feels. CUDA calls leave launch recipes, as precred.launch's reductions do: a
@@ -28,7 +29,8 @@ from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forwa
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_row_loop import norm_row_loop_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
-from .schedules.norm_stream import norm_apply_kernel, norm_backward_loop_kernel
+from .schedules.norm_stream import (norm_apply_kernel, norm_backward_columns_kernel,
+                                    norm_backward_row_terms_kernel)
 
 _STATISTICS_MODE = VAR_MODES["fp64"]   # long rows: Welford in fp64 (no overflow, ~2^-50 relative)
 
@@ -192,26 +194,34 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     else:
         scratch = torch.empty(size, dtype=acc, device=device)
         parts = [scratch[offset:] for offset in offsets]
-    pointers = [x, weight if weight is not None else x, grad, stats.mean, stats.rstd, dx, *parts]
+    w_or_x = weight if weight is not None else x
+    pointers = [x, w_or_x, grad, stats.mean, stats.rstd, dx, *parts]
     merge_pointers = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
+    # Rows read twice: the row terms launch first (its outputs: parts[2:], the per-row scratch).
+    pointer_lists = [pointers, merge_pointers] if on_chip else [[x, w_or_x, grad, stats.mean, stats.rstd, *parts[2:]],
+                                                                 pointers, merge_pointers]
     if recipe is not None:
-        recipe(stream, pointers, merge_pointers)
+        recipe(stream, *pointer_lists)
         return dx, dweight, dbias
-    pointers, merge_pointers = [_wire(p) for p in pointers], [_wire(p) for p in merge_pointers]
+    pointer_lists = [[_wire(p) for p in pointer_list] for pointer_list in pointer_lists]
     consts = dict(RMS=rms, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
                   ACC_DTYPE=_TL_DTYPE[acc])
     if plan.on_chip:
-        launches = [_launch(norm_backward_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
+        launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0], [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
                             LOOP_STAGES=plan.loop_stages, TREE_THREADS=32 * plan.num_warps,
                             TREE_VEC=16 // x.element_size(),
                             **consts)]
     else:
-        launches = [_launch(norm_backward_loop_kernel, (programs,), pointers, [rows, n, plan.rows_per_program],
-                            plan.num_warps, BLOCK_N=plan.block_n, **consts)]
+        row_consts = dict(RMS=rms, HAS_W=weight is not None, ACC_DTYPE=_TL_DTYPE[acc])
+        launches = [_launch(norm_backward_row_terms_kernel, (rows,), pointer_lists[0], [n],
+                            planner.NORM_BACKWARD_ROW_TERMS_WARPS, BLOCK_N=plan.block_n, **row_consts),
+                    _launch(norm_backward_columns_kernel, (triton.cdiv(n, plan.block_c), programs), pointer_lists[1],
+                            [rows, n, plan.rows_per_program], plan.num_warps, BLOCK_R=plan.block_rows,
+                            BLOCK_C=plan.block_c, LOOP_STAGES=plan.loop_stages, **consts)]
     if weight_grad or bias_grad:
         block_parts, block_cols, warps = planner.NORM_MERGE_TILE   # read now: planner variants reach it
-        launches.append(_launch(norm_merge_kernel, (triton.cdiv(n, block_cols),), merge_pointers, [programs, n],
+        launches.append(_launch(norm_merge_kernel, (triton.cdiv(n, block_cols),), pointer_lists[-1], [programs, n],
                                 warps, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_P=block_parts,
                                 BLOCK_C=block_cols))
     if key is not None and all(launch[0] is not None for launch in launches):

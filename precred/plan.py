@@ -613,8 +613,9 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
 # Longer rows take the Welford statistics and a normalizing pass over
 # NORM_APPLY_TILE (rows x columns) tiles. Backward: rows up to NORM_BACKWARD_MAX_ROW are held on chip
 # (x, g, xhat, g*w and two partial tiles: more registers than the forward), NORM_BACKWARD_TILE elements
-# a program at a time; longer rows loop twice over NORM_BACKWARD_LOOP_LANES lanes. A backward program
-# owns a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM.
+# a program at a time, a program owning a range of rows, NORM_BACKWARD_PROGRAMS_PER_SM programs per SM;
+# longer rows are read twice: their sums over NORM_BACKWARD_LOOP_LANES lanes, a program per row, then dx
+# and the dw / db partials by column blocks (NORM_BACKWARD_COLUMNS_*).
 NORM_FORWARD_MAX_ROW = {4: 16384, 8: 8192}
 NORM_FORWARD_PER_THREAD = 32
 # Elements of a forward program's tile by row length, {longest row: tile}; longer rows take
@@ -665,6 +666,13 @@ NORM_BACKWARD_PER_THREAD = 8
 NORM_BACKWARD_LOOP_LANES = 2048
 NORM_BACKWARD_PROGRAMS_PER_SM = 2
 NORM_BACKWARD_STAGES = 3
+# Rows beyond NORM_BACKWARD_MAX_ROW (read twice, schedules/norm_stream.py): the columns kernel's
+# [rows, columns] tile, warps, loop stages, and the programs per SM its row blocks fill.
+NORM_BACKWARD_COLUMNS_TILE = (4, 512)
+NORM_BACKWARD_COLUMNS_WARPS = 4
+NORM_BACKWARD_COLUMNS_STAGES = 3
+NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM = 4
+NORM_BACKWARD_ROW_TERMS_WARPS = 8
 # The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
 # program's tile -- 8 elements per thread.
 NORM_MERGE_TILE = (16, 64, 4)
@@ -721,13 +729,14 @@ def plan_norm_row_loop(rows: int, n: int, *, element_size: int, sm_count: int) -
 
 @dataclass(frozen=True)
 class NormBackwardPlan:
-    on_chip: bool          # rows held in registers (norm_backward_kernel), else looped twice
-    block_rows: int        # rows per tile (1 for the loop)
-    block_n: int           # the row padded to a power of two (on chip), or the loop's lanes
-    num_warps: int
-    rows_per_program: int  # a multiple of block_rows
+    on_chip: bool          # rows held in registers (norm_backward_kernel), else read twice (norm_stream.py)
+    block_rows: int        # rows per tile (the columns kernel's BLOCK_R for rows read twice)
+    block_n: int           # the row padded to a power of two (on chip), or the row terms kernel's lanes
+    num_warps: int         # warps of the on-chip kernel, or of the columns kernel
+    rows_per_program: int  # a multiple of block_rows: rows per program, or per row block of the columns kernel
     n: int                 # row length
-    loop_stages: int = 1   # num_stages of the on-chip kernel's row loop (1: a plain loop)
+    loop_stages: int = 1   # num_stages of the on-chip kernel's row loop or the columns kernel's (1: plain)
+    block_c: int = 0       # rows read twice: the columns kernel's BLOCK_C
 
     @property
     def depth(self) -> int:
@@ -757,8 +766,16 @@ def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size
         if block_rows * block_n > 32 * warps * NORM_BACKWARD_PER_THREAD or blocks_per_program == 1:
             stages = 1
         return NormBackwardPlan(True, block_rows, block_n, warps, blocks_per_program * block_rows, n, stages)
+    # Rows read twice: the row terms kernel (a program per row, `lanes` lanes), then the columns kernel
+    # over column blocks x row blocks, as many row blocks as fill NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM
+    # programs per SM (each leaves a partial row of dw / db).
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
-    return NormBackwardPlan(False, 1, lanes, 8, -(-rows // programs_wanted), n)
+    block_r, block_c = NORM_BACKWARD_COLUMNS_TILE
+    column_blocks = -(-n // block_c)
+    row_blocks = max(1, min(-(-rows // block_r), -(-NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM * sm_count // column_blocks)))
+    rows_per_block = -(-(-(-rows // row_blocks)) // block_r) * block_r
+    return NormBackwardPlan(False, block_r, lanes, NORM_BACKWARD_COLUMNS_WARPS, rows_per_block, n,
+                            NORM_BACKWARD_COLUMNS_STAGES, block_c)
 
 
 # The exact mode's recompute launch (schedules/recompute.py): outputs per program (their flags are

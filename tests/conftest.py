@@ -50,12 +50,15 @@ def equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
 def force_long_row_paths(monkeypatch, path: str, lanes: int = 64) -> None:
     """layer_norm / rms_norm: make rows of more than 16 elements take `path`, "streaming" (the Welford
     launch, then the normalizing pass) or "row-loop" (one program per row over `lanes` lanes), and the
-    looped backward (`lanes` lanes). Callers clear plan_norm_backward's cache and the launch recipes."""
+    backward that reads rows twice (`lanes` lanes for the row sums, column blocks of lanes / 2 for dx).
+    Callers clear plan_norm_backward's cache and the launch recipes."""
     from precred import plan as planner
     for table in (planner.NORM_FORWARD_MAX_ROW, planner.NORM_BACKWARD_MAX_ROW):
         monkeypatch.setitem(table, 4, 16)
         monkeypatch.setitem(table, 8, 16)
     monkeypatch.setattr(planner, "NORM_BACKWARD_LOOP_LANES", lanes)
+    # the backward's columns kernel: several column blocks and row blocks (partial rows) on small inputs
+    monkeypatch.setattr(planner, "NORM_BACKWARD_COLUMNS_TILE", (2, lanes // 2))
     if path == "row-loop":
         monkeypatch.setattr(planner, "ROW_LOOP_MIN_ROWS_PER_SM", 0)
         monkeypatch.setattr(planner, "NORM_ROW_LOOP_SHAPE", (lanes, 4))

@@ -285,6 +285,8 @@ def test_norm_backward_pipelines_within_shared_memory_and_registers(n, element_s
     for rows in (1, 300, 65536):
         p = plan_norm_backward(rows, n, element_size=element_size, accumulator_size=accumulator_size, sm_count=132)
         assert p.on_chip == (n <= NORM_BACKWARD_MAX_ROW[accumulator_size])
+        if not p.on_chip:
+            continue   # rows read twice: test_norm_backward_of_long_rows_fills_the_gpu_by_column_blocks
         tile = p.block_rows * p.block_n
         if p.loop_stages > 1:
             assert (p.loop_stages - 1) * tile * 2 * element_size * NORM_BACKWARD_PROGRAMS_PER_SM <= PIPELINE_SMEM_BYTES
@@ -292,6 +294,30 @@ def test_norm_backward_pipelines_within_shared_memory_and_registers(n, element_s
             assert p.rows_per_program > p.block_rows
         if rows == 65536 and p.on_chip and tile <= 32 * p.num_warps * NORM_BACKWARD_PER_THREAD:
             assert p.loop_stages > 1, p
+
+
+@pytest.mark.parametrize("rows,n", [(1, 65536), (16, 262144), (1024, 65536), (8192, 8192), (3, 10 ** 6)])
+def test_norm_backward_of_long_rows_fills_the_gpu_by_column_blocks(rows, n):
+    """Rows beyond NORM_BACKWARD_MAX_ROW: the columns kernel's row blocks (each a partial row of dw / db)
+    are the fewest that give NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM programs per SM with the column blocks,
+    whole BLOCK_R tiles of rows each, covering the rows; its staged x and g tiles fit shared memory."""
+    from precred import plan as planner
+    for element_size, accumulator_size in ((2, 4), (4, 4), (4, 8)):
+        p = plan_norm_backward(rows, n, element_size=element_size, accumulator_size=accumulator_size, sm_count=132)
+        assert p.on_chip == (n <= planner.NORM_BACKWARD_MAX_ROW[accumulator_size])
+        if p.on_chip:
+            continue
+        assert (p.block_rows, p.block_c) == planner.NORM_BACKWARD_COLUMNS_TILE
+        assert p.block_n == min(planner.NORM_BACKWARD_LOOP_LANES, 1 << (n - 1).bit_length())
+        assert p.rows_per_program % p.block_rows == 0
+        row_blocks = -(-rows // p.rows_per_program)
+        column_blocks = -(-n // p.block_c)
+        wanted = planner.NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM * 132
+        assert row_blocks * p.rows_per_program >= rows > (row_blocks - 1) * p.rows_per_program
+        assert row_blocks == 1 or (row_blocks - 1) * column_blocks < wanted, (row_blocks, column_blocks)
+        assert row_blocks * column_blocks >= min(wanted, column_blocks * -(-rows // p.block_rows))
+        staged = (p.loop_stages - 1) * p.block_rows * p.block_c * 2 * element_size
+        assert staged <= PIPELINE_SMEM_BYTES // 2
 
 
 @pytest.mark.parametrize("element_size", [2, 4, 8])

@@ -1,7 +1,7 @@
 """The merge of layer_norm / rms_norm's dweight / dbias partials: one launch for both.
 
-The backward kernels (norm_rows.norm_backward_kernel, norm_stream.norm_backward_loop_kernel) leave one
-partial row per program, [n_parts, n_cols] in the accumulator dtype. Program c owns BLOCK_C columns and
+The backward kernels (norm_rows.norm_backward_kernel, norm_stream.norm_backward_columns_kernel) leave
+one partial row per program or row block, [n_parts, n_cols] in the accumulator dtype. Program c owns BLOCK_C columns and
 sums them over the parts: lane l of BLOCK_P accumulates parts l, l + BLOCK_P, ... with the compensated
 strategy (TwoSum, strategies/compensated.py), the lanes are merged by the fixed tree with the
 compensated combine, and hi + lo (fp64) is rounded once to the output dtype -- the `kahan` mode's sum,

@@ -8,22 +8,24 @@ few very long rows still fill the GPU) and writes y = (x - mean) * rstd * w + b,
 hi + lo in ACC_DTYPE (* w + b in norm_rows.store_affine's dtype). The programs of the first column block also store mean and rstd for the backward
 pass.
 
-Backward: `norm_backward_loop_kernel` gives each program a range of rows. A first phase reads each
-row once and accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree); their
-means, rounded to ACC_DTYPE as they are used, go to a per-row scratch. A second phase walks the
-columns in BLOCK_N tiles and, inside each tile, the program's rows in order: it writes dx and adds
-g * xhat and g into dw / db tiles held in registers, stored once per tile into the program's own row of
-the partials ([programs, n_cols], ACC_DTYPE; so deterministic, and the partials cost one write per
-program instead of a read-modify-write per row: H100, 1024 x 65536 fp32, that traffic exceeded the
-data's). Each column's sums run over the rows in the same order as a row-by-row loop would. The
-launcher merges the partials in a fixed order, as for rows on chip (schedules/norm_rows.py).
+Backward, in two launches. `norm_backward_row_terms_kernel` (a program per row) reads each row once
+and accumulates sum(g w) and sum(g w xhat) in BLOCK_N lanes (merged by the fixed tree); their means,
+rounded to ACC_DTYPE, go to a per-row scratch. `norm_backward_columns_kernel` then splits the columns
+across programs (a 2-D grid of column blocks and row blocks): each reads its BLOCK_C columns of its
+rows, BLOCK_R rows at a time, writes dx and adds g * xhat and g into [BLOCK_R, BLOCK_C] dw / db lanes,
+merged over the rows by the fixed tree and stored once into the row block's row of the partials
+([row blocks, n_cols], ACC_DTYPE). The row blocks are few (enough programs to fill the GPU), so the
+partials are small next to the data: the looped kernel this replaces (a program per range of rows,
+both phases in it) left a partial row per program -- on 1024 x 65536, 256 rows of 65536, written and
+read again by the merge, more traffic than the gradient's -- and re-read its rows in an order no cache
+held. The launcher merges the partials in a fixed order, as for rows on chip (schedules/norm_rows.py).
 """
 import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
 from .norm_rows import normalized_chunk, store_affine
-from .tree import tree_reduce_last_axis
+from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN
 
@@ -68,64 +70,75 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mea
 
 
 @triton.jit
-def norm_backward_loop_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                              projection_ptr, total_ptr, n_rows, n_cols, rows_per_program,
-                              RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
-                              BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr):
-    # projection, total: [n_rows] ACC_DTYPE scratch, each row's mean(g w xhat) and mean(g w).
-    program = tl.program_id(0)
-    first_row = program.to(tl.int64) * rows_per_program
-    last_row = tl.minimum(first_row + rows_per_program, n_rows)
+def norm_backward_row_terms_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, projection_ptr, total_ptr, n_cols,
+                                   RMS: tl.constexpr, HAS_W: tl.constexpr, ACC_DTYPE: tl.constexpr,
+                                   BLOCK_N: tl.constexpr):
+    # One program per row: mean(g w xhat) and mean(g w) into projection / total ([n_rows] ACC_DTYPE).
+    row = tl.program_id(0).to(tl.int64)
+    base = row * n_cols
     lanes = tl.arange(0, BLOCK_N)[None, :]
-    # Phase 1: each row's two means.
-    for i in range(0, last_row - first_row):
-        row = first_row + i
-        base = row * n_cols
-        mean = tl.load(mean_ptr + row)
-        rstd = tl.load(rstd_ptr + row)
-        projection = tl.zeros([1, BLOCK_N], ACC_DTYPE)
-        total = tl.zeros([1, BLOCK_N], ACC_DTYPE)
-        for start in range(0, n_cols, BLOCK_N):
-            cols = start + lanes
-            mask = cols < n_cols
-            x = to_accumulator(tl.load(x_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
-            g = to_accumulator(tl.load(g_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
-            if HAS_W:
-                g = g * to_accumulator(tl.load(w_ptr + cols, mask=mask, other=0), ACC_DTYPE)
-            xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
-            projection += g * xhat
-            total += g
-        projection_sum, _, _ = tree_reduce_last_axis(projection, projection, projection, 1, BLOCK_N, _PLAIN)
-        total_sum, _, _ = tree_reduce_last_axis(total, total, total, 1, BLOCK_N, _PLAIN)
-        tl.store(projection_ptr + row + tl.arange(0, 1), (projection_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
-        tl.store(total_ptr + row + tl.arange(0, 1), (total_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
-    # Phase 2: column tiles, the program's rows in order inside each; dw / db tiles in registers.
+    mean = tl.load(mean_ptr + row)
+    rstd = tl.load(rstd_ptr + row)
+    projection = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+    total = tl.zeros([1, BLOCK_N], ACC_DTYPE)
     for start in range(0, n_cols, BLOCK_N):
         cols = start + lanes
-        col_ok = cols < n_cols
-        w = tl.full([1, BLOCK_N], 1.0, ACC_DTYPE)
+        mask = cols < n_cols
+        x = to_accumulator(tl.load(x_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
+        g = to_accumulator(tl.load(g_ptr + base + cols, mask=mask, other=0), ACC_DTYPE)
         if HAS_W:
-            w = to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)
-        dw = tl.zeros([1, BLOCK_N], ACC_DTYPE)
-        db = tl.zeros([1, BLOCK_N], ACC_DTYPE)
-        for i in range(0, last_row - first_row):
-            row = first_row + i
-            base = row * n_cols
-            mean = tl.load(mean_ptr + row)
-            rstd = tl.load(rstd_ptr + row)
-            projection_mean = tl.load(projection_ptr + row)
-            total_mean = tl.load(total_ptr + row)
-            x = to_accumulator(tl.load(x_ptr + base + cols, mask=col_ok, other=0), ACC_DTYPE)
-            g = to_accumulator(tl.load(g_ptr + base + cols, mask=col_ok, other=0), ACC_DTYPE)
-            xhat = tl.where(col_ok, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
-            inner = g * w - xhat * projection_mean
-            if not RMS:
-                inner = inner - total_mean
-            tl.store(dx_ptr + base + cols, round_to_output((inner * rstd.to(ACC_DTYPE)).to(tl.float64),
-                                                           dx_ptr.dtype.element_ty), mask=col_ok)
-            dw += tl.where(col_ok, g * xhat, 0.0)
-            db += tl.where(col_ok, g, 0.0)
-        if WEIGHT_GRAD:
-            tl.store(dw_part_ptr + program.to(tl.int64) * n_cols + cols, dw, mask=col_ok)
-        if BIAS_GRAD:
-            tl.store(db_part_ptr + program.to(tl.int64) * n_cols + cols, db, mask=col_ok)
+            g = g * to_accumulator(tl.load(w_ptr + cols, mask=mask, other=0), ACC_DTYPE)
+        xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
+        projection += g * xhat
+        total += g
+    projection_sum, _, _ = tree_reduce_last_axis(projection, projection, projection, 1, BLOCK_N, _PLAIN)
+    total_sum, _, _ = tree_reduce_last_axis(total, total, total, 1, BLOCK_N, _PLAIN)
+    tl.store(projection_ptr + row + tl.arange(0, 1), (projection_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
+    tl.store(total_ptr + row + tl.arange(0, 1), (total_sum.to(tl.float64) / n_cols).to(ACC_DTYPE))
+
+
+@triton.jit
+def norm_backward_columns_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                                 projection_ptr, total_ptr, n_rows, n_cols, rows_per_block,
+                                 RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
+                                 BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_R: tl.constexpr,
+                                 BLOCK_C: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    # Grid (column blocks, row blocks): BLOCK_C columns of rows_per_block rows (a multiple of BLOCK_R),
+    # BLOCK_R rows at a time; dw / db in [BLOCK_R, BLOCK_C] lanes, merged over the rows by the fixed tree
+    # and stored into the row block's row of the partials ([row blocks, n_cols]).
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < n_cols
+    row_block = tl.program_id(1)
+    first_row = row_block.to(tl.int64) * rows_per_block
+    last_row = tl.minimum(first_row + rows_per_block, n_rows)
+    w = tl.full([1, BLOCK_C], 1.0, ACC_DTYPE)
+    if HAS_W:
+        w = to_accumulator(tl.load(w_ptr + cols, mask=col_ok, other=0), ACC_DTYPE)[None, :]
+    dw = tl.zeros([BLOCK_R, BLOCK_C], ACC_DTYPE)
+    db = tl.zeros([BLOCK_R, BLOCK_C], ACC_DTYPE)
+    for start in tl.range(first_row, last_row, BLOCK_R, num_stages=LOOP_STAGES):
+        rows = start + tl.arange(0, BLOCK_R)
+        row_ok = rows < last_row
+        mask = row_ok[:, None] & col_ok[None, :]
+        offsets = rows[:, None] * n_cols + cols[None, :]
+        mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)[:, None]
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)[:, None]
+        projection_mean = tl.load(projection_ptr + rows, mask=row_ok, other=0.0)[:, None]
+        total_mean = tl.load(total_ptr + rows, mask=row_ok, other=0.0)[:, None]
+        x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        g = to_accumulator(tl.load(g_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
+        xhat = tl.where(mask, normalized_chunk(x, mean, rstd, RMS, ACC_DTYPE), 0.0)
+        inner = g * w - xhat * projection_mean
+        if not RMS:
+            inner = inner - total_mean
+        tl.store(dx_ptr + offsets, round_to_output((inner * rstd.to(ACC_DTYPE)).to(tl.float64),
+                                                   dx_ptr.dtype.element_ty), mask=mask)
+        dw += tl.where(mask, g * xhat, 0.0)
+        db += tl.where(mask, g, 0.0)
+    part = row_block.to(tl.int64) * n_cols + cols
+    if WEIGHT_GRAD:
+        dw_sum, _, _ = tree_reduce_first_axis(dw, dw, dw, BLOCK_R, BLOCK_C, _PLAIN)
+        tl.store(dw_part_ptr + part, dw_sum, mask=col_ok)
+    if BIAS_GRAD:
+        db_sum, _, _ = tree_reduce_first_axis(db, db, db, BLOCK_R, BLOCK_C, _PLAIN)
+        tl.store(db_part_ptr + part, db_sum, mask=col_ok)
