@@ -353,11 +353,12 @@ def _norm_inputs(shape, dtype, device, seed=3):
     return x, w, b, g
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096), (65536, 1024), (300, 70)])
+@pytest.mark.parametrize("shape", [(4096, 4096), (65536, 1024), (300, 70), (1000, 20000)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_pipelined_norm_backward_gives_the_bits_of_the_plain_loop(device, shape, dtype, monkeypatch):
-    """The backward's software-pipelined row loop (plan.NORM_BACKWARD_STAGES) only moves the loads:
-    dx, dweight and dbias are the plain loop's, bit for bit."""
+    """The backward's software-pipelined loops (plan.NORM_BACKWARD_STAGES on chip,
+    NORM_BACKWARD_COLUMNS_STAGES for rows read twice: 1000 x 20000) only move the loads: dx, dweight and
+    dbias are the plain loops', bit for bit."""
     from precred import norm_launch, plan
 
     x, w, b, g = _norm_inputs(shape, dtype, device)
@@ -366,6 +367,7 @@ def test_pipelined_norm_backward_gives_the_bits_of_the_plain_loop(device, shape,
     assert stages > 1 or shape == (300, 70)   # 300 rows: one row block per program, nothing to pipeline
     piped = _norm_forward_backward(x, w, b, g)
     monkeypatch.setattr(plan, "NORM_BACKWARD_STAGES", 1)
+    monkeypatch.setattr(plan, "NORM_BACKWARD_COLUMNS_STAGES", 1)
     plan.plan_norm_backward.cache_clear()
     norm_launch._RECIPES.clear()
     plain = _norm_forward_backward(x, w, b, g)
