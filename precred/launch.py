@@ -96,9 +96,10 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
-    if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows):   # fast; fp64 over 16-bit rows
+    short_rows = not outer_schedule and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED and x.element_size() <= 4
+    if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows or short_rows):   # fast; fp64 over 16-bit or short rows
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
-    short_16bit_rows = sixteen_bit_rows and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED
+    short_16bit_rows = sixteen_bit_rows and short_rows
     if mode.strategy == COMPENSATED and not outer_schedule and (
             x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE or short_16bit_rows):
         # kahan over fp32 rows: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved ->

@@ -117,9 +117,11 @@ MIN_LANES = 32
 # bench/sweep_outer.py --dim -1, H200, GB/s 8 -> 2, two runs: bf16 262144x256 2599/2620 -> 3220/3163,
 # fp32 3600/3624 -> 3687/3687; 65536x1024, 8192^2, 1024x65536 within 2% (H100, gpu_suite: bf16
 # 262144x256 1917 -> 2564, fp32 2557 -> 2686). kahan and fp64 lost up to 30% that way on the H200 (their
-# chains want the pipelined loop), Welford up to 5x: they keep 8 -- except fp64 over 16-bit rows, which
-# takes 2 too: H100, bench/sweep_outer.py --dim -1, bf16, two runs, 8 -> 2: 262144x256 2044/2059 ->
-# 2522/2522, 65536x1024 2479/2504 -> 2709/2708, 8192^2 2450/2448 -> 2589/2592 (fast 2540-2699 there).
+# chains want the pipelined loop), Welford up to 5x: they keep 8 -- except fp64 over 16-bit rows and over
+# rows shorter than PLAIN_16BIT_ROWS_MIN_RED, which take 2 too: H100, bench/sweep_outer.py --dim -1, two runs,
+# 8 -> 2: bf16 262144x256 2044/2059 -> 2522/2522, 65536x1024 2479/2504 -> 2709/2708, 8192^2 2450/2448 ->
+# 2589/2592 (fast 2540-2699 there); fp32 262144x256 2568 -> 2740, but 65536x1024 2641 -> 2566, 8192^2 2643
+# -> 2589. Over dim 0 (the outer schedule) 2 lost up to 4x (16x262144 bf16 895 -> 230).
 PLAIN_MIN_TILES_PER_LANE = 2
 # kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
 # the heavy state's halves (precred.launch.plan_for).

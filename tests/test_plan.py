@@ -410,17 +410,22 @@ def test_planner_reads_its_constants_at_call_time(constant, value, monkeypatch):
 
 
 def test_plain_sums_narrow_their_lanes_to_fewer_tiles():
-    """fast (fp32 accumulator) runs PLAIN_MIN_TILES_PER_LANE tiles per lane on short rows; kahan and
-    fp64 keep MIN_TILES_PER_LANE on fp32 rows (their chains measured faster in the longer, pipelined loop)."""
+    """fast (fp32 accumulator) runs PLAIN_MIN_TILES_PER_LANE tiles per lane on rows; fp64 too on rows
+    shorter than PLAIN_16BIT_ROWS_MIN_RED, MIN_TILES_PER_LANE on longer fp32 rows; kahan keeps
+    MIN_TILES_PER_LANE on fp32 rows (its chains measured faster in the longer, pipelined loop)."""
     from precred.launch import plan_for
     from precred.modes import get_mode
-    x = torch.empty(4096, 256)
-    for mode, tiles in (("fast", plan_module.PLAIN_MIN_TILES_PER_LANE), ("kahan", plan_module.MIN_TILES_PER_LANE),
-                        ("fp64", plan_module.MIN_TILES_PER_LANE)):
-        _, p = plan_for(x, (1,), get_mode(mode), sm_count=132)
-        assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // tiles), mode
-    _, p = plan_for(x, (1,), get_mode("fast"), torch.float64, sm_count=132)   # an fp64 accumulator
-    assert p.passes[0].lanes == max(plan_module.MIN_LANES, 256 // plan_module.MIN_TILES_PER_LANE)
+    short, long = 256, plan_module.PLAIN_16BIT_ROWS_MIN_RED * 4
+    for red, mode, tiles in ((short, "fast", plan_module.PLAIN_MIN_TILES_PER_LANE),
+                             (long, "fast", plan_module.PLAIN_MIN_TILES_PER_LANE),
+                             (short, "kahan", plan_module.MIN_TILES_PER_LANE),
+                             (short, "fp64", plan_module.PLAIN_MIN_TILES_PER_LANE),
+                             (long, "fp64", plan_module.MIN_TILES_PER_LANE)):
+        _, p = plan_for(torch.empty(4096, red), (1,), get_mode(mode), sm_count=132)
+        assert p.passes[0].tiles_per_lane == tiles, (red, mode, p)
+    # an fp64 accumulator and fp64 output: fast's plain sum, short rows
+    _, p = plan_for(torch.empty(4096, short), (1,), get_mode("fast"), torch.float64, sm_count=132)
+    assert p.passes[0].tiles_per_lane == plan_module.PLAIN_MIN_TILES_PER_LANE
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
