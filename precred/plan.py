@@ -131,6 +131,9 @@ KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
 # (pipelined) 2017/2017, 4 tiles 2214/2212, 4 tiles on the full tile 2286/2262 (2 tiles: 2095/2093); rows of
 # 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
 KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 4
+# kahan's first inner passes over 16-bit input keep lanes of 8-element vector sums (schedules/inner.py
+# VECTOR_SUMS) instead of one lane per element.
+KAHAN_VECTOR_SUMS = False
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

@@ -30,12 +30,12 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import welford_lane_counts
+from ..strategies import compensated_combine, welford_lane_counts
 from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
                     value_tail, write_result)
 from .finish import to_accumulator
-from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
-                   tree_sum_within_threads)
+from .tree import (compensated_vector_sums, counter_push, counter_total, tree_reduce_last_axis,
+                   tree_sum_across_threads, tree_sum_within_threads)
 
 
 @triton.jit
@@ -58,7 +58,8 @@ def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_
 def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start, part_end, stride_red,
                 shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+                TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
+                VECTOR_SUMS: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -95,6 +96,23 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         total = tree_sum_across_threads(counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), BLOCK_M)
         # lo is 0; cnt is the plain strategy's unused tile-shaped placeholder, as the tree returns it
         return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
+    if VECTOR_SUMS:
+        # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
+        # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
+        # are BLOCK_N // TREE_VEC vector sums: an eighth of the state (16-bit input) for the same loads.
+        # Depth as plan.Pass.depth counts it: the vector levels, the chain (its first fold adds to the
+        # identity exactly), the tree over the vector lanes.
+        SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+        hi = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
+        lo = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
+        for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
+            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
+            raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
+            tile_hi, tile_lo = compensated_vector_sums(to_accumulator(raw, ACC_DTYPE), BLOCK_M, BLOCK_N, TREE_VEC)
+            hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
+            hi_ptrs += step
+        row_hi, row_lo, _ = tree_reduce_last_axis(hi, lo, hi, BLOCK_M, SUMS, STRATEGY)
+        return row_hi, row_lo, tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
@@ -157,6 +175,7 @@ def inner_kernel(
     TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
+    VECTOR_SUMS: tl.constexpr = False,  # kahan over the input: lanes of TREE_VEC-element vector sums
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
@@ -171,7 +190,7 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS)
+                                          TREE_THREADS, VECTOR_SUMS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if MERGE_LANES == 0:

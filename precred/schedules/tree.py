@@ -148,6 +148,21 @@ def counter_total(n, s0, s1, s2, s3, s4, s5, s6, s7):
 
 
 @triton.jit
+def compensated_vector_sums(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """A [ROWS, WIDTH] tile of values -> [ROWS, WIDTH // VEC] compensated (hi, lo) sums of VEC adjacent
+    elements: the first log2(VEC) levels of tree_reduce_last_axis's tree with the compensated combine.
+    With VEC the layout's 16-byte vector, every level stays inside a thread (tree_sum_within_threads)."""
+    hi = x
+    lo = tl.zeros_like(x)
+    for level in tl.static_range(0, 8):
+        if (VEC >> level) > 1:
+            hi_pairs = tl.reshape(hi, (ROWS, WIDTH >> (level + 1), 2))
+            lo_pairs = tl.reshape(lo, (ROWS, WIDTH >> (level + 1), 2))
+            hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
+    return hi, lo
+
+
+@triton.jit
 def tree_sum_within_threads(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr, THREADS: tl.constexpr):
     """The levels of tree_sum_blocked_rows that stay inside a thread: a [ROWS, WIDTH] tile -> [ROWS,
     ACROSS], each thread's sum of what it holds of each row (adjacent e, then adjacent r)."""
