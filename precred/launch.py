@@ -99,17 +99,17 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     short_rows = not outer_schedule and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED and x.element_size() <= 4
     if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows or short_rows):   # fast; fp64 over 16-bit or short rows
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
-    short_16bit_rows = sixteen_bit_rows and short_rows
-    if mode.strategy == COMPENSATED and not outer_schedule and (
-            x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE or short_16bit_rows):
-        # kahan over fp32 rows: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved ->
-        # full, two runs: 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
-        # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645). Longer 16-bit rows keep the halves:
-        # with the full tile 8192^2 bf16 read 2312/2308 -> 2356/2352 GB/s, 65536x1024 2404/2382 ->
-        # 2418/2394, but the 2^28 bf16 reduction 2774 -> 2260 (gpu_suite, 2026-11-26). Dim 0 was not
-        # measured: it keeps the halving.
+    if (mode.strategy == COMPENSATED and x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE
+            and not outer_schedule):
+        # kahan over rows: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved -> full,
+        # two runs: fp32 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
+        # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645; bf16 with the vector sums
+        # (plan.KAHAN_VECTOR_SUMS), against the halves without them: 8192^2 2312/2288 -> 2386/2366,
+        # 65536x1024 2375/2378 -> 2416/2437, 1024x65536 2408/2382 -> 2390/2367, 2^28 2787/2786 ->
+        # 2799/2791; the halves with the vector sums lost (8192^2 2122/2137)). Dim 0 was not measured: it
+        # keeps the halving.
         options.update(heavy_state=False)
-        if short_16bit_rows:
+        if sixteen_bit_rows and short_rows:
             options.update(min_tiles_per_lane=planning.KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE)
     if mode.strategy == WELFORD and not outer_schedule:
         if x.element_size() >= 4 or acc == 8:

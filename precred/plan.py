@@ -125,15 +125,16 @@ MIN_LANES = 32
 PLAIN_MIN_TILES_PER_LANE = 2
 # kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
 # the heavy state's halves (precred.launch.plan_for).
-KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 4
-# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: the full tile too, and 4 tiles per lane (a
-# plain loop: fewer than PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles
-# (pipelined) 2017/2017, 4 tiles 2214/2212, 4 tiles on the full tile 2286/2262 (2 tiles: 2095/2093); rows of
-# 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
-KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 4
+KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
+# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: 2 tiles per lane (a plain loop: fewer than
+# PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves)
+# 2260/2254, with the vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the
+# vector sums: 2286/2262); rows of 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
+KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # kahan's first inner passes over 16-bit input keep lanes of 8-element vector sums (schedules/inner.py
-# VECTOR_SUMS) instead of one lane per element.
-KAHAN_VECTOR_SUMS = False
+# VECTOR_SUMS) instead of one lane per element: an eighth of the state (8192^2 bf16: 111 -> 32 registers
+# per thread on the full tile's 8 warps), hence more programs per SM. GB/s in plan_for's kahan note.
+KAHAN_VECTOR_SUMS = True
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

@@ -431,9 +431,9 @@ def test_plain_sums_narrow_their_lanes_to_fewer_tiles():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_sixteen_bit_rows_narrow_the_lanes_of_fp64_and_kahan_as_measured(dtype):
     """Over 16-bit rows fp64 runs PLAIN_MIN_TILES_PER_LANE tiles per lane as fast does; kahan runs
-    KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE on the full tile (not the heavy state's halves) on rows shorter
-    than PLAIN_16BIT_ROWS_MIN_RED (a plain loop), MIN_TILES_PER_LANE on the halves on longer ones. Over
-    dim 0 (the outer schedule) neither rule applies."""
+    KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE on rows shorter than PLAIN_16BIT_ROWS_MIN_RED (a plain loop),
+    MIN_TILES_PER_LANE on longer ones, on the full tile (not the heavy state's halves: its lanes are
+    vector sums, plan.KAHAN_VECTOR_SUMS). Over dim 0 (the outer schedule) neither rule applies."""
     from precred.launch import plan_for
     from precred.modes import get_mode
     short_red = plan_module.PLAIN_16BIT_ROWS_MIN_RED // 4
@@ -449,7 +449,7 @@ def test_sixteen_bit_rows_narrow_the_lanes_of_fp64_and_kahan_as_measured(dtype):
             acc = get_mode(mode).accumulator_dtype(dtype, dtype).itemsize
             full = plan_reduction(65536, red, 1, inner_contiguous=False, whole_tree=False, sm_count=132,
                                   element_size=2, accumulator_size=acc, pipelined=True, plain_16bit_rows=True,
-                                  heavy_state=red >= plan_module.PLAIN_16BIT_ROWS_MIN_RED,
+                                  heavy_state=False,
                                   short_part_tiles=plan_module.SUM_SHORT_PART_TILES,
                                   min_tiles_per_lane=tiles).passes[0]
             assert first == full, (red, first, full)

@@ -77,6 +77,26 @@ def test_every_mode_within_bound_on_adversarial_rows(device, family, dtype, plan
         check_within_bound(x.t().contiguous(), (0,), mode, device=device, planner=PLANNER_SETTINGS[planner])
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("family", list(gen.FAMILIES))
+def test_kahan_vector_sums_within_bound(device, family, dtype, monkeypatch):
+    """kahan's first passes over 16-bit input keep lanes of 8-element vector sums (plan.KAHAN_VECTOR_SUMS,
+    schedules/inner.py VECTOR_SUMS): with and without them, rows long enough for several tiles per lane
+    stay within the kahan bound at the plan's depth, into the input's dtype and into fp32 (where the two
+    orders' bits may differ), split or not."""
+    from precred import launch, plan
+    if family == "ill_conditioned" and dtype == torch.float16:
+        pytest.skip("fp16's exponent range cannot hold a cond-1e12 vector (generator limit ~2e9)")
+    x = _rows(family, 2000, 2, dtype, seed=zlib.crc32(f"vector {family} {dtype}".encode()))
+    for vector_sums in (True, False):
+        monkeypatch.setattr(plan, "KAHAN_VECTOR_SUMS", vector_sums)
+        launch._RECIPES.clear()
+        for out_dtype in (dtype, torch.float32):
+            for planner in ({}, dict(tile_elements=256, sm_count=64, split_min_bytes=0)):
+                check_within_bound(x, (1,), "kahan", out_dtype=out_dtype, device=device, planner=planner)
+    launch._RECIPES.clear()
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cond", [1e4, 1e10, 1e20])
 def test_ill_conditioned_sums_and_means(device, mode, cond):
