@@ -68,7 +68,7 @@ class _Replay:
     """A signature's compiled launches (precred.launch._BoundLaunch), replayed on the raw addresses of
     new tensors; on_chip: which path they are, whatever the planner says now (the pointers differ):
     forward, the kernel computes its statistics itself (rows on chip, or the row loop) or a Welford
-    launch comes first (streamed); backward, rows on chip or looped. programs: the backward's partial
+    launch comes first (streamed); backward, rows on chip or read twice. programs: the backward's partial
     rows; stats_scratch: see below."""
 
     def __init__(self, launches, on_chip: bool, programs: int = 0, stats_scratch: NormStats | None = None):

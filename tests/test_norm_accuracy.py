@@ -3,7 +3,7 @@
 oracle (validation.norms), on adversarial rows: mean offsets 1e2..1e6 times the spread, tiny (1e-30,
 eps = 0) and huge (1e19) scales, constant rows, wide dynamic range; on the three forward paths
 (single-read rows; the streaming path and the row loop, forced on short rows) and both backward paths
-(rows on chip, looped).
+(rows on chip, read twice).
 """
 import math
 
@@ -231,8 +231,8 @@ def test_without_weight_or_bias_within_bounds(mode, dtype, rms, weight, bias, de
 @pytest.mark.parametrize("mode", MODES)
 def test_lengths_around_the_path_limits(mode, dtype, rms, n, long_rows, monkeypatch, device):
     """Rows around the planner's limits, lowered to 16 elements on chip (forward and backward) and 64
-    lanes for the row loop and the looped backward: up to 16 on chip, beyond it streamed or row-looped
-    (forward) and looped (backward) over one, two or three lane tiles, each row within its bounds."""
+    lanes for the row loop and the backward of rows read twice: up to 16 on chip, beyond it streamed or row-looped
+    (forward) and read twice (backward) over one, two or three lane tiles, each row within its bounds."""
     force_long_row_paths(monkeypatch, long_rows)
     plan_norm_backward.cache_clear()
     norm_recipes.clear()
