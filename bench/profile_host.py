@@ -48,15 +48,21 @@ def main():
         "x.device": lambda: x.device,
         "x.stride": x.stride,
     }
+    time_and_profile(steps, lambda: ours(x, -1, mode=args.mode), args.calls, top=14)
+
+
+def time_and_profile(steps: dict, profiled, calls: int, top: int) -> None:
+    """Print each step's microseconds per call (a Python loop), then the top of a cProfile (tottime) of a
+    loop of `profiled`."""
     for name, fn in steps.items():
-        print(f"{name:32s} {loop_us(fn, args.calls, repeats=5):7.2f} us")
+        print(f"{name:32s} {loop_us(fn, calls, repeats=5):7.2f} us")
     profile = cProfile.Profile()
     profile.enable()
-    for _ in range(args.calls):
-        ours(x, -1, mode=args.mode)
+    for _ in range(calls):
+        profiled()
     torch.cuda.synchronize()
     profile.disable()
-    pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+    pstats.Stats(profile).sort_stats("tottime").print_stats(top)
 
 
 def norm_backward_host(args):
@@ -75,15 +81,7 @@ def norm_backward_host(args):
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "dy.contiguous()": dy.contiguous,
     }
-    for name, fn in steps.items():
-        print(f"{name:32s} {loop_us(fn, args.calls, repeats=5):7.2f} us")
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(args.calls):
-        torch.autograd.grad(y_ours, (x, w, b), dy, retain_graph=True)
-    torch.cuda.synchronize()
-    profile.disable()
-    pstats.Stats(profile).sort_stats("tottime").print_stats(18)
+    time_and_profile(steps, steps["precred autograd.grad"], args.calls, top=18)
 
 
 if __name__ == "__main__":
