@@ -133,7 +133,9 @@ KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
 KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # kahan's first inner passes over 16-bit input keep lanes of 8-element vector sums (schedules/inner.py
 # VECTOR_SUMS) instead of one lane per element: an eighth of the state (8192^2 bf16: 111 -> 32 registers
-# per thread on the full tile's 8 warps), hence more programs per SM. GB/s in plan_for's kahan note.
+# per thread on the full tile's 8 warps), hence more programs per SM. GB/s in plan_for's kahan note. With
+# them, larger tiles lost (ACC_TILE_BYTES 32 KiB: 8192^2 2392 -> 2075), pipelined 16-bit rows too
+# (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
 KAHAN_VECTOR_SUMS = True
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...

@@ -8,6 +8,9 @@ tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element
 BLOCK_N lanes once at the end with the fixed tree. (Pairwise parts of several tiles: each tile is merged
 by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER.)
 
+kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in the thread (the lane
+tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
+
 Welford's strategy (var/std) also carries a count per lane -- computed from the part's geometry after
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
 (precred.strategies.welford), read from the original input in every pass.
