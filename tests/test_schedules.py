@@ -122,8 +122,8 @@ def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
     overrides = dict(sm_count=64, split_min_bytes=0)
     if case == "pairwise":   # its lanes would span the whole row: smaller tiles and fewer SMs make it split
         overrides.update(tile_elements=64, sm_count=4)   # into parts of several tiles (the binary counter)
-    if case == "fast":   # PLAIN_MIN_TILES_PER_LANE leaves 256 lanes, too wide to split 700: smaller tiles
-        overrides.update(tile_elements=64)
+    if case in ("fast", "fp64", "kahan"):   # short rows narrow their lanes to 2 tiles (PLAIN_MIN_TILES_PER_LANE,
+        overrides.update(tile_elements=64)   # KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE): 256 lanes, too wide to split 700
     _, plan = plan_for(x, (1,), mode, out_dtype, **overrides)
     assert plan.fused_merge and plan.passes[0].parts > 1, plan
     assert plan.passes[0].tile_counter == (case == "pairwise"), plan
