@@ -99,14 +99,14 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     short_rows = not outer_schedule and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED and x.element_size() <= 4
     if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows or short_rows):   # fast; fp64 over 16-bit or short rows
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
-    if (mode.strategy == COMPENSATED and x.element_size() >= planning.KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE
-            and not outer_schedule):
+    if mode.strategy == COMPENSATED and not outer_schedule and (x.element_size() >= 4 or planning.KAHAN_VECTOR_SUMS):
         # kahan over rows: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved -> full,
         # two runs: fp32 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
         # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645; bf16 with the vector sums
         # (plan.KAHAN_VECTOR_SUMS), against the halves without them: 8192^2 2312/2288 -> 2386/2366,
         # 65536x1024 2375/2378 -> 2416/2437, 1024x65536 2408/2382 -> 2390/2367, 2^28 2787/2786 ->
-        # 2799/2791; the halves with the vector sums lost (8192^2 2122/2137)). Dim 0 was not measured: it
+        # 2799/2791; the halves with the vector sums lost (8192^2 2122/2137); without them, 16-bit rows keep
+        # the halves: the full tile cost the 2^28 bf16 reduction 2774 -> 2260). Dim 0 was not measured: it
         # keeps the halving.
         options.update(heavy_state=False)
         if sixteen_bit_rows and short_rows:
@@ -575,12 +575,12 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         grid = (triton.cdiv(rows, p.block_kept) * p.parts,)
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         state_vec = 16 // workspace.acc_dtype.itemsize
+        tree_vec = state_vec if src_is_state else 16 // src[0].element_size()
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
-                      TREE_VEC=state_vec if src_is_state else 16 // src[0].element_size(),
-                      MERGE_TILE_COUNTER=merge_counter,
+                      TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
                       VECTOR_SUMS=(strategy == COMPENSATED and not src_is_state and src[0].element_size() == 2
-                                   and planning.KAHAN_VECTOR_SUMS and p.lanes >= 2 * (16 // src[0].element_size())))
+                                   and planning.KAHAN_VECTOR_SUMS and p.lanes >= 2 * tree_vec))
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

@@ -204,8 +204,8 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
         recipe(stream, *pointer_lists)
         return dx, dweight, dbias
     pointer_lists = [[_wire(p) for p in pointer_list] for pointer_list in pointer_lists]
-    consts = dict(RMS=rms, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                  ACC_DTYPE=_TL_DTYPE[acc])
+    row_consts = dict(RMS=rms, HAS_W=weight is not None, ACC_DTYPE=_TL_DTYPE[acc])   # the row terms kernel's
+    consts = dict(row_consts, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad)
     if plan.on_chip:
         launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0], [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
@@ -213,7 +213,6 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
                             TREE_VEC=16 // x.element_size(),
                             **consts)]
     else:
-        row_consts = dict(RMS=rms, HAS_W=weight is not None, ACC_DTYPE=_TL_DTYPE[acc])
         launches = [_launch(norm_backward_row_terms_kernel, (rows,), pointer_lists[0], [n],
                             planner.NORM_BACKWARD_ROW_TERMS_WARPS, BLOCK_N=plan.block_n, **row_consts),
                     _launch(norm_backward_columns_kernel, (triton.cdiv(n, plan.block_c), programs), pointer_lists[1],

@@ -123,9 +123,6 @@ MIN_LANES = 32
 # 2589/2592 (fast 2540-2699 there); fp32 262144x256 2568 -> 2740, but 65536x1024 2641 -> 2566, 8192^2 2643
 # -> 2589. Over dim 0 (the outer schedule) 2 lost up to 4x (16x262144 bf16 895 -> 230).
 PLAIN_MIN_TILES_PER_LANE = 2
-# kahan over rows (the inner schedule) of inputs this wide or wider takes the full tile and warps, not
-# the heavy state's halves (precred.launch.plan_for).
-KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
 # kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: 2 tiles per lane (a plain loop: fewer than
 # PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves)
 # 2260/2254, with the vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the
@@ -133,7 +130,8 @@ KAHAN_ROWS_FULL_TILE_MIN_ELEMENT_SIZE = 2
 KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # kahan's first inner passes over 16-bit input keep lanes of 8-element vector sums (schedules/inner.py
 # VECTOR_SUMS) instead of one lane per element: an eighth of the state (8192^2 bf16: 111 -> 32 registers
-# per thread on the full tile's 8 warps), hence more programs per SM. GB/s in plan_for's kahan note. With
+# per thread on the full tile's 8 warps), hence more programs per SM; with them, 16-bit rows take the full
+# tile and warps as fp32 rows do (precred.launch.plan_for; GB/s in its kahan note). With
 # them, larger tiles lost (ACC_TILE_BYTES 32 KiB: 8192^2 2392 -> 2075), pipelined 16-bit rows too
 # (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
 KAHAN_VECTOR_SUMS = True
@@ -780,8 +778,9 @@ def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size
     lanes = min(block_n, NORM_BACKWARD_LOOP_LANES)
     block_r, block_c = NORM_BACKWARD_COLUMNS_TILE
     column_blocks = -(-n // block_c)
-    row_blocks = max(1, min(-(-rows // block_r), -(-NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM * sm_count // column_blocks)))
-    rows_per_block = -(-(-(-rows // row_blocks)) // block_r) * block_r
+    row_tiles = -(-rows // block_r)
+    row_blocks = max(1, min(row_tiles, -(-NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM * sm_count // column_blocks)))
+    rows_per_block = -(-row_tiles // row_blocks) * block_r   # whole row tiles per block
     return NormBackwardPlan(False, block_r, lanes, NORM_BACKWARD_COLUMNS_WARPS, rows_per_block, n,
                             NORM_BACKWARD_COLUMNS_STAGES, block_c)
 
