@@ -579,8 +579,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
-                      VECTOR_SUMS=(strategy == COMPENSATED and not src_is_state and src[0].element_size() == 2
-                                   and planning.KAHAN_VECTOR_SUMS and p.lanes >= 2 * tree_vec))
+                      VECTOR_SUMS=not src_is_state and p.lanes >= 2 * tree_vec and (
+                          (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
+                          or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)))
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

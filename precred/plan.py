@@ -135,6 +135,9 @@ KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # them, larger tiles lost (ACC_TILE_BYTES 32 KiB: 8192^2 2392 -> 2075), pipelined 16-bit rows too
 # (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
 KAHAN_VECTOR_SUMS = True
+# Welford's first inner passes over the input keep lanes of 16-byte vectors' (mean, m2) (schedules/inner.py
+# welford_vector_part): no per-element update and a TREE_VEC-th of the lanes for the final tree.
+WELFORD_VECTOR_MOMENTS = True
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

@@ -122,6 +122,26 @@ def test_every_var_mode_within_bound(device, family, dtype, planner):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
+    """Welford's first passes over the input keep lanes of 16-byte vectors' (mean, m2)
+    (plan.WELFORD_VECTOR_MOMENTS, schedules/inner.py welford_vector_part): with and without them, rows of
+    several tiles per lane and a partial last tile (1999 elements) stay within every mode's bound at the
+    plan's depth; with them also split (one tile per lane, a partial tile in the last part)."""
+    from precred import launch, plan
+    rng = np.random.default_rng(zlib.crc32(f"vector {family} {dtype}".encode()))
+    x = torch.stack([_family(family, 1999, rng, dtype) for _ in range(2)])
+    split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
+    for vector_moments, planners in ((True, ({}, split)), (False, ({},))):
+        monkeypatch.setattr(plan, "WELFORD_VECTOR_MOMENTS", vector_moments)
+        launch._RECIPES.clear()
+        for mode in VAR_MODES:
+            for planner in planners:
+                check_moments_within_bound(x, (1,), mode, device=device, planner=planner, std=False)
+    launch._RECIPES.clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_lengths_around_block_sizes(device, dtype):
     """Rows around the tiny tiles' sizes (16-element tiles: chains, splits and merges of partial
     states of every length), over dim -1 and over dim 0 of the transposed copy, in every mode."""

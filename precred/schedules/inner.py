@@ -10,6 +10,9 @@ by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER
 
 kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in the thread (the lane
 tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
+Welford over the input does the same (VECTOR_SUMS with STRATEGY 2): each vector's (mean, m2) by
+equal-count merges, then one Chan merge per lane and tile with the tile's scalar weights -- no
+per-element update, and TREE_VEC times fewer lanes for the final tree (whose merges divide).
 
 Welford's strategy (var/std) also carries a count per lane -- computed from the part's geometry after
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
@@ -33,12 +36,13 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import compensated_combine, welford_lane_counts
+from ..strategies import compensated_combine, welford_combine, welford_lane_counts
+from ..strategies.welford import welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
                     value_tail, write_result)
 from .finish import to_accumulator
-from .tree import (compensated_vector_sums, counter_push, counter_total, tree_reduce_last_axis,
-                   tree_sum_across_threads, tree_sum_within_threads)
+from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
+                   tree_sum_within_threads)
 
 
 @triton.jit
@@ -99,7 +103,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         total = tree_sum_across_threads(counter_total(g, s0, s1, s2, s3, s4, s5, s6, s7), BLOCK_M)
         # lo is 0; cnt is the plain strategy's unused tile-shaped placeholder, as the tree returns it
         return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
-    if VECTOR_SUMS:
+    if VECTOR_SUMS and STRATEGY == 2:
+        return welford_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE,
+                                   BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC)
+    if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
         # are BLOCK_N // TREE_VEC vector sums: an eighth of the state (16-bit input) for the same loads.
@@ -111,7 +118,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
             mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
             raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
-            tile_hi, tile_lo = compensated_vector_sums(to_accumulator(raw, ACC_DTYPE), BLOCK_M, BLOCK_N, TREE_VEC)
+            values = to_accumulator(raw, ACC_DTYPE)
+            tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
+                                                        STRATEGY, SUMS)
             hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
             hi_ptrs += step
         row_hi, row_lo, _ = tree_reduce_last_axis(hi, lo, hi, BLOCK_M, SUMS, STRATEGY)
@@ -147,6 +156,40 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
 
 
 @triton.jit
+def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                        TREE_VEC: tl.constexpr):
+    """reduce_part for Welford over the input with lanes of TREE_VEC-element vectors: per-row (mean, m2,
+    count) of the part, shifted by shift_tile. The tree is reduce_part's, its first log2(TREE_VEC)
+    levels taken on every tile: the vector levels, the lane's chain over its tiles (the first merge
+    takes the vector's state exactly), the tree over the BLOCK_N // TREE_VEC vector lanes -- so the
+    depth the bounds count (precred.plan.Pass.depth) is unchanged. Full tiles: every value counted,
+    equal-count merges (strategies.welford.welford_vector_moments, welford_merge_vectors). The last,
+    partial tile: the same levels with welford_combine and counts (masked values count 0)."""
+    SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+    mean = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
+    m2 = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
+    full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
+    for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
+        raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy="evict_first")   # read once
+        tile_mean, tile_m2 = welford_vector_moments(to_accumulator(raw, ACC_DTYPE) - shift_tile, BLOCK_M, BLOCK_N,
+                                                    TREE_VEC)
+        reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
+        mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, TREE_VEC)
+        ptrs += step
+    cnt = tl.zeros([BLOCK_M, SUMS], tl.float64) + ((full_end - part_start) // BLOCK_N * TREE_VEC).to(tl.float64)
+    if full_end < part_end:
+        mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
+        values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
+        values = tl.where(mask, values - shift_tile, 0.0)
+        tail_mean, tail_m2, tail_cnt = tree_reduce_last_axis(values, tl.zeros_like(values),
+                                                             tl.where(mask, 1.0, 0.0).to(tl.float64), BLOCK_M,
+                                                             BLOCK_N, 2, SUMS)
+        mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
+    return tree_reduce_last_axis(mean, m2, cnt, BLOCK_M, SUMS, 2)
+
+
+@triton.jit
 def inner_kernel(
     src_hi_ptr,    # input elements, or the hi parts of partial states when SRC_IS_STATE
     src_lo_ptr,    # lo parts of partial states (read only when SRC_IS_STATE and STRATEGY uses lo)
@@ -178,7 +221,7 @@ def inner_kernel(
     TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
-    VECTOR_SUMS: tl.constexpr = False,  # kahan over the input: lanes of TREE_VEC-element vector sums
+    VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
 ):
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)

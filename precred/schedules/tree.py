@@ -25,14 +25,16 @@ from ..strategies.welford import welford_combine
 
 
 @triton.jit
-def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr):
+def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr,
+                          TO_WIDTH: tl.constexpr = 1):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
     `cnt` is merged by Welford's strategy (counts), the stable exponential sum's (maxima) and the
     extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it
-    untouched (unused)."""
+    untouched (unused). TO_WIDTH > 1: only the tree's first levels, down to [ROWS, TO_WIDTH] (the
+    merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's vector when that is its size)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > 1:
+        if (WIDTH >> level) > TO_WIDTH:
             hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
             lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
             if STRATEGY == 2:
@@ -55,9 +57,12 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
-        cnt = tl.reshape(cnt, (ROWS,))
-    return tl.reshape(hi, (ROWS,)), tl.reshape(lo, (ROWS,)), cnt
+    if TO_WIDTH == 1:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
+            cnt = tl.reshape(cnt, (ROWS,))
+        hi = tl.reshape(hi, (ROWS,))
+        lo = tl.reshape(lo, (ROWS,))
+    return hi, lo, cnt
 
 
 @triton.jit
@@ -145,21 +150,6 @@ def counter_total(n, s0, s1, s2, s3, s4, s5, s6, s7):
     total = _counter_sweep(total, s6, n, 6)
     total = _counter_sweep(total, s7, n, 7)
     return total
-
-
-@triton.jit
-def compensated_vector_sums(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
-    """A [ROWS, WIDTH] tile of values -> [ROWS, WIDTH // VEC] compensated (hi, lo) sums of VEC adjacent
-    elements: the first log2(VEC) levels of tree_reduce_last_axis's tree with the compensated combine.
-    With VEC the layout's 16-byte vector, every level stays inside a thread (tree_sum_within_threads)."""
-    hi = x
-    lo = tl.zeros_like(x)
-    for level in tl.static_range(0, 8):
-        if (VEC >> level) > 1:
-            hi_pairs = tl.reshape(hi, (ROWS, WIDTH >> (level + 1), 2))
-            lo_pairs = tl.reshape(lo, (ROWS, WIDTH >> (level + 1), 2))
-            hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
-    return hi, lo
 
 
 @triton.jit

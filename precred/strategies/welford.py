@@ -42,6 +42,64 @@ def welford_update(mean, m2, x, reciprocal, complement, valid):
 
 
 @triton.jit
+def welford_equal_merge(mean_a, m2_a, mean_b, m2_b, HALF_COUNT: tl.constexpr):
+    """Chan's merge of two states of the same count c (HALF_COUNT = c / 2, c a power of two), the
+    update-free levels of a vector's tree: the weights are exactly 1/2 and na nb / n = c / 2, so no
+    division and no count array. mean = (ma + mb) / 2 (one rounding; the halving is exact above the
+    subnormals), m2 = m2a + m2b + delta^2 c / 2. Symmetric bit for bit: the sums commute and delta's
+    sign cancels in delta * (delta * c / 2)."""
+    delta = mean_b - mean_a
+    return (mean_a + mean_b) * 0.5, tl.fma(delta, delta * HALF_COUNT, m2_a + m2_b)
+
+
+@triton.jit
+def _equal_merge_1(mean_a, m2_a, mean_b, m2_b):
+    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 0.5)
+
+
+@triton.jit
+def _equal_merge_2(mean_a, m2_a, mean_b, m2_b):
+    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 1.0)
+
+
+@triton.jit
+def _equal_merge_4(mean_a, m2_a, mean_b, m2_b):
+    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 2.0)
+
+
+@triton.jit
+def welford_vector_moments(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """A [ROWS, WIDTH] tile of (shifted) values, every one counted -> [ROWS, WIDTH // VEC] (mean, m2) of
+    VEC adjacent values (VEC <= 8, a power of two): the first log2(VEC) levels of the lane tree
+    (schedules/tree.py: adjacent pairs), each an equal-count Chan merge. With VEC the layout's 16-byte
+    vector, every level stays inside a thread."""
+    mean = x
+    m2 = tl.zeros_like(x)
+    if VEC >= 2:
+        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 2, 2)), tl.reshape(m2, (ROWS, WIDTH // 2, 2))),
+                             2, _equal_merge_1)
+    if VEC >= 4:
+        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 4, 2)), tl.reshape(m2, (ROWS, WIDTH // 4, 2))),
+                             2, _equal_merge_2)
+    if VEC >= 8:
+        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 8, 2)), tl.reshape(m2, (ROWS, WIDTH // 8, 2))),
+                             2, _equal_merge_4)
+    return mean, m2
+
+
+@triton.jit
+def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, complement, VEC: tl.constexpr):
+    """Chan's merge of lane states of VEC (k - 1) values with vector states of VEC values (the k-th
+    tile's, welford_vector_moments): the counts are the same in every lane, so the weights are the
+    tile's scalars -- (k-1)/k = `complement`, 1/k = `reciprocal`, and na nb / n = VEC (k-1)/k, exactly
+    VEC * complement (welford_combine's roundings, without its division). At k = 1 the lane takes the
+    vector's state exactly."""
+    delta = vector_mean - mean
+    new_mean = tl.fma(mean, complement, vector_mean * reciprocal)
+    return new_mean, tl.fma(delta, delta * (complement * VEC), m2 + vector_m2)
+
+
+@triton.jit
 def _precedes(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     """A strict order on states (count, then mean, then m2): the merge puts the earlier state first."""
     return (n_a < n_b) | ((n_a == n_b) & ((mean_a < mean_b) | ((mean_a == mean_b) & (m2_a < m2_b))))
