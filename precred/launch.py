@@ -122,6 +122,11 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             options.update(heavy_state=False)
         if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED[acc]:
             options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles (plan.py)
+        if planning.WELFORD_VECTOR_MOMENTS:
+            if planning.WELFORD_VECTOR_TILES_PER_LANE:
+                options.update(min_tiles_per_lane=planning.WELFORD_VECTOR_TILES_PER_LANE)
+            if not planning.WELFORD_VECTOR_HALF_WARPS:
+                options.update(heavy_state=False)
     if mode.strategy == WELFORD and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x

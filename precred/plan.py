@@ -138,6 +138,8 @@ KAHAN_VECTOR_SUMS = True
 # Welford's first inner passes over the input keep lanes of 16-byte vectors' (mean, m2) (schedules/inner.py
 # welford_vector_part): no per-element update and a TREE_VEC-th of the lanes for the final tree.
 WELFORD_VECTOR_MOMENTS = True
+WELFORD_VECTOR_TILES_PER_LANE = None
+WELFORD_VECTOR_HALF_WARPS = True
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

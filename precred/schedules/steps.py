@@ -143,10 +143,25 @@ def finished_index(cnt, part_start, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.con
 
 @triton.jit
 def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
-    """(1/k, (k-1)/k) for the k-th tile of a part (k = g + 1), each correctly rounded to ACC_DTYPE
-    (formed in fp64, whose division is correctly rounded)."""
-    k = ((start - part_start) // BLOCK + 1).to(tl.float64)
-    return (1.0 / k).to(ACC_DTYPE), ((k - 1.0) / k).to(ACC_DTYPE)
+    """(1/k, (k-1)/k) for the k-th tile of a part (k = g + 1), each correctly rounded to ACC_DTYPE:
+    fp32's correctly rounded division (div_rn) of k and k - 1, exact in fp32 below 2^24 -- a sixth of
+    the instructions of fp64's (ten fp64 operations and two conversions a tile: 8% of the loop of var
+    over bf16 rows) -- else fp64's division, rounded once more."""
+    g = (start - part_start) // BLOCK
+    if ACC_DTYPE == tl.float32:
+        if g < 16777215:
+            k = (g + 1).to(tl.float32)
+            reciprocal = tl.math.div_rn(1.0, k)
+            complement = tl.math.div_rn(k - 1.0, k)
+        else:
+            k64 = (g + 1).to(tl.float64)
+            reciprocal = (1.0 / k64).to(tl.float32)
+            complement = ((k64 - 1.0) / k64).to(tl.float32)
+    else:
+        k64 = (g + 1).to(tl.float64)
+        reciprocal = 1.0 / k64
+        complement = (k64 - 1.0) / k64
+    return reciprocal, complement
 
 
 @triton.jit
