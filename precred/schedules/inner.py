@@ -37,7 +37,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import compensated_combine, welford_combine, welford_lane_counts
-from ..strategies.welford import welford_merge_vectors, welford_vector_moments
+from ..strategies.welford import welford_equal_tree, welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
                     value_tail, write_result)
 from .finish import to_accumulator
@@ -177,16 +177,22 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
         reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, TREE_VEC)
         ptrs += step
-    cnt = tl.zeros([BLOCK_M, SUMS], tl.float64) + ((full_end - part_start) // BLOCK_N * TREE_VEC).to(tl.float64)
+    # Every lane saw the full tiles' values, TREE_VEC a tile: one count, so the lane tree merges
+    # equal counts (no division). The partial last tile, if any, is merged by its own tree of counted
+    # merges, then into the row's state: an element's depth stays within plan.Pass.depth (the tail's
+    # log2(BLOCK_N) + 1 levels count no more than a chain of two tiles and the tree).
+    full_count = ((full_end - part_start) // BLOCK_N * TREE_VEC).to(tl.float64)
+    row_mean, row_m2 = welford_equal_tree(mean, m2, full_count, BLOCK_M, SUMS)
+    row_cnt = tl.zeros([BLOCK_M], tl.float64) + full_count * SUMS
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
         values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
         values = tl.where(mask, values - shift_tile, 0.0)
         tail_mean, tail_m2, tail_cnt = tree_reduce_last_axis(values, tl.zeros_like(values),
                                                              tl.where(mask, 1.0, 0.0).to(tl.float64), BLOCK_M,
-                                                             BLOCK_N, 2, SUMS)
-        mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
-    return tree_reduce_last_axis(mean, m2, cnt, BLOCK_M, SUMS, 2)
+                                                             BLOCK_N, 2)
+        row_mean, row_m2, row_cnt = welford_combine(row_mean, row_m2, row_cnt, tail_mean, tail_m2, tail_cnt)
+    return row_mean, row_m2, row_cnt
 
 
 @triton.jit

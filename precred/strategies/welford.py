@@ -88,6 +88,32 @@ def welford_vector_moments(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.c
 
 
 @triton.jit
+def welford_equal_combine(mean_a, m2_a, count_a, mean_b, m2_b, count_b):
+    """welford_equal_merge with the count carried (fp64, exact; the same in both operands), for trees over
+    states that all hold one count: na nb / n = na / 2, rounded once to the state's dtype as
+    welford_combine rounds its weight."""
+    delta = mean_b - mean_a
+    weight = (count_a * 0.5).to(mean_a.dtype)
+    return (mean_a + mean_b) * 0.5, tl.fma(delta, delta * weight, m2_a + m2_b), count_a + count_b
+
+
+@triton.jit
+def welford_equal_tree(mean, m2, count, ROWS: tl.constexpr, WIDTH: tl.constexpr):
+    """[ROWS, WIDTH] states that all hold `count` values (an fp64 scalar) -> [ROWS] (mean, m2): the lane
+    tree of schedules/tree.py (adjacent pairs, log2(WIDTH) levels) with welford_equal_combine -- an
+    fp64 addition and one conversion a merge, where welford_combine divides in fp64 and converts three
+    weights."""
+    counts = tl.zeros([ROWS, WIDTH], tl.float64) + count
+    for level in tl.static_range(0, 24):
+        if (WIDTH >> level) > 1:
+            mean, m2, counts = tl.reduce((tl.reshape(mean, (ROWS, (WIDTH >> level) // 2, 2)),
+                                          tl.reshape(m2, (ROWS, (WIDTH >> level) // 2, 2)),
+                                          tl.reshape(counts, (ROWS, (WIDTH >> level) // 2, 2))),
+                                         2, welford_equal_combine)
+    return tl.reshape(mean, (ROWS,)), tl.reshape(m2, (ROWS,))
+
+
+@triton.jit
 def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, complement, VEC: tl.constexpr):
     """Chan's merge of lane states of VEC (k - 1) values with vector states of VEC values (the k-th
     tile's, welford_vector_moments): the counts are the same in every lane, so the weights are the
