@@ -55,7 +55,8 @@ PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP
 # place of a second output, and a second stage recomputes the uncertified outputs.
 FILTERS = (EXACT, CERTIFIED_EXP)
 # Strategies whose unsplit 16-bit rows run plain loops, their loads keeping the evict_first hint
-# (precred.plan.PLAIN_16BIT_ROWS_MIN_RED; Welford and the exact filter measured faster pipelined).
+# (precred.plan.PLAIN_16BIT_ROWS_MIN_RED; the exact filter measured faster pipelined, Welford too except
+# with the vector moments and the fp32 accumulator: plan_for).
 PLAIN_16BIT_ROW_STRATEGIES = frozenset({PLAIN, COMPENSATED, STABLE_EXP, CERTIFIED_EXP, *EXTREMA, *VALUE_EXTREMA})
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
@@ -122,11 +123,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             options.update(heavy_state=False)
         if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED[acc]:
             options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles (plan.py)
-        if planning.WELFORD_VECTOR_MOMENTS:
-            if planning.WELFORD_VECTOR_TILES_PER_LANE:
-                options.update(min_tiles_per_lane=planning.WELFORD_VECTOR_TILES_PER_LANE)
-            if not planning.WELFORD_VECTOR_HALF_WARPS:
-                options.update(heavy_state=False)
+        if planning.WELFORD_VECTOR_MOMENTS and acc == 4:
+            options.update(plain_16bit_rows=True)   # measured in plan.WELFORD_VECTOR_MOMENTS' note
     if mode.strategy == WELFORD and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x

@@ -136,10 +136,17 @@ KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
 KAHAN_VECTOR_SUMS = True
 # Welford's first inner passes over the input keep lanes of 16-byte vectors' (mean, m2) (schedules/inner.py
-# welford_vector_part): no per-element update and a TREE_VEC-th of the lanes for the final tree.
+# welford_vector_part): equal-count merges inside the vector, one Chan merge per lane and tile, and the
+# full tiles' lane tree without divisions. bench/sweep_outer.py --op var --dim -1, H100, GB/s fast / fp64,
+# per-element updates -> vector moments (with the division-free lane tree): fp32 8192^2 2305/2313 ->
+# 2626/2611, 65536x1024 2464/2182 -> 2630/2572, 262144x256 2429/2296 -> 2557/2469, 1024x65536 2401/2475
+# -> 2635/2587; bf16 8192^2 1573/1370 -> 2189/2045, 65536x1024 1666/1330 -> 2223/2161, 262144x256
+# 1737/1402 -> 1975/1992, 1024x65536 1734/1575 -> 2227/1896. With them, chains of 16 or 32 tiles and the
+# full warps moved within noise or lost (65536x1024 bf16 32 tiles: 1746), 2 or 3 pipeline stages lost,
+# and plain loops (with evict_first) gained only for the fp32 accumulator over 16-bit rows of at least
+# PLAIN_16BIT_ROWS_MIN_RED (bf16 fast 1024x65536 2216 -> 2324, 65536x1024 2218 -> 2311, 4096^2 1507 ->
+# 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
-WELFORD_VECTOR_TILES_PER_LANE = None
-WELFORD_VECTOR_HALF_WARPS = True
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4
