@@ -32,9 +32,8 @@ from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
-# First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var), and of the stable-exp
-# passes over many outputs (bench/sweep_state.py logsumexp).
-WELFORD_OUTER_TILE = 1024
+# First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp);
+# Welford's outer passes: precred.plan.WELFORD_OUTER_TILE.
 STABLE_EXP_TILE = 1024
 STABLE_EXP_TILE_MIN_OUTPUTS = 1024
 # The exact filter's first passes (bench/sweep_state.py exact, H200): 1024-element tiles over many rows,
@@ -129,7 +128,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # Welford over a strided axis (the outer schedule): full warps and small tiles measured fastest
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
-        options.update(heavy_state=False, tile_elements=WELFORD_OUTER_TILE)
+        options.update(heavy_state=False, tile_elements=planning.WELFORD_OUTER_TILE)
     if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # logsumexp (bench/sweep_state.py logsumexp, H100): full tiles and warps (its state is two
         # arrays, no compensation), and 1024-element tiles where there are many outputs -- except fp32 over a
@@ -595,6 +594,11 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
+        # Welford's tile moments where each thread holds all lanes of its columns (the registers layout:
+        # a warp's 16-byte vectors span 32 * vector columns, the warps side by side; plan._outer_pass).
+        lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
+        consts.update(TILE_MOMENTS=(strategy == WELFORD and not src_is_state and planning.WELFORD_OUTER_TILE_MOMENTS
+                                    and lanes_in_registers))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

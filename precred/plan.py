@@ -104,9 +104,12 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # two runs, minimum row length 32768 -> 8192: bf16 fp64 8192^2 1225/1227 -> 1361/1357, 65536x1024 and 4096^2
 # unchanged; bf16 fast 8192^2 1569/1567 -> 1365/1363, hence 32768 for the fp32 accumulator). (4 KiB cost fp32
 # fast 1024x65536 10%.) Few long rows (16x262144) keep their plan: the short parts narrow the lanes below any
-# of these tiles.
-WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 4096}
-WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 8192}
+# of these tiles. With the vector moments (WELFORD_VECTOR_MOMENTS; a TREE_VEC-th of the state) fp64 went
+# 4 -> 8 KiB, 16-bit rows from 32768 elements (sweep_outer --op var --dim -1, H100, GB/s): fp32 262144x256 2473 -> 2561,
+# 8192^2 2616 -> 2641, bf16 1024x65536 1906 -> 2002 -- but bf16 8192^2 2068 -> 1889 (16 KiB: 2093);
+# 16 and 32 KiB lost up to 17% elsewhere.
+WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 8192}
+WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 32768}
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -147,6 +150,11 @@ KAHAN_VECTOR_SUMS = True
 # PLAIN_16BIT_ROWS_MIN_RED (bf16 fast 1024x65536 2216 -> 2324, 65536x1024 2218 -> 2311, 4096^2 1507 ->
 # 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
+# The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
+# registers, then one Chan merge per column and tile.
+WELFORD_OUTER_TILE_MOMENTS = True
+# First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var; precred.launch.plan_for).
+WELFORD_OUTER_TILE = 1024
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

@@ -8,14 +8,17 @@ by the fixed tree. (Pairwise: each tile is merged by that tree at once and the t
 counter.) The planner sizes first-pass tiles so that each thread holds all BLOCK_R lanes of its
 columns: the lane tree then runs in registers. Partial states go to a [n_parts, outer*inner]
 workspace, which a second launch of this same kernel reduces over its (strided) first axis.
-Welford's strategy carries counts and subtracts each column's shift as the inner schedule does.
+Welford's strategy carries counts and subtracts each column's shift as the inner schedule does; over
+the input, with the lanes in registers (TILE_MOMENTS), each tile's lanes are merged first (equal
+counts, no division) and each column keeps one state (welford_tile_part).
 
 Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
 """
 import triton
 import triton.language as tl
 
-from ..strategies import welford_lane_counts
+from ..strategies import welford_combine, welford_lane_counts
+from ..strategies.welford import welford_equal_tree_first_axis, welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
                     value_tail, write_result)
@@ -42,6 +45,7 @@ def outer_kernel(
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
     TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
     LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
+    TILE_MOMENTS: tl.constexpr = False,   # Welford over the input, lanes in registers: welford_tile_part
 ):
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
@@ -84,8 +88,6 @@ def outer_kernel(
         col_cnt = zero
         shift = 0.0
     else:
-        # Each lane chains its tiles; the BLOCK_R lanes of each column merge once, by the fixed tree.
-        hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
         if STRATEGY == 2:
             shift = load_shift(shift_ptr, out_index, col_mask, shift_inner, shift_stride_outer,
                                shift_stride_inner, ACC_DTYPE)
@@ -93,32 +95,79 @@ def outer_kernel(
         else:
             shift = 0.0
             shift_tile = 0.0
-        loop_end = part_end
-        if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
-            loop_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
-        for start in tl.range(part_start, loop_end, BLOCK_R, num_stages=LOOP_STAGES):
-            mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
-            if STRATEGY == 2:
-                reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
-            else:
-                reciprocal, complement = 1.0, 0.0
-            hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
-                                          shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
-                                          USES_LO)
-            hi_ptrs += step
-            lo_ptrs += step
-            cnt_ptrs += step
-        if STRATEGY == 8 or STRATEGY == 9:
-            if loop_end < part_end:
-                mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
-                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
-        if STRATEGY == 2 and not SRC_IS_STATE:
-            cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
-                                  (BLOCK_R, BLOCK_I))
-        cnt = lane_positions(cnt, lanes[:, None], STRATEGY, SRC_IS_STATE)
-        col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
-        col_cnt = finished_index(col_cnt, part_start, STRATEGY, SRC_IS_STATE)
+        if TILE_MOMENTS:
+            col_hi, col_lo, col_cnt = welford_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
+                                                        shift_tile, ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
+        else:
+            col_hi, col_lo, col_cnt = chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start,
+                                                   part_end, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
+                                                   USES_LO, BLOCK_R, BLOCK_I, LOOP_STAGES)
 
     state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
     write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,
                  col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+
+
+@triton.jit
+def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, part_end, shift_tile,
+                 STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr, USES_LO: tl.constexpr,
+                 BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    """The merged state of each column over [part_start, part_end): each lane chains its tiles; the
+    BLOCK_R lanes of each column merge once, by the fixed tree."""
+    hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+    loop_end = part_end
+    if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
+        loop_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
+    for start in tl.range(part_start, loop_end, BLOCK_R, num_stages=LOOP_STAGES):
+        mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
+        if STRATEGY == 2:
+            reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
+        else:
+            reciprocal, complement = 1.0, 0.0
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
+                                      shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
+                                      USES_LO)
+        hi_ptrs += step
+        lo_ptrs += step
+        cnt_ptrs += step
+    if STRATEGY == 8 or STRATEGY == 9:
+        if loop_end < part_end:
+            mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
+            hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+    if STRATEGY == 2 and not SRC_IS_STATE:
+        cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
+                              (BLOCK_R, BLOCK_I))
+    cnt = lane_positions(cnt, lanes[:, None], STRATEGY, SRC_IS_STATE)
+    col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
+    return col_hi, col_lo, finished_index(col_cnt, part_start, STRATEGY, SRC_IS_STATE)
+
+
+@triton.jit
+def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_tile, ACC_DTYPE: tl.constexpr,
+                      BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    """chained_part for Welford over the input when each thread holds all BLOCK_R lanes of its columns
+    (TILE_MOMENTS): each full tile's lanes are merged first, by the fixed tree with equal counts (no
+    division; in registers), and the columns keep one state each, merged with every tile's by Chan's
+    merge with the tile's scalar weights (strategies.welford.welford_merge_vectors). An element goes
+    through the tree's log2(BLOCK_R) levels, then the chain: the depth plan.Pass.depth counts. A partial
+    last tile: the same tree with counts (welford_combine), merged into the columns' states."""
+    mean = tl.zeros([BLOCK_I], ACC_DTYPE)
+    m2 = tl.zeros([BLOCK_I], ACC_DTYPE)
+    full_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
+    for start in tl.range(part_start, full_end, BLOCK_R, num_stages=LOOP_STAGES):
+        values = to_accumulator(tl.load(ptrs, mask=col_mask[None, :], other=0, eviction_policy="evict_first"),
+                                ACC_DTYPE) - shift_tile
+        tile_mean, tile_m2 = welford_equal_tree_first_axis(values, tl.zeros_like(values), 1.0, BLOCK_R, BLOCK_I)
+        reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
+        mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, BLOCK_R)
+        ptrs += step
+    cnt = tl.zeros([BLOCK_I], tl.float64) + (full_end - part_start).to(tl.float64)
+    if full_end < part_end:
+        mask = ((full_end + lanes) < part_end)[:, None] & col_mask[None, :]
+        values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
+        values = tl.where(mask, values - shift_tile, 0.0)
+        tail_mean, tail_m2, tail_cnt = tree_reduce_first_axis(values, tl.zeros_like(values),
+                                                              tl.where(mask, 1.0, 0.0).to(tl.float64), BLOCK_R,
+                                                              BLOCK_I, 2)
+        mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
+    return mean, m2, cnt

@@ -114,6 +114,21 @@ def welford_equal_tree(mean, m2, count, ROWS: tl.constexpr, WIDTH: tl.constexpr)
 
 
 @triton.jit
+def welford_equal_tree_first_axis(mean, m2, count, WIDTH: tl.constexpr, COLS: tl.constexpr):
+    """welford_equal_tree along axis 0: [WIDTH, COLS] states that all hold `count` values -> [COLS], by
+    tree_reduce_first_axis' tree (adjacent pairs of axis 0). On a tile held in registers with a constant
+    count (the outer schedule's tiles of the input: count 1) the counts fold away."""
+    counts = tl.zeros([WIDTH, COLS], tl.float64) + count
+    for level in tl.static_range(0, 24):
+        if (WIDTH >> level) > 1:
+            mean, m2, counts = tl.reduce((tl.reshape(mean, ((WIDTH >> level) // 2, 2, COLS)),
+                                          tl.reshape(m2, ((WIDTH >> level) // 2, 2, COLS)),
+                                          tl.reshape(counts, ((WIDTH >> level) // 2, 2, COLS))),
+                                         1, welford_equal_combine)
+    return tl.reshape(mean, (COLS,)), tl.reshape(m2, (COLS,))
+
+
+@triton.jit
 def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, complement, VEC: tl.constexpr):
     """Chan's merge of lane states of VEC (k - 1) values with vector states of VEC values (the k-th
     tile's, welford_vector_moments): the counts are the same in every lane, so the weights are the
