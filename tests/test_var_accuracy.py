@@ -142,6 +142,23 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("family", ["normal", "offset1e6", "huge"])
+def test_outer_tile_moments_within_bound(device, family, dtype):
+    """Over a strided axis with the lanes in registers (schedules/outer.py welford_tile_part: each tile's
+    lanes merged first, a partial last tile counted), every mode stays within its bound at the plan's
+    depth. 77 values per column: 9 full tiles of 8 lanes (4 for bf16's wider columns) and a partial one."""
+    rng = np.random.default_rng(zlib.crc32(f"outer tiles {family} {dtype}".encode()))
+    columns = 512 if dtype == torch.float32 else 1024
+    x = torch.stack([_family(family, 77, rng, dtype) for _ in range(columns)], dim=1)
+    planner = dict(tile_elements=8192)
+    first = plan_for(x, (0,), get_var_mode("fast"), dtype, **planner)[1].passes[0]
+    assert first.schedule == "outer" and first.lanes >= 4
+    assert first.block_kept >= 32 * (16 // x.element_size()) * first.num_warps, "lanes not in registers"
+    for mode in VAR_MODES:
+        check_moments_within_bound(x, (0,), mode, device=device, planner=planner, std=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_lengths_around_block_sizes(device, dtype):
     """Rows around the tiny tiles' sizes (16-element tiles: chains, splits and merges of partial
     states of every length), over dim -1 and over dim 0 of the transposed copy, in every mode."""
