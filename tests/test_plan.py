@@ -483,7 +483,9 @@ def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
     args = dict(inner_contiguous=False, whole_tree=False, sm_count=132, element_size=dtype.itemsize,
                 accumulator_size=acc, pipelined=True,
                 # rows of 4096: the small accumulator tile for fp32 input only
-                acc_tile_bytes=plan_module.WELFORD_ROWS_ACC_TILE_BYTES[acc] if dtype.itemsize >= 4 else None)
+                acc_tile_bytes=plan_module.WELFORD_ROWS_ACC_TILE_BYTES[acc] if dtype.itemsize >= 4 else None,
+                # the vector moments' plain loops over 16-bit rows with the fp32 accumulator
+                plain_16bit_rows=acc == 4 and plan_module.WELFORD_VECTOR_MOMENTS)
     full, half = (plan_reduction(8192, 4096, 1, heavy_state=h, **args).passes[0] for h in (False, True))
     assert full.num_warps > half.num_warps
     assert got.passes[0] == (half if halved else full), got
@@ -492,7 +494,8 @@ def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
 @pytest.mark.parametrize("dtype,mode,red,small", [(torch.float32, "fast", 4096, True),
                                                   (torch.float32, "fp64", 4096, True),
                                                   (torch.bfloat16, "fp64", 4096, False),
-                                                  (torch.bfloat16, "fp64", 8192, True),
+                                                  (torch.bfloat16, "fp64", 8192, False),
+                                                  (torch.bfloat16, "fp64", 32768, True),
                                                   (torch.bfloat16, "fp64", 65536, True),
                                                   (torch.bfloat16, "fast", 8192, False),
                                                   (torch.bfloat16, "fast", 4096, False),
