@@ -146,7 +146,8 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     Derivation (u the accumulator's unit roundoff, L = ceil(log2 n), R = radius, eta = half the
     accumulator's smallest subnormal). The kernel runs Welford's update and Chan's merge on x - K; the
     whole computation is one binary merge tree of depth h over the n values (a chain update is a
-    merge with a one-element side). First order in u:
+    merge with a one-element side; the merges of equal counts inside a vector or a tile, weights 1/2
+    and mean (ma + mb) / 2, are merges of it too). First order in u:
     * mean: a merge forms ma*wa + mb*wb (a chain update mean*(k-1)/k + x/k): two rounded weights, two
       products and a sum of terms at most R: at most 3uR(1 + u), counted as 7uR (room for the older
       form ma + (mb - ma) nb/n); a merge's mean is a weighted average of its operands', so errors never

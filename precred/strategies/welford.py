@@ -9,6 +9,13 @@ element, or 0 when that is not finite): the variance is shift-invariant, the mea
 mean, and the rounding errors of the state then scale with max|x - K| rather than with |mean| -- a row
 with mean 1e6 times its spread costs nothing in accuracy (precred.bounds.moments_error_bound).
 
+Over the input the schedules mostly skip the per-element update: a thread's 16-byte vector (inner
+schedule) or a tile's lanes held in its registers (outer schedule) are merged first by Chan's merge of
+equal counts (weights exactly 1/2, na nb / n = c / 2: no division), then merged into the lane's state
+with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which all hold one count,
+merge by welford_equal_tree. Each is an instance of the merge the bound counts (precred.bounds.
+moments_error_bound), in the same tree, so the depth is unchanged.
+
 Non-finite values keep torch.mean's semantics for the mean: the mean is updated and merged as the
 weighted average mean*(1 - r) + x*r and ma*wa + mb*wb, in which an infinity stays an infinity (and
 inf - inf is NaN) without a branch -- an empty side has mean 0 and weight 0, never inf * 0. The
