@@ -38,8 +38,8 @@ import triton.language as tl
 
 from ..strategies import compensated_combine, welford_combine, welford_lane_counts
 from ..strategies.welford import welford_equal_tree, welford_merge_vectors, welford_vector_moments
-from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
-                    value_tail, write_result)
+from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
+                    tile_weights, value_tail, write_result)
 from .finish import to_accumulator
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
@@ -186,10 +186,8 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     row_cnt = tl.zeros([BLOCK_M], tl.float64) + full_count * SUMS
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
-        values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
-        values = tl.where(mask, values - shift_tile, 0.0)
-        tail_mean, tail_m2, tail_cnt = tree_reduce_last_axis(values, tl.zeros_like(values),
-                                                             tl.where(mask, 1.0, 0.0).to(tl.float64), BLOCK_M,
+        values, counts = counted_values(ptrs, mask, shift_tile, ACC_DTYPE)
+        tail_mean, tail_m2, tail_cnt = tree_reduce_last_axis(values, tl.zeros_like(values), counts, BLOCK_M,
                                                              BLOCK_N, 2)
         row_mean, row_m2, row_cnt = welford_combine(row_mean, row_m2, row_cnt, tail_mean, tail_m2, tail_cnt)
     return row_mean, row_m2, row_cnt

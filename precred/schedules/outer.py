@@ -20,8 +20,8 @@ import triton.language as tl
 from ..strategies import welford_combine, welford_lane_counts
 from ..strategies.welford import welford_equal_tree_first_axis, welford_merge_vectors
 from .finish import to_accumulator
-from .steps import (accumulate_tile, finished_index, initial_state, lane_positions, load_shift, tile_weights,
-                    value_tail, write_result)
+from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
+                    tile_weights, value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 
@@ -164,10 +164,8 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
     cnt = tl.zeros([BLOCK_I], tl.float64) + (full_end - part_start).to(tl.float64)
     if full_end < part_end:
         mask = ((full_end + lanes) < part_end)[:, None] & col_mask[None, :]
-        values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
-        values = tl.where(mask, values - shift_tile, 0.0)
-        tail_mean, tail_m2, tail_cnt = tree_reduce_first_axis(values, tl.zeros_like(values),
-                                                              tl.where(mask, 1.0, 0.0).to(tl.float64), BLOCK_R,
+        values, counts = counted_values(ptrs, mask, shift_tile, ACC_DTYPE)
+        tail_mean, tail_m2, tail_cnt = tree_reduce_first_axis(values, tl.zeros_like(values), counts, BLOCK_R,
                                                               BLOCK_I, 2)
         mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
     return mean, m2, cnt

@@ -165,6 +165,14 @@ def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr
 
 
 @triton.jit
+def counted_values(ptrs, mask, shift, ACC_DTYPE: tl.constexpr):
+    """A partial tile of Welford's input as single-value states: (x - shift where `mask`, else 0; the
+    count, 1.0 or 0.0 in fp64) -- the leaves of the counted tree that merges a part's last tile."""
+    values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
+    return tl.where(mask, values - shift, 0.0), tl.where(mask, 1.0, 0.0).to(tl.float64)
+
+
+@triton.jit
 def row_shift(first_ptrs, mask, ACC_DTYPE: tl.constexpr):
     """The shift K of each row (Welford's strategy, layer_norm's statistics): the row's first element,
     at first_ptrs, or 0 where that element is not finite (or masked)."""

@@ -49,75 +49,43 @@ def welford_update(mean, m2, x, reciprocal, complement, valid):
 
 
 @triton.jit
-def welford_equal_merge(mean_a, m2_a, mean_b, m2_b, HALF_COUNT: tl.constexpr):
-    """Chan's merge of two states of the same count c (HALF_COUNT = c / 2, c a power of two), the
-    update-free levels of a vector's tree: the weights are exactly 1/2 and na nb / n = c / 2, so no
-    division and no count array. mean = (ma + mb) / 2 (one rounding; the halving is exact above the
-    subnormals), m2 = m2a + m2b + delta^2 c / 2. Symmetric bit for bit: the sums commute and delta's
-    sign cancels in delta * (delta * c / 2)."""
-    delta = mean_b - mean_a
-    return (mean_a + mean_b) * 0.5, tl.fma(delta, delta * HALF_COUNT, m2_a + m2_b)
-
-
-@triton.jit
-def _equal_merge_1(mean_a, m2_a, mean_b, m2_b):
-    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 0.5)
-
-
-@triton.jit
-def _equal_merge_2(mean_a, m2_a, mean_b, m2_b):
-    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 1.0)
-
-
-@triton.jit
-def _equal_merge_4(mean_a, m2_a, mean_b, m2_b):
-    return welford_equal_merge(mean_a, m2_a, mean_b, m2_b, 2.0)
-
-
-@triton.jit
-def welford_vector_moments(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
-    """A [ROWS, WIDTH] tile of (shifted) values, every one counted -> [ROWS, WIDTH // VEC] (mean, m2) of
-    VEC adjacent values (VEC <= 8, a power of two): the first log2(VEC) levels of the lane tree
-    (schedules/tree.py: adjacent pairs), each an equal-count Chan merge. With VEC the layout's 16-byte
-    vector, every level stays inside a thread."""
-    mean = x
-    m2 = tl.zeros_like(x)
-    if VEC >= 2:
-        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 2, 2)), tl.reshape(m2, (ROWS, WIDTH // 2, 2))),
-                             2, _equal_merge_1)
-    if VEC >= 4:
-        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 4, 2)), tl.reshape(m2, (ROWS, WIDTH // 4, 2))),
-                             2, _equal_merge_2)
-    if VEC >= 8:
-        mean, m2 = tl.reduce((tl.reshape(mean, (ROWS, WIDTH // 8, 2)), tl.reshape(m2, (ROWS, WIDTH // 8, 2))),
-                             2, _equal_merge_4)
-    return mean, m2
-
-
-@triton.jit
 def welford_equal_combine(mean_a, m2_a, count_a, mean_b, m2_b, count_b):
-    """welford_equal_merge with the count carried (fp64, exact; the same in both operands), for trees over
-    states that all hold one count: na nb / n = na / 2, rounded once to the state's dtype as
-    welford_combine rounds its weight."""
+    """Chan's merge of two states of the same count c (fp64, exact), carried: the weights are exactly
+    1/2 and na nb / n = c / 2 (rounded once to the state's dtype, as welford_combine rounds its weight),
+    so no division. mean = (ma + mb) / 2 (one rounding; the halving is exact above the subnormals),
+    m2 = m2a + m2b + delta^2 c / 2. Symmetric bit for bit: the sums commute and delta's sign cancels in
+    delta * (delta * c / 2)."""
     delta = mean_b - mean_a
     weight = (count_a * 0.5).to(mean_a.dtype)
     return (mean_a + mean_b) * 0.5, tl.fma(delta, delta * weight, m2_a + m2_b), count_a + count_b
 
 
 @triton.jit
-def welford_equal_tree(mean, m2, count, ROWS: tl.constexpr, WIDTH: tl.constexpr):
+def welford_equal_tree(mean, m2, count, ROWS: tl.constexpr, WIDTH: tl.constexpr, TO_WIDTH: tl.constexpr = 1):
     """[ROWS, WIDTH] states that all hold `count` values (an fp64 scalar) -> [ROWS] (mean, m2): the lane
     tree of schedules/tree.py (adjacent pairs, log2(WIDTH) levels) with welford_equal_combine -- an
     fp64 addition and one conversion a merge, where welford_combine divides in fp64 and converts three
-    weights."""
+    weights; with a constant count inside a thread both fold away. TO_WIDTH > 1: the tree's first
+    levels only, down to [ROWS, TO_WIDTH] (tree_reduce_last_axis' TO_WIDTH)."""
     counts = tl.zeros([ROWS, WIDTH], tl.float64) + count
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > 1:
+        if (WIDTH >> level) > TO_WIDTH:
             mean, m2, counts = tl.reduce((tl.reshape(mean, (ROWS, (WIDTH >> level) // 2, 2)),
                                           tl.reshape(m2, (ROWS, (WIDTH >> level) // 2, 2)),
                                           tl.reshape(counts, (ROWS, (WIDTH >> level) // 2, 2))),
                                          2, welford_equal_combine)
-    return tl.reshape(mean, (ROWS,)), tl.reshape(m2, (ROWS,))
+    if TO_WIDTH == 1:
+        mean = tl.reshape(mean, (ROWS,))
+        m2 = tl.reshape(m2, (ROWS,))
+    return mean, m2
+
+
+@triton.jit
+def welford_vector_moments(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """A [ROWS, WIDTH] tile of (shifted) values, every one counted -> [ROWS, WIDTH // VEC] (mean, m2) of
+    VEC adjacent values: the first log2(VEC) levels of welford_equal_tree. With VEC the layout's 16-byte
+    vector, every level stays inside a thread."""
+    return welford_equal_tree(x, tl.zeros_like(x), 1.0, ROWS, WIDTH, WIDTH // VEC)
 
 
 @triton.jit
