@@ -93,7 +93,12 @@ def describe(c):
 
 
 def capture(kernel, grid, pointers, scalars, num_warps, **consts):
-    c = compile_like_launch(kernel, pointers, scalars, num_warps, consts)
+    try:
+        c = compile_like_launch(kernel, pointers, scalars, num_warps, consts)
+    except Exception as error:   # show() swallows the host steps' errors: a kernel that fails to compile says so
+        SEEN.append((kernel.__name__, grid, num_warps, {}, f"COMPILE FAILED: {type(error).__name__}: "
+                     f"{str(error).strip().splitlines()[-1] if str(error).strip() else ''}"))
+        raise
     SEEN.append((kernel.__name__, grid, num_warps, {k: v for k, v in consts.items() if k.isupper() and k.startswith(("BLOCK", "LOOP", "MERGE"))}, describe(c)))
     trailing = list(scalars) + [consts[n] for n in kernel.arg_names[len(pointers) + len(scalars):]]
     return None, grid, trailing
