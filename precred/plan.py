@@ -151,9 +151,15 @@ KAHAN_VECTOR_SUMS = True
 # 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
-# registers, then one Chan merge per column and tile.
+# registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s
+# fast / fp64, per-lane updates -> tile moments (both with the fp32 tile weights): bf16 8192^2 1758/1534 ->
+# 1796/1583, 65536x1024 1541/1361 -> 1572/1396, 1024x65536 1879/1462 -> 1930/1582, 16x262144 762/751 ->
+# 827/771; fp32 within 1% (the 1024-element tiles hold 2 lanes: one level of merges).
 WELFORD_OUTER_TILE_MOMENTS = True
 # First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var; precred.launch.plan_for).
+# With the tile moments, 2048 / 4096 / 8192 gained on bf16 8192^2 and 1024x65536 (1796 -> 1952-1978,
+# 1930 -> 2027) but lost elsewhere: 262144x256 bf16 1378 -> 1318 / 783 / 81 (fp64 31 at 4096), 65536x1024
+# bf16 1572 -> 1437-1651, fp32 65536x1024 2206 -> 2179-2309 (sweep_outer, H100).
 WELFORD_OUTER_TILE = 1024
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
