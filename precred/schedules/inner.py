@@ -12,7 +12,7 @@ kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in 
 tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
 Welford over the input does the same (VECTOR_SUMS with STRATEGY 2): each vector's (mean, m2) by
 equal-count merges, then one Chan merge per lane and tile with the tile's scalar weights -- no
-per-element update, and TREE_VEC times fewer lanes for the final tree (whose merges divide).
+per-element update -- and a final tree over TREE_VEC times fewer lanes, all of one count (no division).
 
 Welford's strategy (var/std) also carries a count per lane -- computed from the part's geometry after
 the loop on the input, loaded with the partial states after it -- and subtracts each row's shift K
@@ -164,8 +164,9 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     levels taken on every tile: the vector levels, the lane's chain over its tiles (the first merge
     takes the vector's state exactly), the tree over the BLOCK_N // TREE_VEC vector lanes -- so the
     depth the bounds count (precred.plan.Pass.depth) is unchanged. Full tiles: every value counted,
-    equal-count merges (strategies.welford.welford_vector_moments, welford_merge_vectors). The last,
-    partial tile: the same levels with welford_combine and counts (masked values count 0)."""
+    equal-count merges (strategies.welford.welford_vector_moments, welford_merge_vectors), and the lane
+    tree of equal counts (welford_equal_tree). The last, partial tile: its own tree of counted merges
+    (welford_combine; masked values count 0), then merged into the row's state."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     mean = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
     m2 = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
