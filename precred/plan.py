@@ -159,7 +159,9 @@ WELFORD_OUTER_TILE_MOMENTS = True
 # First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var; precred.launch.plan_for).
 # With the tile moments, 2048 / 4096 / 8192 gained on bf16 8192^2 and 1024x65536 (1796 -> 1952-1978,
 # 1930 -> 2027) but lost elsewhere: 262144x256 bf16 1378 -> 1318 / 783 / 81 (fp64 31 at 4096), 65536x1024
-# bf16 1572 -> 1437-1651, fp32 65536x1024 2206 -> 2179-2309 (sweep_outer, H100).
+# bf16 1572 -> 1437-1651, fp32 65536x1024 2206 -> 2179-2309 (sweep_outer, H100). The collapse: 262144x256
+# takes the wide layout there (lanes across warps: no tile moments), whose 32 x 128 fp64 states spilled
+# 27 KB per thread (bench/kernel_resources.py plan.WELFORD_OUTER_TILE=4096 var/fp64:bfloat16:262144x256:0).
 WELFORD_OUTER_TILE = 1024
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
