@@ -4,8 +4,9 @@
         --section SpeedOfLight --section WarpStateStats \
         python3 bench/ncu_op.py --op var --mode fast --dtype bfloat16 --shape 8192x8192 --dim -1
 
---set CONST=VALUE sets a precred.plan constant first. --torch runs torch's op instead (its kernels have other names: -k regex:reduce). The ops are
-bench/sweep_outer.py's. Prints nothing but the kernels' launches; ncu prints the counters.
+--set CONST=VALUE sets a precred.plan constant first. --torch runs torch's op instead (its kernels
+have other names: -k regex:reduce). The ops are bench/sweep_outer.py's. Prints nothing; ncu prints
+the counters.
 """
 import argparse
 import ast

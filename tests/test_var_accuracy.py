@@ -146,7 +146,8 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
 def test_outer_tile_moments_within_bound(device, family, dtype):
     """Over a strided axis with the lanes in registers (schedules/outer.py welford_tile_part: each tile's
     lanes merged first, a partial last tile counted), every mode stays within its bound at the plan's
-    depth. 77 values per column: 9 full tiles of 8 lanes (4 for bf16's wider columns) and a partial one."""
+    depth. 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and a partial
+    last one."""
     rng = np.random.default_rng(zlib.crc32(f"outer tiles {family} {dtype}".encode()))
     columns = 512 if dtype == torch.float32 else 1024
     x = torch.stack([_family(family, 77, rng, dtype) for _ in range(columns)], dim=1)
