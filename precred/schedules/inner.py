@@ -36,13 +36,15 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import compensated_combine, welford_combine, welford_lane_counts
-from ..strategies.welford import welford_equal_tree, welford_merge_vectors, welford_vector_moments
+from ..strategies import WELFORD_EQUAL_COUNTS, compensated_combine, welford_combine, welford_lane_counts
+from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     tile_weights, value_tail, write_result)
 from .finish import to_accumulator
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
+
+_EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
 
 
 @triton.jit
@@ -164,8 +166,8 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     levels taken on every tile: the vector levels, the lane's chain over its tiles (the first merge
     takes the vector's state exactly), the tree over the BLOCK_N // TREE_VEC vector lanes -- so the
     depth the bounds count (precred.plan.Pass.depth) is unchanged. Full tiles: every value counted,
-    equal-count merges (strategies.welford.welford_vector_moments, welford_merge_vectors), and the lane
-    tree of equal counts (welford_equal_tree). The last, partial tile: its own tree of counted merges
+    equal-count merges (strategies.welford.welford_equal_combine, welford_merge_vectors), and the lane
+    tree of equal counts. The last, partial tile: its own tree of counted merges
     (welford_combine; masked values count 0), then merged into the row's state."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     mean = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
@@ -173,8 +175,11 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
     for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
         raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy="evict_first")   # read once
-        tile_mean, tile_m2 = welford_vector_moments(to_accumulator(raw, ACC_DTYPE) - shift_tile, BLOCK_M, BLOCK_N,
-                                                    TREE_VEC)
+        values = to_accumulator(raw, ACC_DTYPE) - shift_tile
+        # each vector's (mean, m2): the lane tree's first levels, every value a state of count 1
+        tile_mean, tile_m2, _ = tree_reduce_last_axis(values, tl.zeros_like(values),
+                                                      tl.full([BLOCK_M, BLOCK_N], 1.0, tl.float64), BLOCK_M, BLOCK_N,
+                                                      _EQUAL_COUNTS, SUMS)
         reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
         mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, TREE_VEC)
         ptrs += step
@@ -183,7 +188,8 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     # merges, then into the row's state: an element's depth stays within plan.Pass.depth (the tail's
     # log2(BLOCK_N) + 1 levels count no more than a chain of two tiles and the tree).
     full_count = ((full_end - part_start) // BLOCK_N * TREE_VEC).to(tl.float64)
-    row_mean, row_m2 = welford_equal_tree(mean, m2, full_count, BLOCK_M, SUMS)
+    row_mean, row_m2, _ = tree_reduce_last_axis(mean, m2, tl.zeros([BLOCK_M, SUMS], tl.float64) + full_count, BLOCK_M,
+                                                SUMS, _EQUAL_COUNTS)
     row_cnt = tl.zeros([BLOCK_M], tl.float64) + full_count * SUMS
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]

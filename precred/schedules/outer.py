@@ -17,12 +17,14 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 import triton
 import triton.language as tl
 
-from ..strategies import welford_combine, welford_lane_counts
-from ..strategies.welford import welford_equal_tree_first_axis, welford_merge_vectors
+from ..strategies import WELFORD_EQUAL_COUNTS, welford_combine, welford_lane_counts
+from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     tile_weights, value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
+
+_EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
 
 
 @triton.jit
@@ -157,7 +159,9 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
     for start in tl.range(part_start, full_end, BLOCK_R, num_stages=LOOP_STAGES):
         values = to_accumulator(tl.load(ptrs, mask=col_mask[None, :], other=0, eviction_policy="evict_first"),
                                 ACC_DTYPE) - shift_tile
-        tile_mean, tile_m2 = welford_equal_tree_first_axis(values, tl.zeros_like(values), 1.0, BLOCK_R, BLOCK_I)
+        tile_mean, tile_m2, _ = tree_reduce_first_axis(values, tl.zeros_like(values),
+                                                       tl.full([BLOCK_R, BLOCK_I], 1.0, tl.float64), BLOCK_R, BLOCK_I,
+                                                       _EQUAL_COUNTS)
         reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
         mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, BLOCK_R)
         ptrs += step

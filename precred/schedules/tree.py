@@ -21,14 +21,14 @@ from ..strategies.extremum_value import value_max_combine
 from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
 from ..strategies.stable_exp import stable_exp_combine
-from ..strategies.welford import welford_combine
+from ..strategies.welford import welford_combine, welford_equal_combine
 
 
 @triton.jit
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr,
                           TO_WIDTH: tl.constexpr = 1):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
-    `cnt` is merged by Welford's strategy (counts), the stable exponential sum's (maxima) and the
+    `cnt` is merged by Welford's strategy (counts; WELFORD_EQUAL_COUNTS: states of equal counts), the stable exponential sum's (maxima) and the
     extremum's (indices) and the exact filter's (smallest magnitudes); the other strategies return it
     untouched (unused). TO_WIDTH > 1: only the tree's first levels, down to [ROWS, TO_WIDTH] (the
     merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's vector when that is its size)."""
@@ -40,6 +40,9 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
+            elif STRATEGY == 11:
+                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_equal_combine)
             elif STRATEGY == 3 or STRATEGY == 10:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
@@ -58,7 +61,8 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
     if TO_WIDTH == 1:
-        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
+        if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
+                or STRATEGY == 11):
             cnt = tl.reshape(cnt, (ROWS,))
         hi = tl.reshape(hi, (ROWS,))
         lo = tl.reshape(lo, (ROWS,))
@@ -76,6 +80,9 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
             if STRATEGY == 2:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_combine)
+            elif STRATEGY == 11:
+                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
+                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_equal_combine)
             elif STRATEGY == 3 or STRATEGY == 10:
                 cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, stable_exp_combine)
@@ -93,7 +100,8 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
-    if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
+    if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
+            or STRATEGY == 11):
         cnt = tl.reshape(cnt, (COLS,))
     return tl.reshape(hi, (COLS,)), tl.reshape(lo, (COLS,)), cnt
 

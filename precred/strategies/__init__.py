@@ -20,7 +20,7 @@ import triton.language as tl
 
 from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
-from .welford import welford_combine, welford_lane_counts, welford_update
+from .welford import welford_combine, welford_equal_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
 from .extremum_value import key_value, lowest_key, value_key, value_max_combine
@@ -43,6 +43,9 @@ MINIMUM_VALUE = 9    # extremum_value.py on -x: amin, min(x)
 # error bound certifies that rounding (schedules/finish.py), and the uncertified outputs are recomputed
 # in fp64 (schedules/recompute.py).
 CERTIFIED_EXP = 10
+# Not a mode's strategy: the trees' combine for Welford states that hold equal counts (welford.py
+# welford_equal_combine; cnt carries the fp64 counts), merged without a division.
+WELFORD_EQUAL_COUNTS = 11
 EXTREMA = (MAXIMUM, MINIMUM)
 VALUE_EXTREMA = (MAXIMUM_VALUE, MINIMUM_VALUE)
 
@@ -86,5 +89,5 @@ __all__ = [
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
     "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",
-    "value_max_combine", "CERTIFIED_EXP",
+    "value_max_combine", "CERTIFIED_EXP", "WELFORD_EQUAL_COUNTS", "welford_equal_combine",
 ]

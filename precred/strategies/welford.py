@@ -13,7 +13,8 @@ Over the input the schedules mostly skip the per-element update: a thread's 16-b
 schedule) or a tile's lanes held in its registers (outer schedule) are merged first by Chan's merge of
 equal counts (weights exactly 1/2, na nb / n = c / 2: no division), then merged into the lane's state
 with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which all hold one count,
-merge by welford_equal_tree. Each is an instance of the merge the bound counts (precred.bounds.
+merge the same way (welford_equal_combine in schedules/tree.py's trees, strategy id WELFORD_EQUAL_COUNTS).
+Each is an instance of the merge the bound counts (precred.bounds.
 moments_error_bound), in the same tree, so the depth is unchanged.
 
 Non-finite values keep torch.mean's semantics for the mean: the mean is updated and merged as the
@@ -61,52 +62,9 @@ def welford_equal_combine(mean_a, m2_a, count_a, mean_b, m2_b, count_b):
 
 
 @triton.jit
-def welford_equal_tree(mean, m2, count, ROWS: tl.constexpr, WIDTH: tl.constexpr, TO_WIDTH: tl.constexpr = 1):
-    """[ROWS, WIDTH] states that all hold `count` values (an fp64 scalar) -> [ROWS] (mean, m2): the lane
-    tree of schedules/tree.py (adjacent pairs, log2(WIDTH) levels) with welford_equal_combine -- an
-    fp64 addition and one conversion a merge, where welford_combine divides in fp64 and converts three
-    weights; with a constant count inside a thread both fold away. TO_WIDTH > 1: the tree's first
-    levels only, down to [ROWS, TO_WIDTH] (tree_reduce_last_axis' TO_WIDTH)."""
-    counts = tl.zeros([ROWS, WIDTH], tl.float64) + count
-    for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > TO_WIDTH:
-            mean, m2, counts = tl.reduce((tl.reshape(mean, (ROWS, (WIDTH >> level) // 2, 2)),
-                                          tl.reshape(m2, (ROWS, (WIDTH >> level) // 2, 2)),
-                                          tl.reshape(counts, (ROWS, (WIDTH >> level) // 2, 2))),
-                                         2, welford_equal_combine)
-    if TO_WIDTH == 1:
-        mean = tl.reshape(mean, (ROWS,))
-        m2 = tl.reshape(m2, (ROWS,))
-    return mean, m2
-
-
-@triton.jit
-def welford_vector_moments(x, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
-    """A [ROWS, WIDTH] tile of (shifted) values, every one counted -> [ROWS, WIDTH // VEC] (mean, m2) of
-    VEC adjacent values: the first log2(VEC) levels of welford_equal_tree. With VEC the layout's 16-byte
-    vector, every level stays inside a thread."""
-    return welford_equal_tree(x, tl.zeros_like(x), 1.0, ROWS, WIDTH, WIDTH // VEC)
-
-
-@triton.jit
-def welford_equal_tree_first_axis(mean, m2, count, WIDTH: tl.constexpr, COLS: tl.constexpr):
-    """welford_equal_tree along axis 0: [WIDTH, COLS] states that all hold `count` values -> [COLS], by
-    tree_reduce_first_axis' tree (adjacent pairs of axis 0). On a tile held in registers with a constant
-    count (the outer schedule's tiles of the input: count 1) the counts fold away."""
-    counts = tl.zeros([WIDTH, COLS], tl.float64) + count
-    for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > 1:
-            mean, m2, counts = tl.reduce((tl.reshape(mean, ((WIDTH >> level) // 2, 2, COLS)),
-                                          tl.reshape(m2, ((WIDTH >> level) // 2, 2, COLS)),
-                                          tl.reshape(counts, ((WIDTH >> level) // 2, 2, COLS))),
-                                         1, welford_equal_combine)
-    return tl.reshape(mean, (COLS,)), tl.reshape(m2, (COLS,))
-
-
-@triton.jit
 def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, complement, VEC: tl.constexpr):
     """Chan's merge of lane states of VEC (k - 1) values with vector states of VEC values (the k-th
-    tile's, welford_vector_moments): the counts are the same in every lane, so the weights are the
+    tile's, merged by welford_equal_combine): the counts are the same in every lane, so the weights are the
     tile's scalars -- (k-1)/k = `complement`, 1/k = `reciprocal`, and na nb / n = VEC (k-1)/k, exactly
     VEC * complement (welford_combine's roundings, without its division). At k = 1 the lane takes the
     vector's state exactly."""
