@@ -583,7 +583,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
                       VECTOR_SUMS=not src_is_state and p.lanes >= 2 * tree_vec and (
                           (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
-                          or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)))
+                          or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
+                          or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS)))
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))
@@ -594,11 +595,12 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
-        # Welford's tile moments where each thread holds all lanes of its columns (the registers layout:
+        # Tile moments (Welford, stable exp) where each thread holds all lanes of its columns (the registers layout:
         # a warp's 16-byte vectors span 32 * vector columns, the warps side by side; plan._outer_pass).
         lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
-        consts.update(TILE_MOMENTS=(strategy == WELFORD and not src_is_state and planning.WELFORD_OUTER_TILE_MOMENTS
-                                    and lanes_in_registers))
+        consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
+            (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
+            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS)))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

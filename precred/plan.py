@@ -150,6 +150,11 @@ KAHAN_VECTOR_SUMS = True
 # PLAIN_16BIT_ROWS_MIN_RED (bf16 fast 1024x65536 2216 -> 2324, 65536x1024 2218 -> 2311, 4096^2 1507 ->
 # 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
+# logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
+# 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
+# exponential and two additions an element, and one merge per lane and tile; over a strided axis with the
+# lanes in registers, each tile's (s, m) per column the same way (schedules/outer.py stable_exp_tile_part).
+STABLE_EXP_VECTORS = True
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
 # registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s
 # fast / fp64, per-lane updates -> tile moments (both with the fp32 tile weights): bf16 8192^2 1758/1534 ->

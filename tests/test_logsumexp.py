@@ -139,6 +139,78 @@ def test_specials_follow_torch(dtype, device):
         torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["normal", "spread1e4", "huge", "close", "one_finite"])
+def test_vector_states_within_bound(name, dtype, device, monkeypatch):
+    """logsumexp's first passes over rows keep lanes of 16-byte vectors' (s, m) (plan.STABLE_EXP_VECTORS,
+    schedules/inner.py stable_exp_vector_part): with and without them, rows of several tiles per lane
+    and a partial last tile (1999 values) stay within every mode's bound at the plan's depth; with them
+    also split (one tile per part, a partial tile in the last)."""
+    rng = np.random.default_rng([17, FAMILIES.index(name), DTYPES.index(dtype)])
+    x = family(name, 2, 1999, rng, dtype)
+    split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
+    for vectors, planners in ((True, ({}, split)), (False, ({},))):
+        monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", vectors)
+        launch._RECIPES.clear()
+        for mode in EXP_MODES:
+            for planner in planners:
+                assert_within_bound(x, -1, mode, device, planner)
+    launch._RECIPES.clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["normal", "spread1e4", "one_finite"])
+def test_outer_tile_states_within_bound(name, dtype, device):
+    """Over a strided axis with the lanes in registers (schedules/outer.py stable_exp_tile_part: each
+    tile's (s, m) per column, then one merge per column and tile), every mode stays within its bound at
+    the plan's depth. 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and
+    a partial last one."""
+    rng = np.random.default_rng([19, FAMILIES.index(name), DTYPES.index(dtype)])
+    columns = 512 if dtype == torch.float32 else 1024
+    x = family(name, columns, 77, rng, dtype).t().contiguous()
+    planner = dict(tile_elements=8192)
+    for mode in EXP_MODES:
+        first = plan_for(x, (0,), logsumexp_mode(mode, dtype), dtype, **planner)[1].passes[0]
+        assert first.schedule == "outer" and first.lanes >= 4
+        assert first.block_kept >= 32 * (16 // x.element_size()) * first.num_warps, "lanes not in registers"
+        assert_within_bound(x, 0, mode, device, planner)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_specials_follow_torch_in_vectors_and_tiles(dtype, device):
+    """test_specials_follow_torch's specials inside the vector states (rows of 300 values: full tiles
+    and a partial one) and the outer tile states (the rows' first and last 77 values as 512 / 1024
+    columns, lanes in registers, tile_elements 8192): every result exact, as torch's."""
+    inf, nan = math.inf, math.nan
+    n = 300
+    rows = []
+    # positions among the first and the last 77 values (the columns below take either)
+    for specials in ([(7, inf)], [(299, nan)], [(60, nan)], [(40, inf), (41, nan)], [(250, inf), (251, nan)],
+                     [(0, inf), (299, inf)], [(5, 3.0)], [(298, -2.5)], [(290, 4.0), (17, inf)]):
+        one_finite = len(specials) == 1 and math.isfinite(specials[0][1])   # the rest -inf
+        row = [NEG_INF if one_finite else 1.0] * n
+        for position, value in specials:
+            row[position] = value
+        rows.append(row)
+    rows += [[NEG_INF] * n, [inf] * n]
+    x = torch.tensor(rows, dtype=dtype)
+    columns = 512 if dtype == torch.float32 else 1024
+    ends = torch.cat([x[:, :77], x[:, -77:]])
+    tiled = ends[torch.arange(columns) % len(ends)].t().contiguous()
+    # every row's result is exact: -inf, +inf, NaN, or the one finite value (s = 1 exactly)
+    special = ~torch.isfinite(torch.logsumexp(tiled.double(), 0)) | (tiled == NEG_INF).any(0)
+    keep = torch.nonzero(special).flatten()
+    for mode in EXP_MODES:
+        got = precred.logsumexp(x.to(device), 1, mode=mode).cpu()
+        torch.testing.assert_close(got, torch.logsumexp(x.double(), 1).to(dtype), equal_nan=True, rtol=0, atol=0)
+        m = logsumexp_mode(mode, dtype)
+        plan = plan_for(tiled, (0,), m, dtype, tile_elements=8192)[1]
+        assert plan.passes[0].block_kept >= 32 * (16 // x.element_size()) * plan.passes[0].num_warps
+        got = reduce_logsumexp(tiled.to(device), (0,), m, plan=plan).cpu()[keep]
+        want = torch.logsumexp(tiled.double(), 0).to(dtype)[keep]
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+
+
 def test_shapes_keepdim_empty_and_dims(device):
     x = torch.randn(3, 4, 5, device=device)
     for dim in (0, 1, 2, -1, (0, 2), (1, 0), ()):

@@ -36,7 +36,9 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import WELFORD_EQUAL_COUNTS, compensated_combine, welford_combine, welford_lane_counts
+from ..strategies import (WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine, welford_combine,
+                          welford_lane_counts)
+from ..strategies.stable_exp import exp_flushed
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     tile_weights, value_tail, write_result)
@@ -108,6 +110,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if VECTOR_SUMS and STRATEGY == 2:
         return welford_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE,
                                    BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC)
+    if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
+        return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
+                                      BLOCK_N, LOOP_STAGES, TREE_VEC)
     if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
@@ -198,6 +203,57 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
                                                              BLOCK_N, 2)
         row_mean, row_m2, row_cnt = welford_combine(row_mean, row_m2, row_cnt, tail_mean, tail_m2, tail_cnt)
     return row_mean, row_m2, row_cnt
+
+
+@triton.jit
+def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr):
+    """The stable exponential states (s, m) of each TREE_VEC adjacent values of a [BLOCK_M, BLOCK_N]
+    tile (a thread's 16-byte vector): m the vector's maximum, s = sum exp(x - m) by the lane tree's first
+    log2(TREE_VEC) levels (additions: every term is already scaled to m). One exponential and two
+    additions an element (exp_flushed: one MUFU instruction in fp32), against stable_exp_update's
+    exponential, comparisons and selects.
+    Specials: a vector whose maximum is infinite takes its terms against 0 instead, so inf - inf never
+    appears: -inf's give (0, -inf), the merge's identity; +inf's (inf, +inf), whose results are +inf
+    (m + log(s)) and, in softmax, NaN (schedules/normalize.py), as with stable_exp_update's states. A
+    NaN value makes s NaN (tl.max skips it on the GPU; where m itself is NaN, s is too)."""
+    SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+    vector_max = tl.max(tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC)), axis=2)
+    infinite = tl.abs(vector_max) == float("inf")
+    scale_to = tl.where(infinite, 0.0, vector_max)
+    terms = exp_flushed(tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC)) - scale_to[:, :, None])
+    terms = tl.reshape(terms, (BLOCK_M, BLOCK_N))
+    s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, 0, SUMS)
+    return s, vector_max
+
+
+@triton.jit
+def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                           TREE_VEC: tl.constexpr):
+    """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
+    vectors: per-row (s, -, m) of the part. Each tile's vectors become states (stable_exp_vectors),
+    merged into the lane's state once per tile (stable_exp_combine), and the BLOCK_N // TREE_VEC lanes by
+    the tree at the end: an element's path has the vector levels, the chain and the lane tree -- the
+    depth plan.Pass.depth counts -- with one exponential for its term and at most one per merge after,
+    as precred.bounds.logsumexp_error_bound's derivation has it. The last, partial tile's masked values
+    are -inf (terms exp(-inf) = 0; a vector of them only is (0, -inf), the identity)."""
+    SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+    s = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
+    m = tl.full([BLOCK_M, SUMS], float("-inf"), ACC_DTYPE)
+    full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
+    for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
+        raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy="evict_first")   # read once
+        tile_s, tile_m = stable_exp_vectors(to_accumulator(raw, ACC_DTYPE), BLOCK_M, BLOCK_N, TREE_VEC)
+        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+        ptrs += step
+    if full_end < part_end:
+        mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
+        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")
+        values = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
+        tile_s, tile_m = stable_exp_vectors(values, BLOCK_M, BLOCK_N, TREE_VEC)
+        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+    row_s, _, row_m = tree_reduce_last_axis(s, s, m, BLOCK_M, SUMS, 3)
+    return row_s, tl.zeros([BLOCK_M], ACC_DTYPE), row_m
 
 
 @triton.jit

@@ -10,14 +10,16 @@ columns: the lane tree then runs in registers. Partial states go to a [n_parts, 
 workspace, which a second launch of this same kernel reduces over its (strided) first axis.
 Welford's strategy carries counts and subtracts each column's shift as the inner schedule does; over
 the input, with the lanes in registers (TILE_MOMENTS), each tile's lanes are merged first (equal
-counts, no division) and each column keeps one state (welford_tile_part).
+counts, no division) and each column keeps one state (welford_tile_part); the stable exponential sum
+does the same with each tile's maximum and its terms (stable_exp_tile_part).
 
 Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
 """
 import triton
 import triton.language as tl
 
-from ..strategies import WELFORD_EQUAL_COUNTS, welford_combine, welford_lane_counts
+from ..strategies import WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
+from ..strategies.stable_exp import exp_flushed
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -47,7 +49,8 @@ def outer_kernel(
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
     TILE_COUNTER: tl.constexpr,   # pairwise: each tile's lane tree, then a binary counter over tiles
     LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
-    TILE_MOMENTS: tl.constexpr = False,   # Welford over the input, lanes in registers: welford_tile_part
+    TILE_MOMENTS: tl.constexpr = False,   # Welford / the stable exponential sum over the input, lanes in
+                                          # registers: welford_tile_part / stable_exp_tile_part
 ):
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
@@ -97,7 +100,10 @@ def outer_kernel(
         else:
             shift = 0.0
             shift_tile = 0.0
-        if TILE_MOMENTS:
+        if TILE_MOMENTS and (STRATEGY == 3 or STRATEGY == 10):
+            col_hi, col_lo, col_cnt = stable_exp_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
+                                                           ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
+        elif TILE_MOMENTS:
             col_hi, col_lo, col_cnt = welford_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
                                                         shift_tile, ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
         else:
@@ -173,3 +179,43 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
                                                               BLOCK_I, 2)
         mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
     return mean, m2, cnt
+
+
+@triton.jit
+def stable_exp_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, ACC_DTYPE: tl.constexpr,
+                         BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    """chained_part for the stable exponential sum over the input when each thread holds all BLOCK_R
+    lanes of its columns (TILE_MOMENTS): each tile's (s, m) per column -- its maximum, then one
+    exponential an element and the fixed tree's additions (inner.py stable_exp_vectors' numerics, along
+    the first axis) -- merged into the column's state (stable_exp_combine). An element goes through the
+    tree's log2(BLOCK_R) levels, then the chain: the depth plan.Pass.depth counts, with one exponential
+    for its term and at most one per merge after (precred.bounds.logsumexp_error_bound). The last,
+    partial tile's masked values are -inf."""
+    s = tl.zeros([BLOCK_I], ACC_DTYPE)
+    m = tl.full([BLOCK_I], float("-inf"), ACC_DTYPE)
+    full_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
+    for start in tl.range(part_start, full_end, BLOCK_R, num_stages=LOOP_STAGES):
+        values = to_accumulator(tl.load(ptrs, mask=col_mask[None, :], other=0, eviction_policy="evict_first"),
+                                ACC_DTYPE)
+        tile_s, tile_m = stable_exp_columns(values, BLOCK_R, BLOCK_I)
+        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+        ptrs += step
+    if full_end < part_end:
+        mask = ((full_end + lanes) < part_end)[:, None] & col_mask[None, :]
+        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")
+        tile_s, tile_m = stable_exp_columns(tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf")), BLOCK_R,
+                                            BLOCK_I)
+        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+    return s, tl.zeros([BLOCK_I], ACC_DTYPE), m
+
+
+@triton.jit
+def stable_exp_columns(values, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    """The stable exponential state (s, m) of each column of a [BLOCK_R, BLOCK_I] tile: m the column's
+    maximum, s = sum exp(x - m) by the fixed tree's additions; specials as inner.py stable_exp_vectors
+    (an infinite maximum: the terms taken against 0)."""
+    column_max = tl.max(values, axis=0)
+    infinite = tl.abs(column_max) == float("inf")
+    terms = exp_flushed(values - tl.where(infinite, 0.0, column_max)[None, :])
+    s, _, _ = tree_reduce_first_axis(terms, terms, terms, BLOCK_R, BLOCK_I, 0)
+    return s, column_max
