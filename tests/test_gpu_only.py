@@ -304,6 +304,20 @@ def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, sha
             assert equal_with_nan(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape,dim", [((16, 262144), 1), ((1024, 8192), 1), ((8192, 1024), 0), ((2048, 4096), 0)])
+def test_logsumexp_within_bound_on_gpu_sized_plans(device, shape, dim, dtype):
+    """The planner's GPU plans -- rows split, rows of vector states, columns of tile states with the
+    lanes in registers -- keep every logsumexp mode within its bound on adversarial families."""
+    from test_logsumexp import assert_within_bound, family
+    rng = np.random.default_rng(23)
+    for name in ("normal", "spread1e4", "close"):
+        x = family(name, shape[1 - dim], shape[dim], rng, dtype)   # rows of the reduced length
+        x = x if dim == 1 else x.t().contiguous()
+        for mode in precred.EXP_MODES:
+            assert_within_bound(x, dim, mode, device)
+
+
 @pytest.mark.parametrize("width", [300, 9000])
 def test_certified_logsumexp_replays_its_recompute(device, width):
     """logsumexp's fp64 mode on bf16: rows next to a rounding boundary (padded with -inf, which leaves
