@@ -584,7 +584,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       VECTOR_SUMS=not src_is_state and p.lanes >= 2 * tree_vec and (
                           (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
-                          or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS)))
+                          or (strategy in (STABLE_EXP, CERTIFIED_EXP)
+                              and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))
@@ -600,7 +601,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
-            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS)))
+            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

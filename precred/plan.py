@@ -154,7 +154,13 @@ WELFORD_VECTOR_MOMENTS = True
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the
 # lanes in registers, each tile's (s, m) per column the same way (schedules/outer.py stable_exp_tile_part).
-STABLE_EXP_VECTORS = True
+# By accumulator size. bench/sweep_outer.py --op logsumexp --dim -1, H100, GB/s per-element updates ->
+# vector states (both with exp_flushed): bf16 fast 1024x65536 2115 -> 2260, 8192^2 2213 -> 2368,
+# 65536x1024 2266 -> 2422, 262144x256 2009 -> 2043, 16x262144 639 -> 694 (fp64: 1604 -> 1680, 1813 ->
+# 1916, 1913 -> 2043, 1791 -> 1838, 518 -> 532: its fp32 filter); fp32 fast within 1% but 16x262144
+# 1044 -> 1095. The fp64 accumulator lost on long rows (16x262144 791 -> 671, 1024x65536 1719 -> 1562;
+# 8192^2 1386 -> 1492): one fp64 exponential per tile on each lane's chain, fewer chains per thread.
+STABLE_EXP_VECTORS = {4: True, 8: False}
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
 # registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s
 # fast / fp64, per-lane updates -> tile moments (both with the fp32 tile weights): bf16 8192^2 1758/1534 ->

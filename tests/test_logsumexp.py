@@ -150,7 +150,7 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
     x = family(name, 2, 1999, rng, dtype)
     split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
     for vectors, planners in ((True, ({}, split)), (False, ({},))):
-        monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", vectors)
+        monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", {4: vectors, 8: vectors})
         launch._RECIPES.clear()
         for mode in EXP_MODES:
             for planner in planners:
@@ -160,20 +160,23 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["normal", "spread1e4", "one_finite"])
-def test_outer_tile_states_within_bound(name, dtype, device):
+def test_outer_tile_states_within_bound(name, dtype, device, monkeypatch):
     """Over a strided axis with the lanes in registers (schedules/outer.py stable_exp_tile_part: each
     tile's (s, m) per column, then one merge per column and tile), every mode stays within its bound at
-    the plan's depth. 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and
+    the plan's depth (for both accumulators, whatever plan.STABLE_EXP_VECTORS picks). 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and
     a partial last one."""
     rng = np.random.default_rng([19, FAMILIES.index(name), DTYPES.index(dtype)])
     columns = 512 if dtype == torch.float32 else 1024
     x = family(name, columns, 77, rng, dtype).t().contiguous()
     planner = dict(tile_elements=8192)
+    monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", {4: True, 8: True})
+    launch._RECIPES.clear()
     for mode in EXP_MODES:
         first = plan_for(x, (0,), logsumexp_mode(mode, dtype), dtype, **planner)[1].passes[0]
         assert first.schedule == "outer" and first.lanes >= 4
         assert first.block_kept >= 32 * (16 // x.element_size()) * first.num_warps, "lanes not in registers"
         assert_within_bound(x, 0, mode, device, planner)
+    launch._RECIPES.clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

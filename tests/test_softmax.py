@@ -146,10 +146,11 @@ def test_public_calls_around_the_path_limits(mode, dtype, monkeypatch, device):
     launch._RECIPES.clear()
     longest_loop = 256 // dtype.itemsize
     m = get_exp_mode(mode)
+    rows = max(3, launch.device_sm_count(torch.device(device)))   # the row loop's 1 row per SM
     try:
         rng = np.random.default_rng([17, EXP_MODES.index(mode)])
         for n, kind in ((16, RowPlan), (17, LoopPlan), (longest_loop, LoopPlan), (longest_loop + 1, Plan)):
-            x = family("normal", 3, n, rng, dtype)
+            x = family("normal", rows, n, rng, dtype)
             plan = plan_softmax(x.to(device), 1, m, dtype)
             assert isinstance(plan, kind), (n, plan)
             for log in (False, True):
