@@ -163,8 +163,8 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
 def test_outer_tile_states_within_bound(name, dtype, device, monkeypatch):
     """Over a strided axis with the lanes in registers (schedules/outer.py stable_exp_tile_part: each
     tile's (s, m) per column, then one merge per column and tile), every mode stays within its bound at
-    the plan's depth (for both accumulators, whatever plan.STABLE_EXP_VECTORS picks). 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and
-    a partial last one."""
+    the plan's depth (both accumulators, whatever plan.STABLE_EXP_VECTORS picks). 77 values per column:
+    full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and a partial last one."""
     rng = np.random.default_rng([19, FAMILIES.index(name), DTYPES.index(dtype)])
     columns = 512 if dtype == torch.float32 else 1024
     x = family(name, columns, 77, rng, dtype).t().contiguous()
