@@ -32,10 +32,6 @@ from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
-# First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp);
-# Welford's outer passes: precred.plan.WELFORD_OUTER_TILE.
-STABLE_EXP_TILE = 1024
-STABLE_EXP_TILE_MIN_OUTPUTS = 1024
 # The exact filter's first passes (bench/sweep_state.py exact, H200): 1024-element tiles over many rows,
 # and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048 (16-bit) elements.
 EXACT_ROWS_TILE = 1024
@@ -135,8 +131,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # strided axis, which measured as fast or faster with the default tile (8192^2 dim 0 bf16:
         # 1192 vs 764 GB/s). 65536x1024 fp64 went 760 -> 1315 GB/s, 8192^2 dim 0 fp64 602 -> 1536.
         options.update(heavy_state=False)
-        if view.outer * view.inner >= STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
-            options.update(tile_elements=STABLE_EXP_TILE)
+        if view.outer * view.inner >= planning.STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
+            options.update(tile_elements=planning.STABLE_EXP_TILE)
+        elif outer_schedule and planning.STABLE_EXP_OUTER_TILE is not None:
+            options.update(tile_elements=planning.STABLE_EXP_OUTER_TILE)
+        if sixteen_bit_rows and not planning.STABLE_EXP_PLAIN_16BIT_ROWS:
+            options.update(plain_16bit_rows=False)
     if mode.strategy == EXACT:
         # Measured on an H200 (bench/sweep_state.py exact; fp64 pipe and registers): contiguous rows, many of
         # them: small tiles, halved warps for fp32 (1024x65536 3009 -> 3240 GB/s, 65536x1024 2781 -> 2888),

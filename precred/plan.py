@@ -161,6 +161,14 @@ WELFORD_VECTOR_MOMENTS = True
 # 1044 -> 1095. The fp64 accumulator lost on long rows (16x262144 791 -> 671, 1024x65536 1719 -> 1562;
 # 8192^2 1386 -> 1492): one fp64 exponential per tile on each lane's chain, fewer chains per thread.
 STABLE_EXP_VECTORS = {4: True, 8: False}
+# First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp;
+# precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis; the fp32 accumulator over
+# a strided axis takes STABLE_EXP_OUTER_TILE (None: the planner's default). Unsplit 16-bit rows run plain
+# loops (launch.PLAIN_16BIT_ROW_STRATEGIES) unless STABLE_EXP_PLAIN_16BIT_ROWS is False.
+STABLE_EXP_TILE = 1024
+STABLE_EXP_TILE_MIN_OUTPUTS = 1024
+STABLE_EXP_OUTER_TILE = None
+STABLE_EXP_PLAIN_16BIT_ROWS = True
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
 # registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s
 # fast / fp64, per-lane updates -> tile moments (both with the fp32 tile weights): bf16 8192^2 1758/1534 ->
