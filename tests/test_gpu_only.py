@@ -305,7 +305,7 @@ def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, sha
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape,dim", [((16, 262144), 1), ((1024, 8192), 1), ((8192, 1024), 0), ((2048, 4096), 0)])
+@pytest.mark.parametrize("shape,dim", [((16, 65536), 1), ((256, 8192), 1), ((4096, 1024), 0), ((1024, 2048), 0)])
 def test_logsumexp_within_bound_on_gpu_sized_plans(device, shape, dim, dtype):
     """The planner's GPU plans -- rows split, rows of vector states, columns of tile states with the
     lanes in registers -- keep every logsumexp mode within its bound on adversarial families."""
