@@ -5,14 +5,16 @@ tens of MB, below the H100's 50 MB L2), so HBM moves the data about once each wa
 
 Numerics are exactly those of the reduction's inner schedule with one part followed by the
 normalizing pass (schedules/inner.py, schedules/normalize.py): BLOCK_N lanes of stable-exp state
-(strategies/stable_exp.py) streamed over the row, merged by the fixed tree, log(s) in fp64, then
-(x - m) - log(s) per element. Bounds: precred.softmax_error_bound with the plan's depth
+(strategies/stable_exp.py) streamed over the row -- lanes of 16-byte vectors' states where the
+reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.STABLE_EXP_VECTORS) --, merged by
+the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound with the plan's depth
 (precred.plan.LoopPlan).
 """
 import triton
 import triton.language as tl
 
 from .finish import to_accumulator
+from .inner import stable_exp_vector_part
 from .normalize import normalized
 from .steps import accumulate_tile
 from .tree import tree_reduce_last_axis
@@ -22,18 +24,24 @@ _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
 
 @triton.jit
 def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
-                    LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr):
+                    LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK_N)
     src_row = src_ptr + row * src_stride_row
-    s = tl.zeros([1, BLOCK_N], ACC_DTYPE)
-    m = tl.full([1, BLOCK_N], float("-inf"), ACC_DTYPE)
-    for start in range(0, red_len, BLOCK_N):
-        mask = ((start + lanes) < red_len)[None, :]
-        ptrs = src_row + (start + lanes)[None, :]
-        s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
-                                  False, False)
-    row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_N, _STABLE_EXP)
+    if VECTORS:
+        start = tl.full((), 0, tl.int64)
+        row_s, _, row_m = stable_exp_vector_part(src_row + lanes[None, :], BLOCK_N, lanes, tl.full([1], 1, tl.int1),
+                                                 start, start + red_len, ACC_DTYPE, 1, BLOCK_N, 1, TREE_VEC)
+    else:
+        s = tl.zeros([1, BLOCK_N], ACC_DTYPE)
+        m = tl.full([1, BLOCK_N], float("-inf"), ACC_DTYPE)
+        for start in range(0, red_len, BLOCK_N):
+            mask = ((start + lanes) < red_len)[None, :]
+            ptrs = src_row + (start + lanes)[None, :]
+            s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
+                                      False, False)
+        row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_N, _STABLE_EXP)
     log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]
     dst_row = dst_ptr + row * dst_stride_row
