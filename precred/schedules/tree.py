@@ -8,8 +8,12 @@ exactly two elements: with two operands the combine's result does not
 depend on Triton's internal reduction order (every combine is symmetric: a + b == b + a, TwoSum's
 error term is exact in either order, the exact filter's sums and minima commute, Welford's merge
 orders its operands first, the extremum's order is total, integer maxima are exact), so the order is
-ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to Triton, which has changed it between
-releases; a reshape + tl.split tree compiled 100x slower for wide fp64 tiles.)
+ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to
+Triton, which has changed it between releases; a reshape + tl.split tree compiled 100x slower for wide
+fp64 tiles.) The interpreter runs the plain strategy's levels as tl.sum of each pair -- numpy's sum of
+two values, the same one addition -- because its tl.reduce calls the combine element by element (a
+logsumexp test of 64 rows of 8192: 90 s -> 7 s); the GPU keeps tl.reduce, whose code that choice would
+change (ptxas scheduled the bf16 sum's loop differently).
 """
 import triton
 import triton.language as tl
@@ -22,6 +26,9 @@ from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
 from ..strategies.stable_exp import stable_exp_combine
 from ..strategies.welford import welford_combine, welford_equal_combine
+from ..checks import KERNELS_INTERPRETED
+
+_INTERPRETED = tl.constexpr(KERNELS_INTERPRETED)
 
 
 @triton.jit
@@ -58,6 +65,8 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
+            elif _INTERPRETED:   # plain_combine's one addition, as numpy's sum of the pair (see above)
+                hi, lo = tl.sum(hi_pairs, 2), tl.sum(lo_pairs, 2)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
     if TO_WIDTH == 1:
@@ -98,6 +107,8 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
+            elif _INTERPRETED:   # as in tree_reduce_last_axis
+                hi, lo = tl.sum(hi_pairs, 1), tl.sum(lo_pairs, 1)
             else:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
     if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
