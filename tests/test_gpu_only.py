@@ -305,10 +305,12 @@ def test_repeated_eager_calls_replay_what_the_full_path_computes(device, op, sha
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape,dim", [((16, 65536), 1), ((256, 8192), 1), ((4096, 1024), 0), ((1024, 2048), 0)])
+@pytest.mark.parametrize("shape,dim", [((16, 65536), 1), ((256, 8192), 1), ((8192, 1024), 0), ((16384, 256), 0)])
 def test_logsumexp_within_bound_on_gpu_sized_plans(device, shape, dim, dtype):
     """The planner's GPU plans -- rows split, rows of vector states, columns of tile states with the
-    lanes in registers -- keep every logsumexp mode within its bound on adversarial families."""
+    lanes in registers -- keep every logsumexp mode within its bound on adversarial families. Rows of
+    more than validation.stable_exp.MPMATH_MAX_N values: the oracle's numpy path (mpmath per element
+    took ~40 s for 4096 x 1024)."""
     from test_logsumexp import assert_within_bound, family
     rng = np.random.default_rng(23)
     for name in ("normal", "spread1e4", "close"):
