@@ -210,9 +210,11 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     return _rounded_to_output(d_std, std, out_dtype) * (1.0 + 16 * u64)
 
 
-# Relative error of one exponential, in units of the accumulator's u: fp32 on the GPU is Triton's
-# ex2.approx.f32 of x*log2(e) (PTX: relative error 2^-22 = 4u; taken as 8u), fp64 is libdevice's exp
-# (within 1 ulp = 2u; taken as 4u); the interpreter's numpy exp is within both.
+# Relative error of one exponential, in units of the accumulator's u: fp32 on the GPU is ex2.approx of
+# x*log2(e) (PTX: relative error 2^-22 = 4u; taken as 8u) -- Triton's tl.exp, or for logsumexp's terms
+# and merges ex2.approx.ftz (strategies/stable_exp.py exp_flushed), whose results below 2^-126 are 0:
+# the bounds' n (2h + 1) eps term counts those --, fp64 is libdevice's exp (within 1 ulp = 2u; taken as
+# 4u); the interpreter's numpy exp is within both.
 _EXP_ERROR_UNITS = {torch.float32: 8.0, torch.float64: 4.0}
 _SMALLEST_NORMAL = {torch.float32: 2.0 ** -126, torch.float64: 2.0 ** -1022}
 
