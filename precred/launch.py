@@ -133,10 +133,6 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(heavy_state=False)
         if view.outer * view.inner >= planning.STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
             options.update(tile_elements=planning.STABLE_EXP_TILE)
-        elif outer_schedule and planning.STABLE_EXP_OUTER_TILE is not None:
-            options.update(tile_elements=planning.STABLE_EXP_OUTER_TILE)
-        if sixteen_bit_rows and not planning.STABLE_EXP_PLAIN_16BIT_ROWS:
-            options.update(plain_16bit_rows=False)
     if mode.strategy == EXACT:
         # Measured on an H200 (bench/sweep_state.py exact; fp64 pipe and registers): contiguous rows, many of
         # them: small tiles, halved warps for fp32 (1024x65536 3009 -> 3240 GB/s, 65536x1024 2781 -> 2888),

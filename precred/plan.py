@@ -160,15 +160,18 @@ WELFORD_VECTOR_MOMENTS = True
 # 1916, 1913 -> 2043, 1791 -> 1838, 518 -> 532: its fp32 filter); fp32 fast within 1% but 16x262144
 # 1044 -> 1095. The fp64 accumulator lost on long rows (16x262144 791 -> 671, 1024x65536 1719 -> 1562;
 # 8192^2 1386 -> 1492): one fp64 exponential per tile on each lane's chain, fewer chains per thread.
+# Over dim 0 (tiles of 2 or 4 lanes on these shapes) fp32 accumulator: within 2% (bf16 1024x65536 2015
+# -> 2051); fp64: 8192^2 fp32 1685 -> 1307. With the vector states, measured and dropped (bf16 fast,
+# H100): 2048 / 4096-element row tiles (1024x65536 2248 -> 2355 / 2319 but 262144x256 2064 -> 1787 /
+# 1747), pipelined 16-bit rows (65536x1024 2416 -> 2241), outer tiles of 4096 / 8192 / 16384 elements for
+# the fp32 accumulator (within 2%, then 262144x256 2205 -> 1374 / 248), 8 or 32 tiles per short part
+# (16x262144 within noise or lost).
 STABLE_EXP_VECTORS = {4: True, 8: False}
 # First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp;
-# precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis; the fp32 accumulator over
-# a strided axis takes STABLE_EXP_OUTER_TILE (None: the planner's default). Unsplit 16-bit rows run plain
-# loops (launch.PLAIN_16BIT_ROW_STRATEGIES) unless STABLE_EXP_PLAIN_16BIT_ROWS is False.
+# precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis (the fp32 accumulator
+# over a strided axis keeps the planner's default).
 STABLE_EXP_TILE = 1024
 STABLE_EXP_TILE_MIN_OUTPUTS = 1024
-STABLE_EXP_OUTER_TILE = None
-STABLE_EXP_PLAIN_16BIT_ROWS = True
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
 # registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s
 # fast / fp64, per-lane updates -> tile moments (both with the fp32 tile weights): bf16 8192^2 1758/1534 ->

@@ -36,8 +36,8 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import (WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine, welford_combine,
-                          welford_lane_counts)
+from ..strategies import (PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine,
+                          welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import exp_flushed
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -47,6 +47,8 @@ from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_
                    tree_sum_within_threads)
 
 _EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
+_PLAIN = tl.constexpr(PLAIN)
+_STABLE_EXP = tl.constexpr(STABLE_EXP)
 
 
 @triton.jit
@@ -222,7 +224,7 @@ def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TRE
     scale_to = tl.where(infinite, 0.0, vector_max)
     terms = exp_flushed(tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC)) - scale_to[:, :, None])
     terms = tl.reshape(terms, (BLOCK_M, BLOCK_N))
-    s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, 0, SUMS)
+    s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
     return s, vector_max
 
 
@@ -252,7 +254,7 @@ def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, AC
         values = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
         tile_s, tile_m = stable_exp_vectors(values, BLOCK_M, BLOCK_N, TREE_VEC)
         s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
-    row_s, _, row_m = tree_reduce_last_axis(s, s, m, BLOCK_M, SUMS, 3)
+    row_s, _, row_m = tree_reduce_last_axis(s, s, m, BLOCK_M, SUMS, _STABLE_EXP)
     return row_s, tl.zeros([BLOCK_M], ACC_DTYPE), row_m
 
 

@@ -18,7 +18,7 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 import triton
 import triton.language as tl
 
-from ..strategies import WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
+from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
 from ..strategies.stable_exp import exp_flushed
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
@@ -27,6 +27,7 @@ from .steps import (accumulate_tile, counted_values, finished_index, initial_sta
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 _EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
+_PLAIN = tl.constexpr(PLAIN)
 
 
 @triton.jit
@@ -217,5 +218,5 @@ def stable_exp_columns(values, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
     column_max = tl.max(values, axis=0)
     infinite = tl.abs(column_max) == float("inf")
     terms = exp_flushed(values - tl.where(infinite, 0.0, column_max)[None, :])
-    s, _, _ = tree_reduce_first_axis(terms, terms, terms, BLOCK_R, BLOCK_I, 0)
+    s, _, _ = tree_reduce_first_axis(terms, terms, terms, BLOCK_R, BLOCK_I, _PLAIN)
     return s, column_max

@@ -7,8 +7,8 @@ Numerics are exactly those of the reduction's inner schedule with one part follo
 normalizing pass (schedules/inner.py, schedules/normalize.py): BLOCK_N lanes of stable-exp state
 (strategies/stable_exp.py) streamed over the row -- lanes of 16-byte vectors' states where the
 reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.STABLE_EXP_VECTORS) --, merged by
-the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound with the plan's depth
-(precred.plan.LoopPlan).
+the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound
+with the plan's depth (precred.plan.LoopPlan).
 """
 import triton
 import triton.language as tl
