@@ -38,7 +38,7 @@ import triton.language as tl
 
 from ..strategies import (PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine,
                           welford_combine, welford_lane_counts)
-from ..strategies.stable_exp import exp_flushed
+from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     tile_weights, value_tail, write_result)
@@ -213,16 +213,11 @@ def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TRE
     tile (a thread's 16-byte vector): m the vector's maximum, s = sum exp(x - m) by the lane tree's first
     log2(TREE_VEC) levels (additions: every term is already scaled to m). One exponential and two
     additions an element (exp_flushed: one MUFU instruction in fp32), against stable_exp_update's
-    exponential, comparisons and selects.
-    Specials: a vector whose maximum is infinite takes its terms against 0 instead, so inf - inf never
-    appears: -inf's give (0, -inf), the merge's identity; +inf's (inf, +inf), whose results are +inf
-    (m + log(s)) and, in softmax, NaN (schedules/normalize.py), as with stable_exp_update's states. A
-    NaN value makes s NaN (tl.max skips it on the GPU; where m itself is NaN, s is too)."""
+    exponential, comparisons and selects. Specials: strategies.stable_exp.terms_below."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
-    vector_max = tl.max(tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC)), axis=2)
-    infinite = tl.abs(vector_max) == float("inf")
-    scale_to = tl.where(infinite, 0.0, vector_max)
-    terms = exp_flushed(tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC)) - scale_to[:, :, None])
+    vectors = tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC))
+    vector_max = tl.max(vectors, axis=2)
+    terms = terms_below(vectors, vector_max[:, :, None])
     terms = tl.reshape(terms, (BLOCK_M, BLOCK_N))
     s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
     return s, vector_max

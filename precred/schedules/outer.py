@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
-from ..strategies.stable_exp import exp_flushed
+from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -213,10 +213,8 @@ def stable_exp_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, ACC_
 @triton.jit
 def stable_exp_columns(values, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
     """The stable exponential state (s, m) of each column of a [BLOCK_R, BLOCK_I] tile: m the column's
-    maximum, s = sum exp(x - m) by the fixed tree's additions; specials as inner.py stable_exp_vectors
-    (an infinite maximum: the terms taken against 0)."""
+    maximum, s = sum exp(x - m) by the fixed tree's additions (specials: strategies.stable_exp.terms_below)."""
     column_max = tl.max(values, axis=0)
-    infinite = tl.abs(column_max) == float("inf")
-    terms = exp_flushed(values - tl.where(infinite, 0.0, column_max)[None, :])
+    terms = terms_below(values, column_max[None, :])
     s, _, _ = tree_reduce_first_axis(terms, terms, terms, BLOCK_R, BLOCK_I, _PLAIN)
     return s, column_max

@@ -42,6 +42,17 @@ def exp_flushed(x):
 
 
 @triton.jit
+def terms_below(values, maximum):
+    """exp(x - m) for the values x of a group (a thread's vector, a tile's column) whose maximum m comes
+    broadcast against them: the group's state is (sum of these, m), made without a merge per element.
+    A group whose maximum is infinite takes its terms against 0 instead, so inf - inf never appears:
+    -inf's give (0, -inf), the merge's identity; +inf's (inf, +inf), whose results are +inf (m + log(s))
+    and, in softmax, NaN (schedules/normalize.py), as with stable_exp_update's states. A NaN value makes
+    its term, hence s, NaN (tl.max skips it on the GPU; where m itself is NaN, so is every term)."""
+    return exp_flushed(values - tl.where(tl.abs(maximum) == float("inf"), 0.0, maximum))
+
+
+@triton.jit
 def exp_of_gap(a, b):
     """exp(-|a - b|); exactly 1 when a == b (both -inf, or both +inf, included)."""
     gap = tl.where(a == b, 0.0, tl.abs(a - b))

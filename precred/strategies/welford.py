@@ -13,9 +13,9 @@ Over the input the schedules mostly skip the per-element update: a thread's 16-b
 schedule) or a tile's lanes held in its registers (outer schedule) are merged first by Chan's merge of
 equal counts (weights exactly 1/2, na nb / n = c / 2: no division), then merged into the lane's state
 with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which all hold one count,
-merge the same way (welford_equal_combine in schedules/tree.py's trees, strategy id WELFORD_EQUAL_COUNTS).
-Each is an instance of the merge the bound counts (precred.bounds.
-moments_error_bound), in the same tree, so the depth is unchanged.
+merge the same way (welford_equal_combine in schedules/tree.py's trees, strategy id
+WELFORD_EQUAL_COUNTS). Each is an instance of the merge the bound counts
+(precred.bounds.moments_error_bound), in the same tree, so the depth is unchanged.
 
 Non-finite values keep torch.mean's semantics for the mean: the mean is updated and merged as the
 weighted average mean*(1 - r) + x*r and ma*wa + mb*wb, in which an infinity stays an infinity (and
