@@ -2,11 +2,7 @@
 import triton
 import triton.language as tl
 
-from ..checks import KERNELS_INTERPRETED
 from ..strategies import state_finalize
-
-# Kernels run compiled (inline PTX allowed) or under Triton's interpreter (numpy, no PTX).
-_COMPILED = tl.constexpr(not KERNELS_INTERPRETED)
 
 
 @triton.jit
@@ -117,30 +113,15 @@ def fp32_to_bf16_bits(x):
 
 
 @triton.jit
-def bf16_bits_to_fp32(bits):
-    """bf16 int16 bit patterns -> fp32, exactly: the bits become the fp32's high half.
-
-    Compiled, where every thread holds at least two of the elements, two at a time from one 32-bit
-    register: its low half's element is the register shifted left by 16, its high half's the register
-    with the low half cleared -- one instruction an element, where the 16-bit route (extract the half,
-    widen, shift) takes 1.5 (SASS of a bf16 logsumexp row loop: 75 -> 70 instructions per 8 elements).
-    Which elements share a register does not matter: each output is its own input's widening. Triton
-    requires an even count, and at least two per thread (numel >= 2 x threads: a blocked layout
-    replicates only where the tensor is smaller than it, which gives each thread more, not fewer)."""
-    if _COMPILED and bits.numel % 2 == 0 and bits.numel >= 2 * tl.extra.cuda.num_threads():
-        return tl.inline_asm_elementwise("{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000; }", "=r,=r,r", [bits],
-                                         dtype=tl.float32, is_pure=True, pack=2)
-    else:
-        return (bits.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def to_accumulator(raw, ACC_DTYPE: tl.constexpr):
     """Loaded input -> accumulator dtype. bf16 arrives as its int16 bit pattern (precred.launch) and is
-    widened exactly by a shift (bf16_bits_to_fp32): Triton's interpreter flushes bf16 subnormals in its
-    own conversion."""
+    widened exactly by a shift: Triton's interpreter flushes bf16 subnormals in its own conversion.
+    Measured and dropped (H100, 2026-11-26): widening two at a time from one 32-bit register by inline
+    PTX (shl / and: one instruction an element, 1.5 here; bf16 logsumexp rows loop 75 -> 70 per 8
+    elements) left logsumexp within 1% and lost sum fast 8192^2 / 65536x1024 3-4%, var 65536x1024 4.5%."""
     if raw.dtype == tl.int16:
-        value = bf16_bits_to_fp32(raw).to(ACC_DTYPE)
+        bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+        value = bits.to(tl.float32, bitcast=True).to(ACC_DTYPE)
     else:
         value = raw.to(ACC_DTYPE)
     return value
