@@ -29,6 +29,11 @@ OPS = {
     # The extrema have no modes: "planned" is the planner's schedule.
     "amax": (lambda x, dim, mode: precred.amax(x, dim), torch.amax, ("planned",)),
     "argmax": (lambda x, dim, mode: precred.argmax(x, dim), torch.argmax, ("planned",)),
+    # GB/s of the input alone, as the reductions' (the output is as large: halve for a copy's count)
+    "softmax": (lambda x, dim, mode: precred.softmax(x, dim, mode=mode), lambda x, dim: torch.softmax(x, dim),
+                ("fast", "fp64")),
+    "log_softmax": (lambda x, dim, mode: precred.log_softmax(x, dim, mode=mode),
+                    lambda x, dim: torch.log_softmax(x, dim), ("fast", "fp64")),
 }
 # Each variant: the precred.plan constants it sets (the rest keep their defaults).
 # Variants measured on the H100 and dropped (stop note of 2026-11-24's sixth session): wide-layout

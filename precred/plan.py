@@ -618,6 +618,7 @@ class LoopPlan:
     block_n: int       # lanes of stable-exp state, a power of two
     num_warps: int
     stages: int = 1    # num_stages of the loops (norm_row_loop_kernel's; softmax's are plain loops)
+    programs: int = 0  # softmax's grid: 0 = a program per row, else that many programs, each a row at a time
 
     @property
     def depth(self) -> int:
@@ -633,6 +634,10 @@ class LoopPlan:
 ROW_LOOP_MAX_ROW_BYTES = 256 << 10
 ROW_LOOP_MIN_ROWS_PER_SM = 2
 ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
+# Programs per SM of softmax's row loop (0: a program per row, as many at once as fit).
+ROW_LOOP_PROGRAMS_PER_SM = 0
+# The L2 policy of the row loop's first read (its vector-state path), which the second read re-reads.
+ROW_LOOP_FIRST_READ_EVICTION = "evict_first"
 
 
 def _row_loop_pays(rows: int, red: int, element_size: int, sm_count: int) -> bool:
@@ -652,7 +657,8 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
     if not _row_loop_pays(rows, red, element_size, sm_count):
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
-    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)
+    programs = min(rows, ROW_LOOP_PROGRAMS_PER_SM * sm_count) if ROW_LOOP_PROGRAMS_PER_SM else 0
+    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps, programs=programs)
 
 
 # layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by

@@ -226,26 +226,27 @@ def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TRE
 @triton.jit
 def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                           TREE_VEC: tl.constexpr):
+                           TREE_VEC: tl.constexpr, EVICTION: tl.constexpr = "evict_first"):
     """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
     vectors: per-row (s, -, m) of the part. Each tile's vectors become states (stable_exp_vectors),
     merged into the lane's state once per tile (stable_exp_combine), and the BLOCK_N // TREE_VEC lanes by
     the tree at the end: an element's path has the vector levels, the chain and the lane tree -- the
     depth plan.Pass.depth counts -- with one exponential for its term and at most one per merge after,
     as precred.bounds.logsumexp_error_bound's derivation has it. The last, partial tile's masked values
-    are -inf (terms exp(-inf) = 0; a vector of them only is (0, -inf), the identity)."""
+    are -inf (terms exp(-inf) = 0; a vector of them only is (0, -inf), the identity). EVICTION: the
+    loads' L2 policy (evict_first: read once, steps.accumulate_tile; softmax's row loop reads again)."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     s = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
     m = tl.full([BLOCK_M, SUMS], float("-inf"), ACC_DTYPE)
     full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
     for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
-        raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy="evict_first")   # read once
+        raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy=EVICTION)
         tile_s, tile_m = stable_exp_vectors(to_accumulator(raw, ACC_DTYPE), BLOCK_M, BLOCK_N, TREE_VEC)
         s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
         ptrs += step
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
-        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")
+        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy=EVICTION)
         values = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
         tile_s, tile_m = stable_exp_vectors(values, BLOCK_M, BLOCK_N, TREE_VEC)
         s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)

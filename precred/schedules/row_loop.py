@@ -23,16 +23,29 @@ _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
 
 
 @triton.jit
-def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
+def row_loop_kernel(src_ptr, dst_ptr, n_rows, red_len, src_stride_row, dst_stride_row,
                     LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
-                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr):
+    # Program p takes rows p, p + programs, ... (precred.plan.LoopPlan.programs: one row each, or a
+    # persistent grid that bounds the rows in flight, hence the bytes L2 must hold for the second read).
+    # Each row is computed alone, the same way whichever program takes it.
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row_loop_row(src_ptr, dst_ptr, tl.full((), 0, tl.int64) + row, red_len, src_stride_row, dst_stride_row, LOG, ACC_DTYPE,
+                     BLOCK_N, VECTORS, TREE_VEC, FIRST_READ_EVICTION)
+
+
+@triton.jit
+def row_loop_row(src_ptr, dst_ptr, row, red_len, src_stride_row, dst_stride_row, LOG: tl.constexpr,
+                 ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, VECTORS: tl.constexpr, TREE_VEC: tl.constexpr,
+                 FIRST_READ_EVICTION: tl.constexpr):
+    """One row: its stable-exp state over the row, then the normalizing loop over it again."""
     lanes = tl.arange(0, BLOCK_N)
     src_row = src_ptr + row * src_stride_row
     if VECTORS:
         start = tl.full((), 0, tl.int64)
         row_s, _, row_m = stable_exp_vector_part(src_row + lanes[None, :], BLOCK_N, lanes, tl.full([1], 1, tl.int1),
-                                                 start, start + red_len, ACC_DTYPE, 1, BLOCK_N, 1, TREE_VEC)
+                                                 start, start + red_len, ACC_DTYPE, 1, BLOCK_N, 1, TREE_VEC,
+                                                 FIRST_READ_EVICTION)
     else:
         s = tl.zeros([1, BLOCK_N], ACC_DTYPE)
         m = tl.full([1, BLOCK_N], float("-inf"), ACC_DTYPE)
