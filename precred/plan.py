@@ -657,7 +657,7 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
     if not _row_loop_pays(rows, red, element_size, sm_count):
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
-    programs = min(rows, ROW_LOOP_PROGRAMS_PER_SM * sm_count) if ROW_LOOP_PROGRAMS_PER_SM else 0
+    programs = min(rows, max(1, int(ROW_LOOP_PROGRAMS_PER_SM * sm_count))) if ROW_LOOP_PROGRAMS_PER_SM else 0
     return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps, programs=programs)
 
 
