@@ -49,7 +49,9 @@ VARIANTS = {
 
 
 def _set(constants):
-    set_plan_constants(constants, (plan.plan_reduction, launch._RECIPES, eager._CALLS))
+    # every cached planner (the reduction's, softmax's row plans, ...) and the launch recipes
+    planners = [f for f in vars(plan).values() if hasattr(f, "cache_clear")]
+    set_plan_constants(constants, (*planners, launch._RECIPES, eager._CALLS))
 
 
 def main():
