@@ -327,8 +327,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          BLOCK_J=plan.block_j)
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
         tree_vec = 16 // x.element_size()
-        launch = _launch(row_loop_kernel, (plan.programs or rows,), [wire(src.source), wire(dst.source)],
-                         [rows, red, src.stride_outer, dst.stride_outer], plan.num_warps,
+        launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],
+                         [red, src.stride_outer, dst.stride_outer], plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n, TREE_VEC=tree_vec,
                          VECTORS=planning.STABLE_EXP_VECTORS[acc.itemsize] and plan.block_n >= 2 * tree_vec,
                          FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)

@@ -618,7 +618,6 @@ class LoopPlan:
     block_n: int       # lanes of stable-exp state, a power of two
     num_warps: int
     stages: int = 1    # num_stages of the loops (norm_row_loop_kernel's; softmax's are plain loops)
-    programs: int = 0  # softmax's grid: 0 = a program per row, else that many programs, each a row at a time
 
     @property
     def depth(self) -> int:
@@ -626,18 +625,22 @@ class LoopPlan:
         return (-(-self.red // self.block_n) - 1) + (self.block_n.bit_length() - 1)
 
 
-# Rows of at most this many bytes are read twice by one program (beyond the single-read limits): the
-# rows in flight at once must fit in L2 for the second read to hit it. Below ROW_LOOP_MIN_ROWS_PER_SM
+# Rows of at most this many bytes are read twice by one program (beyond the single-read limits), the
+# second read partly from L2 (schedules/row_loop.py). Below ROW_LOOP_MIN_ROWS_PER_SM
 # rows per SM the two-pass path (whose reduction splits rows across programs) is used instead.
 # (lanes, warps) by the accumulator's bytes, from bench/sweep_softmax.py (H100; rows of 65536, fast:
 # 4096 x 16 at 1884 fp32 / 1811 bf16 GB/s, best 1915 / 1811; fp64: 2048 x 8 best, 1548 vs two-pass 1476).
 ROW_LOOP_MAX_ROW_BYTES = 256 << 10
 ROW_LOOP_MIN_ROWS_PER_SM = 2
 ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
-# Programs per SM of softmax's row loop (0: a program per row, as many at once as fit).
-ROW_LOOP_PROGRAMS_PER_SM = 0
-# The L2 policy of the row loop's first read (its vector-state path), which the second read re-reads.
-ROW_LOOP_FIRST_READ_EVICTION = "evict_first"
+# The L2 policy of softmax's row-loop first read (its vector-state path: the fast mode), which the
+# second read re-reads. H100, 2026-11-26 (ncu, softmax fast fp32 1024x65536): evict_first read 534 MB
+# from DRAM for the 256 MB input (no second read hit L2), evict_last 466 MB; sweep_outer --op softmax,
+# GB/s of the input, evict_first -> evict_last: fp32 1024x65536 893 -> 956, 512x65536 865 -> 931, bf16
+# 867 -> 943, 741 -> 816; log_softmax within 0.3%. Measured and dropped: persistent grids of 0.5 - 2
+# programs per SM, 16 or 32 warps, with evict_last (fewer rows in flight: up to all second reads hit,
+# 269 MB read at 0.5 per SM, but a program's plain loop cannot pull the bandwidth: 571 - 935 GB/s).
+ROW_LOOP_FIRST_READ_EVICTION = "evict_last"
 
 
 def _row_loop_pays(rows: int, red: int, element_size: int, sm_count: int) -> bool:
@@ -657,8 +660,7 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
     if not _row_loop_pays(rows, red, element_size, sm_count):
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
-    programs = min(rows, max(1, int(ROW_LOOP_PROGRAMS_PER_SM * sm_count))) if ROW_LOOP_PROGRAMS_PER_SM else 0
-    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps, programs=programs)
+    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)
 
 
 # layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by
