@@ -114,7 +114,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                                    BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC)
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
-                                      BLOCK_N, LOOP_STAGES, TREE_VEC)
+                                      BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
     if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
@@ -226,7 +226,7 @@ def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TRE
 @triton.jit
 def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                           TREE_VEC: tl.constexpr, EVICTION: tl.constexpr = "evict_first"):
+                           TREE_VEC: tl.constexpr, EVICTION: tl.constexpr):
     """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
     vectors: per-row (s, -, m) of the part. Each tile's vectors become states (stable_exp_vectors),
     merged into the lane's state once per tile (stable_exp_combine), and the BLOCK_N // TREE_VEC lanes by
