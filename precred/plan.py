@@ -165,7 +165,10 @@ WELFORD_VECTOR_MOMENTS = True
 # H100): 2048 / 4096-element row tiles (1024x65536 2248 -> 2355 / 2319 but 262144x256 2064 -> 1787 /
 # 1747), pipelined 16-bit rows (65536x1024 2416 -> 2241), outer tiles of 4096 / 8192 / 16384 elements for
 # the fp32 accumulator (within 2%, then 262144x256 2205 -> 1374 / 248), 8 or 32 tiles per short part
-# (16x262144 within noise or lost).
+# (16x262144 within noise or lost). A cheaper fp64 exp (a timing stand-in, 2026-11-26: 2^(k/64) by fp32
+# exp2, degree-5 polynomial, ~14 instructions against libdevice's ~40) took fp32 rows fp64 8192^2 1390 ->
+# 1545 per element, 1669 with vector states (3.85x torch; 1024x65536 1804, 4.13x), dim 0 1676 -> 1751:
+# the per-element update's selects and compares weigh as much as the exp -- 5x needs more than the exp.
 STABLE_EXP_VECTORS = {4: True, 8: False}
 # First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp;
 # precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis (the fp32 accumulator
