@@ -320,6 +320,39 @@ def test_logsumexp_within_bound_on_gpu_sized_plans(device, shape, dim, dtype):
             assert_within_bound(x, dim, mode, device)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("path", ["row-loop", "two-pass-split"])
+def test_softmax_within_bound_on_gpu_sized_plans(device, path, dtype):
+    """softmax / log_softmax as called, on GPU-sized rows the planner sends to the row loop (2 rows per
+    SM of 65536, more than the single-read limit) or to the split two-pass path (16 rows of 262144),
+    every mode: elements of three rows (normal, spread1e4, close families) within their bound. A
+    sample of columns (the first and last 64, 2048 spread over the row, each row's maximum): the exact
+    outputs take mpmath per element; each row's reference reads the whole row."""
+    from precred import launch
+    from precred.launch import plan_softmax
+    from precred.modes import get_exp_mode
+    from precred.plan import LoopPlan, Plan
+    from test_logsumexp import family
+    from test_softmax import assert_rows_within_bound, reference
+    rows, n = (2 * launch.device_sm_count(torch.device(device)) + 1, 65536) if path == "row-loop" else (16, 262144)
+    rng = np.random.default_rng(31)
+    x = family("normal", rows, n, rng, dtype)
+    picked = [0, rows // 2, rows - 1]
+    x[picked[1]] = family("spread1e4", 1, n, rng, dtype)[0]
+    x[picked[2]] = family("close", 1, n, rng, dtype)[0]
+    columns = sorted(set(range(64)) | set(range(n - 64, n)) | set(range(0, n, n // 2048))
+                     | {int(j) for j in x[picked].argmax(1)})
+    xd = x.to(device)
+    for mode in precred.EXP_MODES:
+        plan = plan_softmax(xd, 1, get_exp_mode(mode), dtype)
+        assert isinstance(plan, LoopPlan if path == "row-loop" else Plan), plan
+        assert path == "row-loop" or plan.passes[0].parts > 1 or not xd.is_cuda, plan   # split on a GPU
+        for log in (False, True):
+            got = (precred.log_softmax if log else precred.softmax)(xd, 1, mode=mode)[picked]
+            assert_rows_within_bound(x[picked], got, plan, reference(x[picked], log, columns), mode, log, dtype,
+                                     f"{path} {rows}x{n}", columns)
+
+
 @pytest.mark.parametrize("width", [300, 9000])
 def test_certified_logsumexp_replays_its_recompute(device, width):
     """logsumexp's fp64 mode on bf16: rows next to a rounding boundary (padded with -inf, which leaves
