@@ -29,7 +29,8 @@ _WELFORD = tl.constexpr(2)   # strategies.WELFORD
 @triton.jit(do_not_specialize=["eps_bits"])
 def norm_row_loop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
-                         AFFINE_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
+                         AFFINE_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                         SECOND_READ_REVERSED: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64, written; one program
     # per row. eps_bits: eps's fp64 bits. LOOP_STAGES: the loops' software pipelining (tiles of x in
     # flight while one is folded: a plain loop waits out each tile's load, with a few KB in flight per
@@ -59,7 +60,12 @@ def norm_row_loop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows,
     tl.store(rstd_ptr + row + first_lane, rstd)
     # Pass 2: y = (x - mean) * rstd * w + b, the row read again (from L2).
     y_start = y_ptr + row * n_cols
-    for start in tl.range(0, n_cols, BLOCK_N, num_stages=LOOP_STAGES):
+    n_tiles = tl.cdiv(n_cols, BLOCK_N)
+    for t in tl.range(0, n_tiles, num_stages=LOOP_STAGES):
+        if SECOND_READ_REVERSED:   # the tiles read last first
+            start = (n_tiles - 1 - t) * BLOCK_N
+        else:
+            start = t * BLOCK_N
         cols = start + lanes
         col_ok = cols < n_cols
         x = to_accumulator(tl.load(row_start + cols[None, :], mask=col_ok[None, :], other=0), ACC_DTYPE)
