@@ -54,10 +54,10 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
     n_tiles = tl.cdiv(red_len, BLOCK_N)
     for t in range(0, n_tiles):
         if SECOND_READ_REVERSED:
-            start = (n_tiles - 1 - t) * BLOCK_N
+            tile_start = (n_tiles - 1 - t) * BLOCK_N
         else:
-            start = t * BLOCK_N
-        mask = ((start + lanes) < red_len)[None, :]
-        x = to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0), tl.float64)
-        tl.store(dst_row + (start + lanes)[None, :],
+            tile_start = t * BLOCK_N
+        mask = ((tile_start + lanes) < red_len)[None, :]
+        x = to_accumulator(tl.load(src_row + (tile_start + lanes)[None, :], mask=mask, other=0), tl.float64)
+        tl.store(dst_row + (tile_start + lanes)[None, :],
                  normalized(x, m64, log_s, dst_ptr.dtype.element_ty, LOG, ACC_DTYPE), mask=mask)
