@@ -331,8 +331,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          [red, src.stride_outer, dst.stride_outer], plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n, TREE_VEC=tree_vec,
                          VECTORS=planning.STABLE_EXP_VECTORS[acc.itemsize] and plan.block_n >= 2 * tree_vec,
-                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION,
-                         SECOND_READ_REVERSED=planning.ROW_LOOP_SECOND_READ_REVERSED)
+                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)
     else:
         output = Output(with_mean=True)
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan)

@@ -122,8 +122,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
     elif loop is not None:
         launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,
-                         BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages,
-                         SECOND_READ_REVERSED=planner.ROW_LOOP_SECOND_READ_REVERSED, **consts)
+                         BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)
     else:
         block_rows, block_j = planner.NORM_APPLY_TILE   # read at call time (bench/ sweeps set it)
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,

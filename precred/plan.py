@@ -644,8 +644,6 @@ ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
 # programs per SM, 16 or 32 warps, with evict_last (fewer rows in flight: up to all second reads hit,
 # 269 MB read at 0.5 per SM, but a program's plain loop cannot pull the bandwidth: 571 - 935 GB/s).
 ROW_LOOP_FIRST_READ_EVICTION = "evict_last"
-# The row loops' second read (softmax's, the norms' forward) from the row's last tile to its first.
-ROW_LOOP_SECOND_READ_REVERSED = False
 
 
 def _row_loop_pays(rows: int, red: int, element_size: int, sm_count: int) -> bool:

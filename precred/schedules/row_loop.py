@@ -27,10 +27,8 @@ _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
 @triton.jit
 def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
                     LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
-                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr,
-                    SECOND_READ_REVERSED: tl.constexpr):
+                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr):
     # FIRST_READ_EVICTION: the first read's L2 policy (precred.plan.ROW_LOOP_FIRST_READ_EVICTION).
-    # SECOND_READ_REVERSED: the second read takes the tiles last to first (the ones read last first).
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK_N)
     src_row = src_ptr + row * src_stride_row
@@ -51,13 +49,8 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
     log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]
     dst_row = dst_ptr + row * dst_stride_row
-    n_tiles = tl.cdiv(red_len, BLOCK_N)
-    for t in range(0, n_tiles):
-        if SECOND_READ_REVERSED:
-            tile_start = (n_tiles - 1 - t) * BLOCK_N
-        else:
-            tile_start = t * BLOCK_N
-        mask = ((tile_start + lanes) < red_len)[None, :]
-        x = to_accumulator(tl.load(src_row + (tile_start + lanes)[None, :], mask=mask, other=0), tl.float64)
-        tl.store(dst_row + (tile_start + lanes)[None, :],
+    for start in range(0, red_len, BLOCK_N):
+        mask = ((start + lanes) < red_len)[None, :]
+        x = to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0), tl.float64)
+        tl.store(dst_row + (start + lanes)[None, :],
                  normalized(x, m64, log_s, dst_ptr.dtype.element_ty, LOG, ACC_DTYPE), mask=mask)
