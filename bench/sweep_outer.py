@@ -29,7 +29,7 @@ OPS = {
     # The extrema have no modes: "planned" is the planner's schedule.
     "amax": (lambda x, dim, mode: precred.amax(x, dim), torch.amax, ("planned",)),
     "argmax": (lambda x, dim, mode: precred.argmax(x, dim), torch.argmax, ("planned",)),
-    # GB/s of the input alone, as the reductions' (the output is as large: halve for a copy's count)
+    # GB/s of the input alone, as the reductions' (the output is as large: double it for input + output)
     "softmax": (lambda x, dim, mode: precred.softmax(x, dim, mode=mode), lambda x, dim: torch.softmax(x, dim),
                 ("fast", "fp64")),
     "log_softmax": (lambda x, dim, mode: precred.log_softmax(x, dim, mode=mode),

@@ -37,8 +37,9 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
     `cnt` is merged by Welford's strategy (counts; WELFORD_EQUAL_COUNTS: states of equal counts), the
     stable exponential sum's (maxima) and the extremum's (indices) and the exact filter's (smallest
-    magnitudes); the other strategies return it untouched (unused). TO_WIDTH > 1: only the tree's first levels, down to [ROWS, TO_WIDTH] (the
-    merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's vector when that is its size)."""
+    magnitudes); the other strategies return it untouched (unused). TO_WIDTH > 1: only the tree's first
+    levels, down to [ROWS, TO_WIDTH] (the merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's
+    vector when that is its size)."""
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > TO_WIDTH:
