@@ -491,7 +491,7 @@ def _launch_exp_recompute(view, source, out, flags):
     """logsumexp's fp64 recompute of what its fp32 filter left uncertified (see _launch_recompute):
     long rows in chunks, whose (s, m) states and arrival counters are the scratch."""
     n_out = view.outer * view.inner
-    rp = plan_exp_recompute(n_out, view.red)
+    rp = plan_exp_recompute(n_out, view.red, sm_count=device_sm_count(out.device))
     device = out.device
 
     def make_scratch():   # chunk states (written before read) and arrival counters (zero on entry and exit)

@@ -846,15 +846,30 @@ def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size
                             NORM_BACKWARD_COLUMNS_STAGES, block_c)
 
 
-# The exact mode's recompute launch (schedules/recompute.py): outputs per program (their flags are
-# read at once; an all-certified block costs one load) and at most RECOMPUTE_BLOCK_ELEMENTS input
-# elements behind them (a program recomputes its uncertified outputs one after another: H100, 1024
-# cancelling rows of 65536 in one program ran at 32 GB/s), the tile of the limb accumulator, and the
-# fewest elements a chunk of a row gets when few rows are split across programs.
+# The exact mode's recompute launch (schedules/recompute.py): at most RECOMPUTE_OUTPUTS outputs per
+# program (their flags are read at once: an all-certified block costs one load), the tile of the limb
+# accumulator, and the fewest elements a chunk of a row gets when few rows are split across programs.
 RECOMPUTE_OUTPUTS = 1024
-RECOMPUTE_BLOCK_ELEMENTS = 2 ** 16
 RECOMPUTE_TILE = 256
 RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no zeroed scratch, one launch
+# Programs per SM of the recompute launches: what stays resident at their register counts (~190 for
+# recompute_kernel: 2 programs of 4 warps per SM; ~108 for exp_recompute_kernel: 4). The launch takes
+# as few outputs per program as keep it within that many programs, so that on ordinary data (all
+# certified) it is one round of programs reading their flags once, and an uncertified row still has
+# every resident program at work (more programs would only queue). H100, ncu, exact sum of
+# 8192 x 8192 bf16: 1024 programs of 8 outputs (4 rounds) took 4.6 us of a 55 us call, 3-5 us on
+# every shape, for flags all set.
+RECOMPUTE_PROGRAMS_PER_SM = 2
+EXP_RECOMPUTE_PROGRAMS_PER_SM = 4
+
+
+def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:
+    """The fewest outputs per program (a power of two, at most RECOMPUTE_OUTPUTS) with which n_out
+    outputs, `chunks` programs per block of them, take at most `programs` programs."""
+    block_outputs = 1
+    while block_outputs < RECOMPUTE_OUTPUTS and -(-n_out // block_outputs) * chunks > programs:
+        block_outputs *= 2
+    return block_outputs
 
 
 @dataclass(frozen=True)
@@ -868,12 +883,14 @@ class RecomputePlan:
 
 @lru_cache(maxsize=4096)
 def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None = None) -> RecomputePlan:
-    """Split rows into chunks (of at least min_chunk, default RECOMPUTE_MIN_CHUNK, elements) only while
-    the output blocks alone leave the GPU (4 programs per SM) idle."""
+    """Outputs per program as _recompute_block_outputs gives for RECOMPUTE_PROGRAMS_PER_SM programs per
+    SM; rows split into chunks (of at least min_chunk, default RECOMPUTE_MIN_CHUNK, elements) only while
+    the output blocks alone leave some of those programs out."""
     min_chunk = RECOMPUTE_MIN_CHUNK if min_chunk is None else min_chunk
-    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out), _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
+    programs = RECOMPUTE_PROGRAMS_PER_SM * sm_count
+    block_outputs = _recompute_block_outputs(n_out, 1, programs)
     output_blocks = -(-n_out // block_outputs)
-    chunks = max(1, min(-(-red // min_chunk), -(-4 * sm_count // output_blocks)))
+    chunks = max(1, min(-(-red // min_chunk), programs // output_blocks))
     chunk = -(-red // chunks)
     chunk = -(-chunk // RECOMPUTE_TILE) * RECOMPUTE_TILE
     chunks = -(-red // chunk)
@@ -881,8 +898,8 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 
 
 # logsumexp's fp64 recompute of the rows its fp32 filter did not certify (schedules/recompute.py,
-# exp_recompute_kernel): outputs per program as the exact mode's (RECOMPUTE_OUTPUTS,
-# RECOMPUTE_BLOCK_ELEMENTS), each uncertified row streamed in tiles of EXP_RECOMPUTE_TILE fp64 lanes
+# exp_recompute_kernel): outputs per program as the exact mode's (_recompute_block_outputs, for
+# EXP_RECOMPUTE_PROGRAMS_PER_SM), each uncertified row streamed in tiles of EXP_RECOMPUTE_TILE fp64 lanes
 # (8 per thread at 4 warps). Rows longer than EXP_RECOMPUTE_MIN_CHUNK are cut into chunks of about that
 # many elements, one program each (at most EXP_RECOMPUTE_MAX_CHUNKS): the fp64 exponentials of a row
 # are compute-bound on one SM (H100: an uncertified row of 65536 took ~50 us alone, the whole filter
@@ -912,20 +929,19 @@ class ExpRecomputePlan:
         return (-(-span // self.block_r) - 1) + (self.block_r.bit_length() - 1) + (self.chunks - 1)
 
 
-def plan_exp_recompute(n_out: int, red: int) -> ExpRecomputePlan:
+def plan_exp_recompute(n_out: int, red: int, *, sm_count: int) -> ExpRecomputePlan:
     """The plan under this module's EXP_RECOMPUTE_* constants at the time of the call (tests lower
     them to split small rows into many chunks of several tiles)."""
-    return _plan_exp_recompute(n_out, red, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE)
+    return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE)
 
 
 @lru_cache(maxsize=4096)
-def _plan_exp_recompute(n_out: int, red: int, min_chunk: int, tile: int) -> ExpRecomputePlan:
-    block_outputs = min(RECOMPUTE_OUTPUTS, _pow2_at_least(n_out),
-                        _pow2_at_most(max(1, RECOMPUTE_BLOCK_ELEMENTS // red)))
+def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, tile: int) -> ExpRecomputePlan:
     block_r = min(tile, _pow2_at_least(red))
     chunks = min(EXP_RECOMPUTE_MAX_CHUNKS, -(-red // min_chunk))
     chunk = -(-(-(-red // chunks)) // block_r) * block_r
     chunks = -(-red // chunk)
+    block_outputs = _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count)
     if chunks == 1:
         return ExpRecomputePlan(block_outputs, block_r, red, 4)
     return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks)

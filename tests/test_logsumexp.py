@@ -67,8 +67,10 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     got = reduce_logsumexp(xd, dims, m, plan=plan).cpu().double().tolist()
     rows, _, _ = reference_logsumexp(x, dim)
     # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
-    # the fp64 recompute's elsewhere: the bound with the recompute's depth covers both.
-    depth = plan.depth if m is not CERTIFIED_EXP_MODE else plan_exp_recompute(view.outer * view.inner, view.red).depth
+    # the fp64 recompute's elsewhere: the bound with the recompute's depth (its chunks; the SM count only
+    # sets outputs per program) covers both.
+    recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1)
+    depth = plan.depth if m is not CERTIFIED_EXP_MODE else recompute.depth
     worst = 0.0
     for value, row in zip(got, rows):
         if row.lse is None:
@@ -441,7 +443,7 @@ def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_fl
     if chunked:
         monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_MIN_CHUNK", 256)
         monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_TILE", 64)
-        assert plan_exp_recompute(3, 1100).chunks == 5
+        assert plan_exp_recompute(3, 1100, sm_count=2).chunks == 5
     rng = np.random.default_rng([23, dtype.itemsize])
     for name in FAMILIES:
         x = family(name, 3, 1100, rng, dtype)

@@ -5,8 +5,9 @@ inputs (exp_recompute_kernel, at the end): in fp64. The rest of this note is abo
 
 Runs after the filter's last pass (the shared schedules with strategies/exact.py), which wrote every
 output and a flag per output (1: certified correctly rounded). A program owns BLOCK_O outputs and one
-chunk of the reduced axis; if all its outputs are certified it reads their flags and stops -- the
-whole cost of this launch on ordinary data. Otherwise, for each uncertified output, it streams its
+chunk of the reduced axis (precred.plan.plan_recompute: as few outputs as keep the launch to one round of
+resident programs); if all its outputs are certified it reads their flags and stops -- the whole cost
+of this launch on ordinary data. Otherwise, for each uncertified output, it streams its
 chunk of the row from the original input in [BLOCK_R] tiles into [BLOCK_R, LIMBS] int64 limb sums
 (strategies/superaccumulator.py) and reduces them across lanes.
 
@@ -56,37 +57,39 @@ def recompute_kernel(
 ):
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
-    outputs = first + tl.arange(0, BLOCK_O)
+    slots = tl.arange(0, BLOCK_O)
+    outputs = first + slots
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
-    if tl.min(flags.to(tl.int32)) == 0:
-        slot = tl.arange(0, LIMBS)
-        lanes = tl.arange(0, BLOCK_R)
-        start = chunk.to(tl.int64) * chunk_len
-        end = tl.minimum(start + chunk_len, red_len)
-        for k in range(0, BLOCK_O):
-            r = first + k
-            if r < n_out:
-                if tl.load(flags_ptr + r) == 0:
-                    base = (r // inner_size).to(tl.int64) * stride_outer \
-                        + (r % inner_size).to(tl.int64) * stride_inner
-                    acc = tl.zeros([BLOCK_R, LIMBS], tl.int64)
-                    for position in range(start, end, BLOCK_R):
-                        j = position + lanes
-                        raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
-                        acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
-                    limbs = tl.sum(acc, axis=0)
-                    if CHUNKED:
-                        row_limbs = limbs_ptr + r.to(tl.int64) * LIMBS + slot
-                        tl.atomic_add(row_limbs, limbs)
-                        if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
-                            # read the sums and leave the scratch zeroed for the next launch
-                            total = tl.atomic_xchg(row_limbs, tl.zeros([LIMBS], tl.int64))
-                            tl.atomic_xchg(arrivals_ptr + r, 0)
-                            value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
-                            tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
-                    else:
-                        value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
-                        tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+    # Visit only the uncertified outputs, in order: the next one is the smallest pending slot above the
+    # last (a reduction over the loaded flags, no load per output).
+    pending = flags == 0
+    k = tl.min(tl.where(pending, slots, BLOCK_O))
+    slot = tl.arange(0, LIMBS)
+    lanes = tl.arange(0, BLOCK_R)
+    start = chunk.to(tl.int64) * chunk_len
+    end = tl.minimum(start + chunk_len, red_len)
+    while k < BLOCK_O:
+        r = first + k
+        base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
+        acc = tl.zeros([BLOCK_R, LIMBS], tl.int64)
+        for position in range(start, end, BLOCK_R):
+            j = position + lanes
+            raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
+            acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
+        limbs = tl.sum(acc, axis=0)
+        if CHUNKED:
+            row_limbs = limbs_ptr + r.to(tl.int64) * LIMBS + slot
+            tl.atomic_add(row_limbs, limbs)
+            if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
+                # read the sums and leave the scratch zeroed for the next launch
+                total = tl.atomic_xchg(row_limbs, tl.zeros([LIMBS], tl.int64))
+                tl.atomic_xchg(arrivals_ptr + r, 0)
+                value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+                tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+        else:
+            value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+            tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK_O))
 
 
 _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
