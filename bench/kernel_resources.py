@@ -38,6 +38,7 @@ from precred import checks, launch, norm_launch  # noqa: E402
 
 checks.KERNELS_INTERPRETED = True       # let CPU tensors through the checks
 launch.INTERPRETER_SM_COUNT = 132
+launch.programmatic_dependent_launch = lambda device: True   # the GPU's recompute launches
 # Row kernels get bf16 as bf16 on the GPU (int16 bits only under the interpreter): compile the GPU's.
 launch.wire_to_row_kernel = norm_launch._wire = lambda t: t
 TARGET = GPUTarget("cuda", 90, 32)

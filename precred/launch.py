@@ -67,6 +67,17 @@ def device_sm_count(device: torch.device) -> int:
 _SM_COUNTS = {}
 
 
+def programmatic_dependent_launch(device: torch.device) -> bool:
+    """Whether a filter's recompute launches as a programmatic dependent of its last pass
+    (precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH): GPUs of compute capability 9.0 and above (the PTX
+    griddepcontrol instructions); never under the interpreter."""
+    if device.type != "cuda" or not planning.RECOMPUTE_PROGRAMMATIC_LAUNCH:
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.cuda.get_device_capability(index) >= (9, 0)
+
+
+
 def _cuda_sm_count(index: int) -> int:
     if index not in _SM_COUNTS:
         _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
@@ -351,7 +362,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
 def _launch(kernel, grid, pointers, scalars, num_warps, **consts):
     """Launch kernel; (compiled kernel or None under the interpreter, grid, the arguments after the
     pointers in the kernel's parameter order -- scalars, then constexprs -- as Triton's launcher
-    takes them)."""
+    takes them). consts: the kernel's constexprs and launch options (num_stages, maxnreg, launch_pdl:
+    a replay launches with the compiled kernel's)."""
     compiled = kernel[grid](*pointers, *scalars, num_warps=num_warps, **consts)
     trailing = list(scalars) + [consts[name] for name in kernel.arg_names[len(pointers) + len(scalars):]]
     return (compiled if hasattr(compiled, "run") else None), grid, trailing
@@ -436,6 +448,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     if mode.strategy == CERTIFIED_EXP:   # the filter's bound on |log(s_hat) - log(s)| for this plan
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
+    # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU).
+    dependent_recompute = mode.strategy in FILTERS and programmatic_dependent_launch(x.device)
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):
@@ -447,15 +461,16 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         launches.append(_launch_pass(p, src, dst, shift, strides, workspace, mode.strategy, output, divisor,
                                      src_is_state=index > 0, dst_is_state=not last, merge=merge,
                                      merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0,
-                                     merge_counter=plan.fused_merge and plan.passes[1].tile_counter))
+                                     merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
+                                     launch_dependents=dependent_recompute and last))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
     recompute = None
     if mode.strategy == EXACT:   # `mean` holds the filter's flags
-        recompute = _launch_recompute(view, source, out, mean, output)
+        recompute = _launch_recompute(view, source, out, mean, output, dependent_recompute)
     elif mode.strategy == CERTIFIED_EXP:
-        recompute = _launch_exp_recompute(view, source, out, mean)
+        recompute = _launch_exp_recompute(view, source, out, mean, dependent_recompute)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
         if recompute is None or recompute[0][0] is not None:
             _RECIPES[key] = _Recipe(launches, plan, workspace, recompute)
@@ -463,7 +478,13 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
 
 
 
-def _launch_recompute(view, source, out, flags, output):
+def _programmatic(dependent: bool) -> dict:
+    """A recompute launch's constants: as a programmatic dependent launch (PDL: it may start while the
+    filter's last pass, which triggers it, still runs; it waits for that pass's writes) or not."""
+    return dict(WAIT_FOR_FILTER=dependent, launch_pdl=True) if dependent else dict(WAIT_FOR_FILTER=False)
+
+
+def _launch_recompute(view, source, out, flags, output, dependent):
     """The exact mode's second stage over the filter's output: (launch, the factory of the zeroed
     scratch its row chunks need -- None for rows of one chunk --, how many scratch pointers the kernel
     takes)."""
@@ -483,11 +504,11 @@ def _launch_recompute(view, source, out, flags, output):
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk, rp.chunks, view.red], rp.num_warps,
                      MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp, DIVIDE=output.divide,
-                     CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
+                     CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r, **_programmatic(dependent))
     return launch, make_scratch if chunked else None, len(scratch)
 
 
-def _launch_exp_recompute(view, source, out, flags):
+def _launch_exp_recompute(view, source, out, flags, dependent):
     """logsumexp's fp64 recompute of what its fp32 filter left uncertified (see _launch_recompute):
     long rows in chunks, whose (s, m) states and arrival counters are the scratch."""
     n_out = view.outer * view.inner
@@ -505,7 +526,8 @@ def _launch_exp_recompute(view, source, out, flags):
                      [source, _bits_if_bf16(out), flags, *scratch],
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk if chunked else view.red, rp.chunks],
-                     rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r)
+                     rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r,
+                     **_programmatic(dependent))
     return launch, make_scratch if chunked else None, len(scratch)
 
 
@@ -561,15 +583,16 @@ class _Workspace:
 
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
-                 dst_is_state, merge=None, merge_lanes=0, merge_counter=False):
+                 dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
-    pass's lanes and tile_counter, or None."""
+    pass's lanes and tile_counter, or None. launch_dependents: a filter's last pass, whose recompute
+    is a programmatic dependent launch (its programs trigger it at their start)."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
                   DST_IS_STATE=dst_is_state, DIVIDE=output.divide, USES_LO=workspace.uses_lo,
-                  TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean)
+                  TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean, LAUNCH_DEPENDENTS=launch_dependents)
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner

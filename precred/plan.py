@@ -861,6 +861,9 @@ RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no z
 # every shape, for flags all set.
 RECOMPUTE_PROGRAMS_PER_SM = 2
 EXP_RECOMPUTE_PROGRAMS_PER_SM = 4
+# On a GPU, the recompute is a programmatic dependent launch (PDL, sm_90): the filter's last pass
+# triggers it as its programs start, its programs wait (griddepcontrol.wait) for that pass's writes.
+RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 
 
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:

@@ -54,11 +54,11 @@ def stage_flags(monkeypatch):
     settings = {"clear": False}
     original = launch._launch_recompute
 
-    def spy(view, source, out, flags, output):
+    def spy(view, source, out, flags, output, dependent):
         seen.append(flags.cpu().clone())
         if settings["clear"]:
             flags.zero_()
-        return original(view, source, out, flags, output)
+        return original(view, source, out, flags, output, dependent)
 
     monkeypatch.setattr(launch, "_launch_recompute", spy)
     return seen, settings

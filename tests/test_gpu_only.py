@@ -265,6 +265,48 @@ def test_exact_mode_on_gpu_sizes_both_stages(device):
         assert torch.equal(precred.sum(r.t().contiguous().to(device), 0, mode="exact").cpu(), want.to(dtype))
 
 
+def test_exact_recompute_launched_early_waits_for_the_filter(device, monkeypatch):
+    """On sm_90 the exact mode's recompute is a programmatic dependent launch of the filter's last pass
+    (precred.launch.programmatic_dependent_launch), which may start while the filter runs: rows the
+    filter cannot certify, placed early, midway and in its last program, still come back correctly
+    rounded, and every output equals the ordinary launch's bits, replays included."""
+    from fractions import Fraction
+    from precred import eager, launch, plan
+    from validation.oracle import round_to
+
+    if not launch.programmatic_dependent_launch(torch.device(device)):
+        pytest.skip("programmatic dependent launch needs a GPU of compute capability 9.0")
+    g = torch.Generator(device="cpu").manual_seed(21)
+    x = torch.randn(1024, 8192, generator=g)
+    a = torch.randn(4095, generator=g)
+    hard = torch.cat([a, -a[torch.randperm(4095, generator=g)], torch.tensor([2.0 ** -100, 3 * 2.0 ** -120])])
+    want = round_to(Fraction(2) ** -100 + 3 * Fraction(2) ** -120, torch.float32)
+    hard_rows = [3, 500, 1023]
+    x[hard_rows] = hard
+    constants = []
+    original = launch._launch
+
+    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
+        constants.append((kernel.__name__, consts))
+        return original(kernel, grid, pointers, scalars, num_warps, **consts)
+
+    monkeypatch.setattr(launch, "_launch", spy)
+    eager._CALLS.clear()
+    launch._RECIPES.clear()
+    early = [precred.sum(x.to(device), 1, mode="exact").cpu() for _ in range(3)]   # the first, two replays
+    names = [name for name, _ in constants]
+    assert names[-1] == "recompute_kernel" and constants[-1][1]["launch_pdl"] and constants[-1][1]["WAIT_FOR_FILTER"]
+    assert constants[-2][1]["LAUNCH_DEPENDENTS"]
+    monkeypatch.setattr(plan, "RECOMPUTE_PROGRAMMATIC_LAUNCH", False)
+    eager._CALLS.clear()
+    launch._RECIPES.clear()
+    ordinary = precred.sum(x.to(device), 1, mode="exact").cpu()
+    assert "launch_pdl" not in constants[-1][1] and not constants[-2][1]["LAUNCH_DEPENDENTS"]
+    assert ordinary[hard_rows].tolist() == [want] * 3
+    for got in early:
+        assert torch.equal(got, ordinary)
+
+
 REPLAYED_CALLS = {
     "sum": lambda t: precred.sum(t, -1),
     "mean fp64": lambda t: precred.mean(t, (0, 1), mode="fp64"),

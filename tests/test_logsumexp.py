@@ -351,11 +351,11 @@ def filter_flags(monkeypatch):
     settings = {"clear": False}
     original = launch._launch_exp_recompute
 
-    def spy(view, source, out, flags):
+    def spy(view, source, out, flags, dependent):
         seen.append(flags.cpu().clone())
         if settings["clear"]:
             flags.zero_()
-        return original(view, source, out, flags)
+        return original(view, source, out, flags, dependent)
 
     monkeypatch.setattr(launch, "_launch_exp_recompute", spy)
     return seen, settings

@@ -35,6 +35,7 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from ..strategies import (PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine,
                           welford_combine, welford_lane_counts)
@@ -287,7 +288,10 @@ def inner_kernel(
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
+    LAUNCH_DEPENDENTS: tl.constexpr = False,  # a filter's last pass: let the recompute launch early (PDL)
 ):
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
 

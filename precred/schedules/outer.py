@@ -17,6 +17,7 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
 from ..strategies.stable_exp import terms_below
@@ -52,7 +53,10 @@ def outer_kernel(
     LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
     TILE_MOMENTS: tl.constexpr = False,   # Welford / the stable exponential sum over the input, lanes in
                                           # registers: welford_tile_part / stable_exp_tile_part
+    LAUNCH_DEPENDENTS: tl.constexpr = False,  # a filter's last pass: let the recompute launch early (PDL)
 ):
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
     part = pid % n_parts

@@ -22,6 +22,7 @@ o*stride_outer + i*stride_inner + j*stride_red, j < red_len (int64 offsets).
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output
@@ -54,7 +55,10 @@ def recompute_kernel(
     count,          # the element count n (int64), the divisor of a mean
     MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr,   # the input format
     DIVIDE: tl.constexpr, CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+    WAIT_FOR_FILTER: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
+    if WAIT_FOR_FILTER:
+        gdc_wait()   # the filter's writes (outputs, flags) are complete and visible past this point
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
@@ -107,6 +111,7 @@ def exp_recompute_kernel(
     chunk_len,      # elements per chunk, a multiple of BLOCK_R (CHUNKED), else red_len
     n_chunks,       # chunks per row
     CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+    WAIT_FOR_FILTER: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
     """logsumexp's fp64 mode on 16-bit inputs, second stage: each output the fp32 filter could not
     certify (strategy 10, schedules/finish.py certify_logsumexp) is recomputed from its row in fp64 --
@@ -120,6 +125,8 @@ def exp_recompute_kernel(
     last, writes the output and resets the counter to 0 for the next launch. Ordering as the inner
     schedule's fused merge: a CTA barrier, then the counter's acq_rel atomic (gpu scope).
     Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
+    if WAIT_FOR_FILTER:
+        gdc_wait()   # the filter's writes (outputs, flags) are complete and visible past this point
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
