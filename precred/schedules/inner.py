@@ -10,6 +10,7 @@ by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER
 
 kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in the thread (the lane
 tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
+The exact filter over the input may do the same (VECTOR_SUMS with STRATEGY 7, exact_vector_part).
 Welford over the input does the same (VECTOR_SUMS with STRATEGY 2): each vector's (mean, m2) by
 equal-count merges, then one Chan merge per lane and tile with the tile's scalar weights -- no
 per-element update -- and a final tree over TREE_VEC times fewer lanes, all of one count (no division).
@@ -37,8 +38,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents
 
-from ..strategies import (PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, stable_exp_combine,
-                          welford_combine, welford_lane_counts)
+from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
+                          magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -116,6 +117,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
+    if VECTOR_SUMS and STRATEGY == 7:
+        return exact_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
+                                 LOOP_STAGES, TREE_VEC)
     if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
@@ -163,6 +167,31 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY)
     row_cnt = finished_index(row_cnt, part_start, STRATEGY, SRC_IS_STATE)
     return row_hi, row_lo, row_cnt
+
+
+@triton.jit
+def exact_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr):
+    """reduce_part for the exact filter over the input with lanes of TREE_VEC-element vectors: each
+    tile's thread vectors are merged by the first levels of a tree of exact_combine (every element a
+    state (x, 0, its key)), each lane's state takes its vector's, and the BLOCK_N // TREE_VEC lanes
+    are merged by the tree at the end: a TREE_VEC-th of the state's registers for the same loads and
+    the same fp64 additions (2 per element: the vector tree's leaf merges add |s| to t = 0). The order
+    of the filter's additions is free: t bounds the error of whichever order they took, and what the
+    filter certifies is the correctly rounded sum."""
+    SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+    s = tl.zeros([BLOCK_M, SUMS], tl.float64)
+    t = tl.zeros([BLOCK_M, SUMS], tl.float64)
+    m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
+    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
+        mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
+        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")   # read once
+        x32 = to_accumulator(raw, tl.float32)   # masked elements are 0: no term, no magnitude
+        tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
+                                                       magnitude_key(x32), BLOCK_M, BLOCK_N, 7, SUMS)
+        s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
+        ptrs += step
+    return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
 
 
 @triton.jit
