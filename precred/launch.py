@@ -156,9 +156,10 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                 options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE[x.element_size()])
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS and planning.EXACT_VECTOR_SUMS:
             options.update(heavy_state=False, tile_elements=planning.EXACT_VECTOR_ROWS_TILE,
-                           plain_16bit_rows=planning.EXACT_VECTOR_PLAIN_16BIT_ROWS)
+                           plain_16bit_rows=planning.EXACT_PLAIN_16BIT_ROWS)
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
-            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
+            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE,
+                           plain_16bit_rows=planning.EXACT_PLAIN_16BIT_ROWS)
         else:
             # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
             # the short-parts split was not measured for it apart from the host-bound case below its
@@ -611,7 +612,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == EXACT and planning.EXACT_VECTOR_SUMS)
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP)
-                              and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
+                              and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
+                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1 and planning.EXACT_PREFETCH)
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

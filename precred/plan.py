@@ -264,11 +264,13 @@ PIPELINE_MIN_TILES = 8
 # 2017 -> 1921, argmax 1984 -> 1753: 8 tiles of 32 lanes want the pipeline), var fast (7-15%) and exact
 # (up to 3%), which keep it; fp32 rows gained nothing, split passes (16x262144, 2^28) and outer ones lost.
 PLAIN_16BIT_ROWS_MIN_RED = 1024
-# The exact filter over rows with lanes of 16-byte vectors (schedules/inner.py exact_vector_part), its
-# tile and whether 16-bit rows take the plain loop with the evict_first hint.
-EXACT_VECTOR_SUMS = True
+# The exact filter over rows (schedules/inner.py exact_input_part): lanes of 16-byte vectors and their
+# tile; whether 16-bit rows (of many outputs) take the plain loop with the evict_first hint; whether the
+# plain loop loads a tile ahead.
+EXACT_VECTOR_SUMS = False
 EXACT_VECTOR_ROWS_TILE = 4096
-EXACT_VECTOR_PLAIN_16BIT_ROWS = False
+EXACT_PLAIN_16BIT_ROWS = True
+EXACT_PREFETCH = True
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).

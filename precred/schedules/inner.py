@@ -10,7 +10,7 @@ by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER
 
 kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in the thread (the lane
 tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
-The exact filter over the input may do the same (VECTOR_SUMS with STRATEGY 7, exact_vector_part).
+The exact filter over the input may do the same (VECTOR_SUMS with STRATEGY 7, exact_input_part).
 Welford over the input does the same (VECTOR_SUMS with STRATEGY 2): each vector's (mean, m2) by
 equal-count merges, then one Chan merge per lane and tile with the tile's scalar weights -- no
 per-element update -- and a final tree over TREE_VEC times fewer lanes, all of one count (no division).
@@ -39,7 +39,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
-                          magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
+                          exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -74,7 +74,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                VECTOR_SUMS: tl.constexpr = False):
+                VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -117,9 +117,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
-    if VECTOR_SUMS and STRATEGY == 7:
-        return exact_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
-                                 LOOP_STAGES, TREE_VEC)
+    if STRATEGY == 7 and (VECTOR_SUMS or PREFETCH) and not SRC_IS_STATE:
+        return exact_input_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
+                                LOOP_STAGES, TREE_VEC if VECTOR_SUMS else 1, PREFETCH)
     if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
@@ -170,27 +170,41 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
 
 
 @triton.jit
-def exact_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr):
-    """reduce_part for the exact filter over the input with lanes of TREE_VEC-element vectors: each
-    tile's thread vectors are merged by the first levels of a tree of exact_combine (every element a
-    state (x, 0, its key)), each lane's state takes its vector's, and the BLOCK_N // TREE_VEC lanes
-    are merged by the tree at the end: a TREE_VEC-th of the state's registers for the same loads and
-    the same fp64 additions (2 per element: the vector tree's leaf merges add |s| to t = 0). The order
-    of the filter's additions is free: t bounds the error of whichever order they took, and what the
-    filter certifies is the correctly rounded sum."""
-    SUMS: tl.constexpr = BLOCK_N // TREE_VEC
+def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, VECTOR: tl.constexpr, PREFETCH: tl.constexpr):
+    """reduce_part for the exact filter over the input, in one of two forms the general loop lacks.
+    VECTOR > 1 (a thread's 16-byte vector): each tile's vectors are merged by the first levels of a tree
+    of exact_combine (every element a state (x, 0, its key)) and the lanes are BLOCK_N // VECTOR vector
+    states -- a VECTOR-th of the state's registers for the same loads and fp64 additions (2 per
+    element: the leaf merges add |s| to t = 0). PREFETCH (a plain loop): the next tile is loaded into
+    registers, with the L2 evict_first hint, while this one is folded -- the loads of the software
+    pipeline without cp.async, which drops the hint. The order of the filter's additions is free: t
+    bounds the error of whichever order they took, and what the filter certifies is the correctly
+    rounded sum."""
+    SUMS: tl.constexpr = BLOCK_N // VECTOR
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
     m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
-    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
-        mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")   # read once
+    if PREFETCH:
+        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
+                           eviction_policy="evict_first")
+    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=1 if PREFETCH else LOOP_STAGES):
+        if PREFETCH:
+            raw = raw_next
+            ptrs += step
+            raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
+                               other=0, eviction_policy="evict_first")
+        else:
+            raw = tl.load(ptrs, mask=row_mask[:, None] & ((start + lanes) < part_end)[None, :], other=0,
+                          eviction_policy="evict_first")   # read once
+            ptrs += step
         x32 = to_accumulator(raw, tl.float32)   # masked elements are 0: no term, no magnitude
-        tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
-                                                       magnitude_key(x32), BLOCK_M, BLOCK_N, 7, SUMS)
-        s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
-        ptrs += step
+        if VECTOR > 1:
+            tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
+                                                           magnitude_key(x32), BLOCK_M, BLOCK_N, 7, SUMS)
+            s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
+        else:
+            s, t, m = exact_update(s, t, m, x32.to(tl.float64), magnitude_key(x32))
     return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
 
 
@@ -317,6 +331,7 @@ def inner_kernel(
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
+    PREFETCH: tl.constexpr = False,     # the exact filter over the input: a plain loop loading a tile ahead
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # a filter's last pass: let the recompute launch early (PDL)
 ):
     if LAUNCH_DEPENDENTS:
@@ -334,7 +349,7 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS, VECTOR_SUMS)
+                                          TREE_THREADS, VECTOR_SUMS, PREFETCH)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if MERGE_LANES == 0:
@@ -351,6 +366,6 @@ def inner_kernel(
             merged_hi, merged_lo, merged_cnt = reduce_part(
                 part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, row_mask, rows.to(tl.int64) * n_parts, merge_start,
                 merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1,
-                MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS)
+                MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS, False, False)
             write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
                          row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
