@@ -154,12 +154,13 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         if outer_schedule:
             if view.inner >= EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE[x.element_size()])
-        elif outputs >= EXACT_ROWS_MIN_OUTPUTS and planning.EXACT_VECTOR_SUMS:
-            options.update(heavy_state=False, tile_elements=planning.EXACT_VECTOR_ROWS_TILE,
-                           plain_16bit_rows=planning.EXACT_PLAIN_16BIT_ROWS)
+        elif outputs >= EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
+            # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes
+            # and its tile (plan.EXACT_VECTOR_SUMS' note)
+            options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=(
+                planning.EXACT_VECTOR_ROWS_TILE if view.red >= planning.PLAIN_16BIT_ROWS_MIN_RED else EXACT_ROWS_TILE))
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
-            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE,
-                           plain_16bit_rows=planning.EXACT_PLAIN_16BIT_ROWS)
+            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
         else:
             # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
             # the short-parts split was not measured for it apart from the host-bound case below its
@@ -609,7 +610,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
                       VECTOR_SUMS=not src_is_state and p.lanes >= 2 * tree_vec and (
                           (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
-                          or (strategy == EXACT and planning.EXACT_VECTOR_SUMS)
+                          or (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1
+                              and planning.EXACT_VECTOR_SUMS)
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP)
                               and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),

@@ -264,13 +264,20 @@ PIPELINE_MIN_TILES = 8
 # 2017 -> 1921, argmax 1984 -> 1753: 8 tiles of 32 lanes want the pipeline), var fast (7-15%) and exact
 # (up to 3%), which keep it; fp32 rows gained nothing, split passes (16x262144, 2^28) and outer ones lost.
 PLAIN_16BIT_ROWS_MIN_RED = 1024
-# The exact filter over rows (schedules/inner.py exact_input_part): lanes of 16-byte vectors and their
-# tile; whether 16-bit rows (of many outputs) take the plain loop with the evict_first hint; whether the
-# plain loop loads a tile ahead.
-EXACT_VECTOR_SUMS = False
-EXACT_VECTOR_ROWS_TILE = 4096
+# The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
+# plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
+# elements, on tiles of EXACT_VECTOR_ROWS_TILE), any plain loop of the filter over the input loads a
+# tile ahead (EXACT_PREFETCH), and 16-bit ones keep lanes of 16-byte vectors (EXACT_VECTOR_SUMS).
+# H100, bench/sweep_outer.py --dim -1 --modes fast,exact, GB/s, pipelined (the plan before) -> plain
+# with prefetch -> with vector lanes, 2048-element tiles: bf16 8192^2 2194 -> 2173 -> 2264, 65536x1024
+# 2236 -> 2185 -> 2264, 1024x65536 2179 -> 2194 -> 2289; 16x262144 636 -> 649 -> 633 (noise: its split
+# parts are plain loops anyway). Left out: vector lanes on fp32 rows (8192^2 2644 -> 2551) and on
+# pipelined 16-bit rows (8192^2 2191 -> 2159), 4096- and 8192-element tiles (2238, 2164 on 8192^2),
+# the plain loop without prefetch (within 1% of it).
 EXACT_PLAIN_16BIT_ROWS = True
+EXACT_VECTOR_ROWS_TILE = 2048
 EXACT_PREFETCH = True
+EXACT_VECTOR_SUMS = True
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).
