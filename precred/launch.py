@@ -453,8 +453,10 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     if mode.strategy == CERTIFIED_EXP:   # the filter's bound on |log(s_hat) - log(s)| for this plan
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
-    # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU).
+    # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so may
+    # every pass after the first (plan.PASS_PROGRAMMATIC_LAUNCH).
     dependent_recompute = mode.strategy in FILTERS and programmatic_dependent_launch(x.device)
+    dependent_passes = programmatic_dependent_launch(x.device) and planning.PASS_PROGRAMMATIC_LAUNCH
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):
@@ -467,7 +469,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
                                      src_is_state=index > 0, dst_is_state=not last, merge=merge,
                                      merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0,
                                      merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
-                                     launch_dependents=dependent_recompute and last))
+                                     launch_dependents=dependent_recompute if last else dependent_passes,
+                                     dependent=dependent_passes and index > 0))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
@@ -588,16 +591,21 @@ class _Workspace:
 
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
-                 dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False):
+                 dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False,
+                 dependent=False):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
-    pass's lanes and tile_counter, or None. launch_dependents: a filter's last pass, whose recompute
-    is a programmatic dependent launch (its programs trigger it at their start)."""
+    pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
+    dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
+    waits for the previous pass's writes before reading them)."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
                   DST_IS_STATE=dst_is_state, DIVIDE=output.divide, USES_LO=workspace.uses_lo,
-                  TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean, LAUNCH_DEPENDENTS=launch_dependents)
+                  TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean, LAUNCH_DEPENDENTS=launch_dependents,
+                  WAIT_FOR_PREVIOUS=dependent)
+    if dependent:
+        consts.update(launch_pdl=True)
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner

@@ -883,6 +883,9 @@ EXP_RECOMPUTE_PROGRAMS_PER_SM = 4
 # 2133, 2197; dim 0 16x262144 fp32 907, 991, 1085; bf16 536, 594, 670; logsumexp fp64 bf16
 # 16x262144 538 (4 per SM, no PDL) -> 595, 8192^2 2210 -> 2276.
 RECOMPUTE_PROGRAMMATIC_LAUNCH = True
+# Likewise every pass of a reduction after the first (the previous pass triggers it; it waits for the
+# states that pass writes before reading them).
+PASS_PROGRAMMATIC_LAUNCH = True
 
 
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:

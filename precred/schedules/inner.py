@@ -36,7 +36,7 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 """
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
@@ -332,10 +332,13 @@ def inner_kernel(
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
     PREFETCH: tl.constexpr = False,     # the exact filter over the input: a plain loop loading a tile ahead
-    LAUNCH_DEPENDENTS: tl.constexpr = False,  # a filter's last pass: let the recompute launch early (PDL)
+    LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
+    WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
 ):
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
+    if WAIT_FOR_PREVIOUS:
+        gdc_wait()
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
 

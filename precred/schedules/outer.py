@@ -17,7 +17,7 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 """
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
 from ..strategies.stable_exp import terms_below
@@ -53,10 +53,13 @@ def outer_kernel(
     LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
     TILE_MOMENTS: tl.constexpr = False,   # Welford / the stable exponential sum over the input, lanes in
                                           # registers: welford_tile_part / stable_exp_tile_part
-    LAUNCH_DEPENDENTS: tl.constexpr = False,  # a filter's last pass: let the recompute launch early (PDL)
+    LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
+    WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
 ):
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
+    if WAIT_FOR_PREVIOUS:
+        gdc_wait()
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
     part = pid % n_parts
