@@ -453,10 +453,10 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     if mode.strategy == CERTIFIED_EXP:   # the filter's bound on |log(s_hat) - log(s)| for this plan
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
-    # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so may
-    # every pass after the first (plan.PASS_PROGRAMMATIC_LAUNCH).
+    # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
+    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH.
     dependent_recompute = mode.strategy in FILTERS and programmatic_dependent_launch(x.device)
-    dependent_passes = programmatic_dependent_launch(x.device) and planning.PASS_PROGRAMMATIC_LAUNCH
+    dependent_passes = mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH and programmatic_dependent_launch(x.device)
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):

@@ -884,8 +884,13 @@ EXP_RECOMPUTE_PROGRAMS_PER_SM = 4
 # 16x262144 538 (4 per SM, no PDL) -> 595, 8192^2 2210 -> 2276.
 RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 # Likewise every pass of a reduction after the first (the previous pass triggers it; it waits for the
-# states that pass writes before reading them).
-PASS_PROGRAMMATIC_LAUNCH = True
+# states that pass writes before reading them), for the strategies named here (precred.strategies
+# ids; plain sums and Welford). H100, bench/sweep_outer.py --dim 0, GB/s without -> with, two runs:
+# fast fp32 1024x65536 2577/2580 -> 2624/2621, 8192^2 2561 -> 2603, 65536x1024 2528 -> 2574, 262144x256
+# 2365 -> 2398, bf16 +3% alike; var fast fp32 8192^2 2414 -> 2479, bf16 1791 -> 1831. The exact filter
+# and logsumexp lost (their second passes' programs, resident early, crowd the first: exact bf16
+# 65536x1024 1806 -> 1436, logsumexp bf16 65536x1024 1874 -> 1499) and keep ordinary launches.
+PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
 
 
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:

@@ -307,6 +307,42 @@ def test_exact_recompute_launched_early_waits_for_the_filter(device, monkeypatch
         assert torch.equal(got, ordinary)
 
 
+@pytest.mark.parametrize("op", ["sum", "var_mean"])
+def test_later_passes_launched_early_wait_for_the_states(device, op, monkeypatch):
+    """A plan of two passes (8192 x 8192 over dim 0) launches its second pass as a programmatic
+    dependent of the first (plan.PASS_PROGRAMMATIC_LAUNCH: plain sums, Welford), which may start while
+    the first runs: the results equal the ordinary launches' bits, replays included."""
+    from precred import eager, launch, plan
+
+    if not launch.programmatic_dependent_launch(torch.device(device)):
+        pytest.skip("programmatic dependent launch needs a GPU of compute capability 9.0")
+    f = {"sum": lambda t: precred.sum(t, 0), "var_mean": lambda t: precred.var_mean(t, 0)}[op]
+    g = torch.Generator(device="cpu").manual_seed(22)
+    x = (torch.randn(8192, 8192, generator=g) * 3 + 1).to(device)
+    constants = []
+    original = launch._launch
+
+    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
+        constants.append(consts)
+        return original(kernel, grid, pointers, scalars, num_warps, **consts)
+
+    monkeypatch.setattr(launch, "_launch", spy)
+    eager._CALLS.clear()
+    launch._RECIPES.clear()
+    early = [f(x) for _ in range(3)]   # the first call, two replays
+    assert len(constants) == 2, "a plan of two passes"
+    assert constants[0]["LAUNCH_DEPENDENTS"] and not constants[0]["WAIT_FOR_PREVIOUS"]
+    assert constants[1]["WAIT_FOR_PREVIOUS"] and constants[1]["launch_pdl"]
+    monkeypatch.setattr(plan, "PASS_PROGRAMMATIC_LAUNCH", frozenset())
+    eager._CALLS.clear()
+    launch._RECIPES.clear()
+    ordinary = f(x)
+    assert not constants[-1]["WAIT_FOR_PREVIOUS"] and "launch_pdl" not in constants[-1]
+    for got in early:
+        for a, b in zip(got if isinstance(got, tuple) else (got,), ordinary if isinstance(ordinary, tuple) else (ordinary,)):
+            assert torch.equal(a, b)
+
+
 REPLAYED_CALLS = {
     "sum": lambda t: precred.sum(t, -1),
     "mean fp64": lambda t: precred.mean(t, (0, 1), mode="fp64"),
