@@ -454,9 +454,10 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
-    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH.
+    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32.
     dependent_recompute = mode.strategy in FILTERS and programmatic_dependent_launch(x.device)
-    dependent_passes = mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH and programmatic_dependent_launch(x.device)
+    dependent_passes = (mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH and workspace.acc_dtype == torch.float32
+                        and programmatic_dependent_launch(x.device))
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):
@@ -623,7 +624,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP)
                               and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
-                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1 and planning.EXACT_PREFETCH)
+                      PREFETCH=(strategy == EXACT and not src_is_state and p.loop_stages == 1
+                                and planning.EXACT_PREFETCH))
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

@@ -885,11 +885,13 @@ EXP_RECOMPUTE_PROGRAMS_PER_SM = 4
 RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 # Likewise every pass of a reduction after the first (the previous pass triggers it; it waits for the
 # states that pass writes before reading them), for the strategies named here (precred.strategies
-# ids; plain sums and Welford). H100, bench/sweep_outer.py --dim 0, GB/s without -> with, two runs:
-# fast fp32 1024x65536 2577/2580 -> 2624/2621, 8192^2 2561 -> 2603, 65536x1024 2528 -> 2574, 262144x256
-# 2365 -> 2398, bf16 +3% alike; var fast fp32 8192^2 2414 -> 2479, bf16 1791 -> 1831. The exact filter
-# and logsumexp lost (their second passes' programs, resident early, crowd the first: exact bf16
-# 65536x1024 1806 -> 1436, logsumexp bf16 65536x1024 1874 -> 1499) and keep ordinary launches.
+# ids: plain sums, Welford) with fp32 accumulators. H100, bench/sweep_outer.py --dim 0, GB/s without ->
+# with: fast fp32 1024x65536 2577/2580 -> 2624/2621 (two runs), 8192^2 2561 -> 2603, 65536x1024 2528 ->
+# 2574, 262144x256 2365 -> 2398, bf16 +3% alike; var fast fp32 8192^2 2414 -> 2479, bf16 1791 -> 1831.
+# Where a second pass's programs are heavy, resident early they crowd the first pass: fp64 sums lost
+# up to 17% (bf16 65536x1024 2021 -> 1684), kahan 5-15%, the exact filter up to 20% (1806 -> 1436),
+# logsumexp 20% (1874 -> 1499), argmax 23%; pairwise moved both ways (+-5%), amax +2% but 65536x1024 bf16
+# 2004 -> 1548. Those keep ordinary launches.
 PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
 
 

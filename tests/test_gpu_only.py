@@ -310,13 +310,14 @@ def test_exact_recompute_launched_early_waits_for_the_filter(device, monkeypatch
 @pytest.mark.parametrize("op", ["sum", "var_mean"])
 def test_later_passes_launched_early_wait_for_the_states(device, op, monkeypatch):
     """A plan of two passes (8192 x 8192 over dim 0) launches its second pass as a programmatic
-    dependent of the first (plan.PASS_PROGRAMMATIC_LAUNCH: plain sums, Welford), which may start while
-    the first runs: the results equal the ordinary launches' bits, replays included."""
+    dependent of the first (plan.PASS_PROGRAMMATIC_LAUNCH: fp32 plain sums and Welford), which may start
+    while the first runs: the results equal the ordinary launches' bits, replays included."""
     from precred import eager, launch, plan
 
     if not launch.programmatic_dependent_launch(torch.device(device)):
         pytest.skip("programmatic dependent launch needs a GPU of compute capability 9.0")
-    f = {"sum": lambda t: precred.sum(t, 0), "var_mean": lambda t: precred.var_mean(t, 0)}[op]
+    f = {"sum": lambda t: (precred.sum(t, 0, mode="fast"),),
+         "var_mean": lambda t: precred.var_mean(t, 0, mode="fast")}[op]
     g = torch.Generator(device="cpu").manual_seed(22)
     x = (torch.randn(8192, 8192, generator=g) * 3 + 1).to(device)
     constants = []
@@ -339,8 +340,7 @@ def test_later_passes_launched_early_wait_for_the_states(device, op, monkeypatch
     ordinary = f(x)
     assert not constants[-1]["WAIT_FOR_PREVIOUS"] and "launch_pdl" not in constants[-1]
     for got in early:
-        for a, b in zip(got if isinstance(got, tuple) else (got,), ordinary if isinstance(ordinary, tuple) else (ordinary,)):
-            assert torch.equal(a, b)
+        assert all(torch.equal(a, b) for a, b in zip(got, ordinary))
 
 
 REPLAYED_CALLS = {
