@@ -36,14 +36,13 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 """
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
-                    tile_weights, value_tail, write_result)
+                    programmatic_launch_points, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
@@ -335,10 +334,7 @@ def inner_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
 ):
-    if LAUNCH_DEPENDENTS:
-        gdc_launch_dependents()
-    if WAIT_FOR_PREVIOUS:
-        gdc_wait()
+    programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
 

@@ -17,14 +17,13 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 """
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
-                    tile_weights, value_tail, write_result)
+                    programmatic_launch_points, tile_weights, value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 _EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
@@ -56,10 +55,7 @@ def outer_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
 ):
-    if LAUNCH_DEPENDENTS:
-        gdc_launch_dependents()
-    if WAIT_FOR_PREVIOUS:
-        gdc_wait()
+    programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
     n_inner_blocks = tl.cdiv(inner_size, BLOCK_I)
     part = pid % n_parts

@@ -22,12 +22,11 @@ o*stride_outer + i*stride_inner + j*stride_red, j < red_len (int64 offsets).
 """
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
 
 from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output
 from ..strategies.stable_exp import stable_exp_combine
-from .steps import accumulate_tile
+from .steps import accumulate_tile, programmatic_launch_points
 from .tree import tree_reduce_last_axis
 
 
@@ -57,8 +56,7 @@ def recompute_kernel(
     DIVIDE: tl.constexpr, CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
     WAIT_FOR_FILTER: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
-    if WAIT_FOR_FILTER:
-        gdc_wait()   # the filter's writes (outputs, flags) are complete and visible past this point
+    programmatic_launch_points(False, WAIT_FOR_FILTER)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
@@ -125,8 +123,7 @@ def exp_recompute_kernel(
     last, writes the output and resets the counter to 0 for the next launch. Ordering as the inner
     schedule's fused merge: a CTA barrier, then the counter's acq_rel atomic (gpu scope).
     Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
-    if WAIT_FOR_FILTER:
-        gdc_wait()   # the filter's writes (outputs, flags) are complete and visible past this point
+    programmatic_launch_points(False, WAIT_FOR_FILTER)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)

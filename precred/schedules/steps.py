@@ -8,6 +8,7 @@ the extremum's value alone (key, -, -) and the product (p, -, -).
 """
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, exact_combine, exact_finish,
                           exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
@@ -242,3 +243,14 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     else:
         value = finish(hi, lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)
+
+
+@triton.jit
+def programmatic_launch_points(LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
+    """A kernel's programmatic dependent launch points (PDL, sm_90), at its start: LAUNCH_DEPENDENTS lets
+    the next launch in the stream start once every program got here; WAIT_FOR_PREVIOUS (a launch that
+    is itself such a dependent) waits until the previous launch finished and its writes are visible."""
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
+    if WAIT_FOR_PREVIOUS:
+        gdc_wait()
