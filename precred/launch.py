@@ -68,14 +68,18 @@ _SM_COUNTS = {}
 
 
 def programmatic_dependent_launch(device: torch.device) -> bool:
-    """Whether a filter's recompute launches as a programmatic dependent of its last pass
-    (precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH): GPUs of compute capability 9.0 and above (the PTX
-    griddepcontrol instructions); never under the interpreter."""
-    if device.type != "cuda" or not planning.RECOMPUTE_PROGRAMMATIC_LAUNCH:
+    """Whether launches on `device` can be programmatic dependents of the launch before them (PDL: the
+    PTX griddepcontrol instructions): GPUs of compute capability 9.0 and above; never the interpreter.
+    Which launches are: precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH, PASS_PROGRAMMATIC_LAUNCH."""
+    if device.type != "cuda":
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(index) >= (9, 0)
+    if index not in _CAPABILITIES:
+        _CAPABILITIES[index] = torch.cuda.get_device_capability(index)
+    return _CAPABILITIES[index] >= (9, 0)
 
+
+_CAPABILITIES = {}
 
 
 def _cuda_sm_count(index: int) -> int:
@@ -455,7 +459,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     launches = []
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
     # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32.
-    dependent_recompute = mode.strategy in FILTERS and programmatic_dependent_launch(x.device)
+    dependent_recompute = (mode.strategy in FILTERS and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+                           and programmatic_dependent_launch(x.device))
     dependent_passes = (mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH and workspace.acc_dtype == torch.float32
                         and programmatic_dependent_launch(x.device))
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
