@@ -60,11 +60,8 @@ INTERPRETER_SM_COUNT = 2
 
 def device_sm_count(device: torch.device) -> int:
     if device.type == "cuda":
-        return _cuda_sm_count(device.index if device.index is not None else torch.cuda.current_device())
+        return _cuda_properties(device).multi_processor_count
     return INTERPRETER_SM_COUNT
-
-
-_SM_COUNTS = {}
 
 
 def programmatic_dependent_launch(device: torch.device) -> bool:
@@ -73,19 +70,19 @@ def programmatic_dependent_launch(device: torch.device) -> bool:
     Which launches are: precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH, PASS_PROGRAMMATIC_LAUNCH."""
     if device.type != "cuda":
         return False
+    properties = _cuda_properties(device)
+    return (properties.major, properties.minor) >= (9, 0)
+
+
+_PROPERTIES = {}
+
+
+def _cuda_properties(device: torch.device):
+    """The CUDA device's properties, read once per device (a driver query)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _CAPABILITIES:
-        _CAPABILITIES[index] = torch.cuda.get_device_capability(index)
-    return _CAPABILITIES[index] >= (9, 0)
-
-
-_CAPABILITIES = {}
-
-
-def _cuda_sm_count(index: int) -> int:
-    if index not in _SM_COUNTS:
-        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SM_COUNTS[index]
+    if index not in _PROPERTIES:
+        _PROPERTIES[index] = torch.cuda.get_device_properties(index)
+    return _PROPERTIES[index]
 
 
 def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | None = None,
@@ -459,10 +456,10 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     launches = []
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
     # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32.
-    dependent_recompute = (mode.strategy in FILTERS and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
-                           and programmatic_dependent_launch(x.device))
-    dependent_passes = (mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH and workspace.acc_dtype == torch.float32
-                        and programmatic_dependent_launch(x.device))
+    programmatic = programmatic_dependent_launch(x.device)
+    dependent_recompute = programmatic and mode.strategy in FILTERS and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+    dependent_passes = (programmatic and mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH
+                        and workspace.acc_dtype == torch.float32)
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):
@@ -493,9 +490,9 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
 
 
 def _programmatic(dependent: bool) -> dict:
-    """A recompute launch's constants: as a programmatic dependent launch (PDL: it may start while the
-    filter's last pass, which triggers it, still runs; it waits for that pass's writes) or not."""
-    return dict(WAIT_FOR_FILTER=dependent, launch_pdl=True) if dependent else dict(WAIT_FOR_FILTER=False)
+    """A launch's constants as a programmatic dependent of the launch before it (PDL: it may start while
+    that launch, which triggers it, still runs; it waits for that launch's writes) or not."""
+    return dict(WAIT_FOR_PREVIOUS=dependent, launch_pdl=True) if dependent else dict(WAIT_FOR_PREVIOUS=False)
 
 
 def _launch_recompute(view, source, out, flags, output, dependent):
@@ -609,9 +606,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
                   DST_IS_STATE=dst_is_state, DIVIDE=output.divide, USES_LO=workspace.uses_lo,
                   TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean, LAUNCH_DEPENDENTS=launch_dependents,
-                  WAIT_FOR_PREVIOUS=dependent)
-    if dependent:
-        consts.update(launch_pdl=True)
+                  **_programmatic(dependent))
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner
@@ -629,8 +624,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP)
                               and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
-                      PREFETCH=(strategy == EXACT and not src_is_state and p.loop_stages == 1
-                                and planning.EXACT_PREFETCH))
+                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1)
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

@@ -267,7 +267,7 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
 # elements, on tiles of EXACT_VECTOR_ROWS_TILE), any plain loop of the filter over the input loads a
-# tile ahead (EXACT_PREFETCH), and 16-bit ones keep lanes of 16-byte vectors (EXACT_VECTOR_SUMS).
+# tile ahead, and 16-bit ones keep lanes of 16-byte vectors (EXACT_VECTOR_SUMS).
 # H100, bench/sweep_outer.py --dim -1 --modes fast,exact, GB/s, pipelined (the plan before) -> plain
 # with prefetch -> with vector lanes, 2048-element tiles: bf16 8192^2 2194 -> 2173 -> 2264, 65536x1024
 # 2236 -> 2185 -> 2264, 1024x65536 2179 -> 2194 -> 2289; 16x262144 636 -> 649 -> 633 (noise: its split
@@ -276,7 +276,6 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # the plain loop without prefetch (within 1% of it).
 EXACT_PLAIN_16BIT_ROWS = True
 EXACT_VECTOR_ROWS_TILE = 2048
-EXACT_PREFETCH = True
 EXACT_VECTOR_SUMS = True
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the

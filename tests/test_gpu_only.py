@@ -295,7 +295,8 @@ def test_exact_recompute_launched_early_waits_for_the_filter(device, monkeypatch
     launch._RECIPES.clear()
     early = [precred.sum(x.to(device), 1, mode="exact").cpu() for _ in range(3)]   # the first, two replays
     names = [name for name, _ in constants]
-    assert names[-1] == "recompute_kernel" and constants[-1][1]["launch_pdl"] and constants[-1][1]["WAIT_FOR_FILTER"]
+    assert names[-1] == "recompute_kernel"
+    assert constants[-1][1]["launch_pdl"] and constants[-1][1]["WAIT_FOR_PREVIOUS"]
     assert constants[-2][1]["LAUNCH_DEPENDENTS"]
     monkeypatch.setattr(plan, "RECOMPUTE_PROGRAMMATIC_LAUNCH", False)
     eager._CALLS.clear()

@@ -116,9 +116,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
-    if STRATEGY == 7 and (VECTOR_SUMS or PREFETCH) and not SRC_IS_STATE:
+    if STRATEGY == 7 and PREFETCH:
         return exact_input_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
-                                LOOP_STAGES, TREE_VEC if VECTOR_SUMS else 1, PREFETCH)
+                                TREE_VEC if VECTOR_SUMS else 1)
     if VECTOR_SUMS and STRATEGY == 1:
         # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
         # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
@@ -170,33 +170,26 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
 
 @triton.jit
 def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, VECTOR: tl.constexpr, PREFETCH: tl.constexpr):
-    """reduce_part for the exact filter over the input, in one of two forms the general loop lacks.
-    VECTOR > 1 (a thread's 16-byte vector): each tile's vectors are merged by the first levels of a tree
-    of exact_combine (every element a state (x, 0, its key)) and the lanes are BLOCK_N // VECTOR vector
-    states -- a VECTOR-th of the state's registers for the same loads and fp64 additions (2 per
-    element: the leaf merges add |s| to t = 0). PREFETCH (a plain loop): the next tile is loaded into
-    registers, with the L2 evict_first hint, while this one is folded -- the loads of the software
-    pipeline without cp.async, which drops the hint. The order of the filter's additions is free: t
-    bounds the error of whichever order they took, and what the filter certifies is the correctly
-    rounded sum."""
+                     BLOCK_N: tl.constexpr, VECTOR: tl.constexpr):
+    """reduce_part for the exact filter's plain loop over the input (PREFETCH): the next tile is loaded
+    into registers, with the L2 evict_first hint, while this one is folded -- the loads of the software
+    pipeline without cp.async, which drops the hint. VECTOR > 1 (a thread's 16-byte vector): each
+    tile's vectors are merged by the first levels of a tree of exact_combine (every element a state
+    (x, 0, its key)) and the lanes are BLOCK_N // VECTOR vector states -- a VECTOR-th of the state's
+    registers for the same loads and fp64 additions (2 per element: the leaf merges add |s| to t = 0).
+    The order of the filter's additions is free: t bounds the error of whichever order they took, and
+    what the filter certifies is the correctly rounded sum."""
     SUMS: tl.constexpr = BLOCK_N // VECTOR
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
     m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
-    if PREFETCH:
-        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                           eviction_policy="evict_first")
-    for start in tl.range(part_start, part_end, BLOCK_N, num_stages=1 if PREFETCH else LOOP_STAGES):
-        if PREFETCH:
-            raw = raw_next
-            ptrs += step
-            raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
-                               other=0, eviction_policy="evict_first")
-        else:
-            raw = tl.load(ptrs, mask=row_mask[:, None] & ((start + lanes) < part_end)[None, :], other=0,
-                          eviction_policy="evict_first")   # read once
-            ptrs += step
+    raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
+                       eviction_policy="evict_first")
+    for start in range(part_start, part_end, BLOCK_N):
+        raw = raw_next
+        ptrs += step
+        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
+                           other=0, eviction_policy="evict_first")
         x32 = to_accumulator(raw, tl.float32)   # masked elements are 0: no term, no magnitude
         if VECTOR > 1:
             tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
@@ -330,7 +323,7 @@ def inner_kernel(
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
-    PREFETCH: tl.constexpr = False,     # the exact filter over the input: a plain loop loading a tile ahead
+    PREFETCH: tl.constexpr = False,     # the exact filter over the input in a plain loop: exact_input_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
 ):

@@ -54,9 +54,9 @@ def recompute_kernel(
     count,          # the element count n (int64), the divisor of a mean
     MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr,   # the input format
     DIVIDE: tl.constexpr, CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
-    WAIT_FOR_FILTER: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
+    WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
-    programmatic_launch_points(False, WAIT_FOR_FILTER)   # then the filter's outputs and flags are visible
+    programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
@@ -109,7 +109,7 @@ def exp_recompute_kernel(
     chunk_len,      # elements per chunk, a multiple of BLOCK_R (CHUNKED), else red_len
     n_chunks,       # chunks per row
     CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
-    WAIT_FOR_FILTER: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
+    WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
     """logsumexp's fp64 mode on 16-bit inputs, second stage: each output the fp32 filter could not
     certify (strategy 10, schedules/finish.py certify_logsumexp) is recomputed from its row in fp64 --
@@ -123,7 +123,7 @@ def exp_recompute_kernel(
     last, writes the output and resets the counter to 0 for the next launch. Ordering as the inner
     schedule's fused merge: a CTA barrier, then the counter's acq_rel atomic (gpu scope).
     Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
-    programmatic_launch_points(False, WAIT_FOR_FILTER)   # then the filter's outputs and flags are visible
+    programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
