@@ -97,6 +97,8 @@ def capture(kernel, grid, pointers, scalars, num_warps, **consts):
     try:
         c = compile_like_launch(kernel, pointers, scalars, num_warps, consts)
     except Exception as error:   # show() swallows the host steps' errors: a kernel that fails to compile says so
+        if os.environ.get("KERNEL_ERRORS"):
+            import traceback; traceback.print_exception(error)
         SEEN.append((kernel.__name__, grid, num_warps, {}, f"COMPILE FAILED: {type(error).__name__}: "
                      f"{str(error).strip().splitlines()[-1] if str(error).strip() else ''}"))
         raise

@@ -443,8 +443,13 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
             return recipe.run(x)
     view, planned = plan_for(x, dims, mode, out_dtype)
     plan = planned if plan is None else plan
+    # The exact mode's filter may recompute its own uncertified outputs (plan.exact_in_one_launch): then
+    # no flags and no second launch.
+    element_size = view.source.element_size()
+    one_launch = mode.strategy == EXACT and planning.exact_in_one_launch(
+        plan, view.outer * view.red * view.inner * element_size)
     workspace = _Workspace(mode.strategy, mode.accumulator_dtype(x.dtype, out_dtype), out_dtype,
-                           view.outer * view.inner, output.with_mean)
+                           view.outer * view.inner, output.with_mean, flags=not one_launch)
     out, mean = workspace.outputs(x)
     source = _bits_if_bf16(view.source)
     src = (source, source, source)
@@ -457,7 +462,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
     # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32.
     programmatic = programmatic_dependent_launch(x.device)
-    dependent_recompute = programmatic and mode.strategy in FILTERS and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+    dependent_recompute = (programmatic and mode.strategy in FILTERS and not one_launch
+                           and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH)
     dependent_passes = (programmatic and mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH
                         and workspace.acc_dtype == torch.float32)
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
@@ -473,12 +479,13 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
                                      merge_lanes=plan.passes[1].lanes if plan.fused_merge else 0,
                                      merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
                                      launch_dependents=dependent_recompute if last else dependent_passes,
-                                     dependent=dependent_passes and index > 0))
+                                     dependent=dependent_passes and index > 0,
+                                     recompute_format=INPUT_FORMATS[view.source.dtype] if one_launch else None))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
     recompute = None
-    if mode.strategy == EXACT:   # `mean` holds the filter's flags
+    if mode.strategy == EXACT and not one_launch:   # `mean` holds the filter's flags
         recompute = _launch_recompute(view, source, out, mean, output, dependent_recompute)
     elif mode.strategy == CERTIFIED_EXP:
         recompute = _launch_exp_recompute(view, source, out, mean, dependent_recompute)
@@ -548,9 +555,9 @@ class _Workspace:
     the stable exponential sum's maxima; int64 for the extremum's indices and the exact filter's
     smallest-magnitude keys). A filter's second output is its int8 certification flags."""
 
-    def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean):
+    def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean, flags=True):
         self.acc_dtype, self.out_dtype, self.n_out = acc_dtype, out_dtype, n_out
-        self.with_mean = with_mean or strategy in FILTERS
+        self.with_mean = with_mean or (strategy in FILTERS and flags)
         self.uses_lo = strategy in (COMPENSATED, WELFORD, EXACT)
         # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
         # extremum's indices (int64), or the exact filter's smallest nonzero |x|.
@@ -595,12 +602,14 @@ class _Workspace:
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
                  dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False,
-                 dependent=False):
+                 dependent=False, recompute_format=None):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
-    waits for the previous pass's writes before reading them)."""
+    waits for the previous pass's writes before reading them). recompute_format: the exact filter's
+    input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs
+    itself (plan.exact_in_one_launch), else None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
@@ -641,6 +650,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
+    man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
+    consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
+                  MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

@@ -892,6 +892,23 @@ RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 # logsumexp 20% (1874 -> 1499), argmax 23%; pairwise moved both ways (+-5%), amax +2% but 65536x1024 bf16
 # 2004 -> 1548. Those keep ordinary launches.
 PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
+# The exact mode in one launch: where the filter is one pass over the input (no split) of at most
+# EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified outputs
+# (schedules/recompute.py certify_or_recompute) -- no flags, no recompute launch. A small call's time is
+# host time, a launch each (bench/gpu_suite.py's loop over (64, 4096)); SPLIT_MIN_BYTES: below it no
+# plan splits. The superaccumulator's lanes there: 32 per warp, one element per thread and tile (16
+# int64 limbs, 32 registers a thread), within the filter loop's registers.
+EXACT_ONE_LAUNCH_MAX_BYTES = SPLIT_MIN_BYTES
+
+
+def exact_in_one_launch(plan: Plan, input_bytes: int) -> bool:
+    """Whether the exact mode's filter pass of `plan` also recomputes what it cannot certify."""
+    return len(plan.passes) == 1 and input_bytes <= EXACT_ONE_LAUNCH_MAX_BYTES
+
+
+def one_launch_recompute_tile(p: Pass) -> int:
+    """The superaccumulator's lanes when the filter pass p recomputes its own outputs."""
+    return 32 * p.num_warps
 
 
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:

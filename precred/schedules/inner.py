@@ -44,6 +44,7 @@ from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
+from .recompute import certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
 
@@ -326,6 +327,8 @@ def inner_kernel(
     PREFETCH: tl.constexpr = False,     # the exact filter over the input in a plain loop: exact_input_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
+    RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
+    MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -344,7 +347,11 @@ def inner_kernel(
                                           TREE_THREADS, VECTOR_SUMS, PREFETCH)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
-    if MERGE_LANES == 0:
+    if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
+        certify_or_recompute(row_hi, row_lo, row_cnt, rows, row_mask, src_hi_ptr, dst_hi_ptr, inner_size,
+                             stride_outer, stride_inner, stride_red, red_len, divisor, DIVIDE, MAN_BITS, EXP_BITS,
+                             LSB_EXP, RECOMPUTE_TILE, BLOCK_M)
+    elif MERGE_LANES == 0:
         write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
                      divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
     else:

@@ -23,6 +23,7 @@ o*stride_outer + i*stride_inner + j*stride_red, j < red_len (int64 offsets).
 import triton
 import triton.language as tl
 
+from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output
 from ..strategies.stable_exp import stable_exp_combine
@@ -39,6 +40,48 @@ def raw_bits(raw):
     else:   # fp16, or bf16's int16 bit pattern
         bits = raw.to(tl.uint16, bitcast=True).to(tl.int32)
     return bits
+
+
+@triton.jit
+def row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, start, end, MAN_BITS: tl.constexpr,
+              EXP_BITS: tl.constexpr, BLOCK_R: tl.constexpr):
+    """The [LIMBS] int64 limb sums of elements [start, end) of output r's row (the (outer, reduce,
+    inner) view: o = r // inner_size, i = r % inner_size), streamed in BLOCK_R lanes."""
+    base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
+    lanes = tl.arange(0, BLOCK_R)
+    acc = tl.zeros([BLOCK_R, LIMBS], tl.int64)
+    for position in range(start, end, BLOCK_R):
+        j = position + lanes
+        raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
+        acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size, stride_outer, stride_inner,
+                         stride_red, red_len, divisor, DIVIDE: tl.constexpr, MAN_BITS: tl.constexpr,
+                         EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr, BLOCK_R: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    """The exact mode in one launch (a single pass over the input whose program holds whole rows): the
+    filter's state (s, t, m) of BLOCK outputs (out_index, where mask) is finished; the certified
+    outputs are written, and the program recomputes each of the others from its row -- the whole
+    reduced axis, [0, red_len) -- with the superaccumulator, in order, as recompute_kernel does for a
+    row of one chunk: the same bits as the two launches give (one correctly rounded value). No flags
+    are written. On ordinary data the loop below never runs; its registers (BLOCK_R x LIMBS int64) are
+    sized by the launcher not to exceed the filter's loop (precred.launch)."""
+    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty)
+    tl.store(out_ptr + out_index, round_to_output(value, out_ptr.dtype.element_ty), mask=mask & certified)
+    pending = mask & (certified == 0)
+    row_start = tl.full((), 0, tl.int64)   # int64 offsets along the row
+    slots = tl.arange(0, BLOCK)
+    k = tl.min(tl.where(pending, slots, BLOCK))
+    while k < BLOCK:
+        r = tl.sum(tl.where(slots == k, out_index, 0))   # the output index of slot k
+        limbs = row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, row_start, red_len,
+                          MAN_BITS, EXP_BITS, BLOCK_R)
+        recomputed = finish_limbs(limbs, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+        tl.store(out_ptr + r, round_to_output(recomputed, out_ptr.dtype.element_ty))
+        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK))
 
 
 @triton.jit
@@ -67,24 +110,18 @@ def recompute_kernel(
     pending = flags == 0
     k = tl.min(tl.where(pending, slots, BLOCK_O))
     slot = tl.arange(0, LIMBS)
-    lanes = tl.arange(0, BLOCK_R)
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
     while k < BLOCK_O:
         r = first + k
-        base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
-        acc = tl.zeros([BLOCK_R, LIMBS], tl.int64)
-        for position in range(start, end, BLOCK_R):
-            j = position + lanes
-            raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
-            acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
-        limbs = tl.sum(acc, axis=0)
+        limbs = row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, start, end, MAN_BITS,
+                          EXP_BITS, BLOCK_R)
         if CHUNKED:
-            row_limbs = limbs_ptr + r.to(tl.int64) * LIMBS + slot
-            tl.atomic_add(row_limbs, limbs)
+            row_sums = limbs_ptr + r.to(tl.int64) * LIMBS + slot
+            tl.atomic_add(row_sums, limbs)
             if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
                 # read the sums and leave the scratch zeroed for the next launch
-                total = tl.atomic_xchg(row_limbs, tl.zeros([LIMBS], tl.int64))
+                total = tl.atomic_xchg(row_sums, tl.zeros([LIMBS], tl.int64))
                 tl.atomic_xchg(arrivals_ptr + r, 0)
                 value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
                 tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
