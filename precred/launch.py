@@ -608,7 +608,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
     waits for the previous pass's writes before reading them). recompute_format: the exact filter's
-    input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs
+    input format (superaccumulator.INPUT_FORMATS) when the (inner) pass recomputes its uncertified rows
     itself (plan.exact_in_one_launch), else None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
@@ -634,6 +634,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP)
                               and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
                       PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1)
+        man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
+        consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
+                      MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))
@@ -650,9 +653,6 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
-    man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
-    consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
-                  MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

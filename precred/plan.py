@@ -892,18 +892,25 @@ RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 # logsumexp 20% (1874 -> 1499), argmax 23%; pairwise moved both ways (+-5%), amax +2% but 65536x1024 bf16
 # 2004 -> 1548. Those keep ordinary launches.
 PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
-# The exact mode in one launch: where the filter is one pass over the input (no split) of at most
-# EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified outputs
+# The exact mode in one launch: where the filter is one inner pass over the input (no split) of at
+# most EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified rows
 # (schedules/recompute.py certify_or_recompute) -- no flags, no recompute launch. A small call's time is
-# host time, a launch each (bench/gpu_suite.py's loop over (64, 4096)); SPLIT_MIN_BYTES: below it no
-# plan splits. The superaccumulator's lanes there: 32 per warp, one element per thread and tile (16
-# int64 limbs, 32 registers a thread), within the filter loop's registers.
+# host time, a launch each; SPLIT_MIN_BYTES: below it no plan splits. H100 (bench/_dev1.py of
+# 2026-11-26, two launches -> one): the (64, 4096) fp32 loop 2.11x -> 1.27x torch's per call (fast
+# 1.25-1.28x); do_bench 64x4096 7.1 vs 8.4 us, 1024x1024 8.8 vs 9.8, 256x4096 11.3 vs 11.3 -- and on
+# rows that are all uncertified (bench/exact_fallback.py's) 35 vs 21 us, 39 vs 37, 32 vs 32: the
+# program's few lanes recompute its own rows. Not the outer schedule: its programs own hundreds of
+# columns, recomputed one by one (64x4096 over dim 0, all uncertified: 1817 us against 73).
+# The superaccumulator's lanes there: 32 per warp, one element per thread and tile (16 int64 limbs,
+# 32 registers a thread); the kernel's registers still grow (sm_90, 64x4096 fp32: 63 -> 108), which
+# small inputs do not feel.
 EXACT_ONE_LAUNCH_MAX_BYTES = SPLIT_MIN_BYTES
 
 
 def exact_in_one_launch(plan: Plan, input_bytes: int) -> bool:
     """Whether the exact mode's filter pass of `plan` also recomputes what it cannot certify."""
-    return len(plan.passes) == 1 and input_bytes <= EXACT_ONE_LAUNCH_MAX_BYTES
+    return (len(plan.passes) == 1 and plan.passes[0].schedule == "inner"
+            and input_bytes <= EXACT_ONE_LAUNCH_MAX_BYTES)
 
 
 def one_launch_recompute_tile(p: Pass) -> int:

@@ -168,33 +168,33 @@ def test_superaccumulator_alone_on_every_row(device, dtype, chunked, stage_flags
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_launch_recomputes_its_own_uncertified_outputs(device, dtype, stage_flags, monkeypatch):
-    """Below plan.EXACT_ONE_LAUNCH_MAX_BYTES a one-pass filter recomputes the outputs it cannot certify
-    in its own programs (schedules/recompute.py certify_or_recompute): no second launch, the same bits
-    as the two launches, correctly rounded -- with certified and uncertified outputs in one program's
-    block, over rows (inner) and columns (outer). (fp16 is left out: fp64 holds any short fp16 sum
-    exactly, so the filter certifies every row and the recompute is not reached without clearing flags;
-    the superaccumulator's fp16 path is the recompute launch's, tested above with cleared flags.)"""
+    """Below plan.EXACT_ONE_LAUNCH_MAX_BYTES a one-pass inner filter recomputes the rows it cannot
+    certify in its own programs (schedules/recompute.py certify_or_recompute): no second launch, the
+    same bits as the two launches, correctly rounded -- with certified and uncertified rows in one
+    program's block (the interpreter's SM count: 4 rows a program on any device). (fp16 is left out:
+    fp64 holds any short fp16 sum exactly, so the filter certifies every row and the recompute is not
+    reached without clearing flags; the superaccumulator's fp16 path is the recompute launch's, tested
+    above with cleared flags.) Over dim 0 (the outer schedule) the two launches stay."""
     seen, _ = stage_flags
     rng = np.random.default_rng(31)
-    rows = torch.stack([gen.ill_conditioned(48, 1e40, rng, dtype) if r % 3 == 0 else gen.normal(48, rng, dtype)
-                        for r in range(24)])
-    cases = [(rows, (1,)), (rows.t().contiguous(), (0,))]
+    x = torch.stack([gen.ill_conditioned(48, 1e40, rng, dtype) if r % 3 == 0 else gen.normal(48, rng, dtype)
+                     for r in range(24)])
+    planner = dict(sm_count=launch.INTERPRETER_SM_COUNT)
+    _, plan = plan_for(x.to(device), (1,), EXACT, **planner)
+    assert len(plan.passes) == 1 and plan.passes[0].block_kept > 1, plan
     two_launches = []
-    for x, dims in cases:   # the filter's flags, from the two launches (the fixture's plan constant)
-        _, plan = plan_for(x.to(device), dims, EXACT)
-        assert len(plan.passes) == 1 and plan.passes[0].block_kept > 1, plan
-        for mean in (False, True):
-            two_launches.append(_exact(x, dims, mean=mean, device=device)[0])
-            flags = seen[-1]
-            assert bool(flags.any()) and not bool(flags.all()), "a block of certified and uncertified outputs"
+    for mean in (False, True):   # the filter's flags, from the two launches (the fixture's plan constant)
+        two_launches.append(_exact(x, (1,), mean=mean, device=device, planner=planner)[0])
+        assert bool(seen[-1].any()) and not bool(seen[-1].all()), "a block of certified and uncertified rows"
     monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_BYTES", 4 << 20)
     launches = len(seen)
-    for (x, dims), index in zip(cases, (0, 2)):
-        for mean in (False, True):
-            got, want = _exact(x, dims, mean=mean, device=device)
-            assert torch.equal(_bits(got), _bits(want)), (dims, mean, got.tolist(), want.tolist())
-            assert torch.equal(_bits(got), _bits(two_launches[index + mean]))
+    for mean in (False, True):
+        got, want = _exact(x, (1,), mean=mean, device=device, planner=planner)
+        assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
+        assert torch.equal(_bits(got), _bits(two_launches[mean]))
     assert len(seen) == launches, "one launch: no recompute launch"
+    _exact(x.t().contiguous(), (0,), device=device)
+    assert len(seen) == launches + 1, "the outer schedule keeps the recompute launch"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -30,6 +30,9 @@ do not depend on which program arrives last -- writes the output and resets the 
 next launch. Ordering: a CTA barrier, then the counter's acq_rel atomic (gpu scope), publishes the
 program's states before its arrival is seen; the last program's acquire makes all of them visible.
 
+The exact mode's filter over whole rows of a small input (RECOMPUTE_TILE > 0, precred.plan.exact_in_one_launch)
+finishes its rows itself and recomputes those it cannot certify (recompute.certify_or_recompute).
+
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
 and multiples of 16 are known as such, which is what lets the loads be 16-byte vectors.

@@ -22,7 +22,6 @@ from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welfor
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
-from .recompute import certify_or_recompute
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
@@ -55,8 +54,6 @@ def outer_kernel(
                                           # registers: welford_tile_part / stable_exp_tile_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
-    RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
-    MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
@@ -118,14 +115,9 @@ def outer_kernel(
                                                    part_end, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                                    USES_LO, BLOCK_R, BLOCK_I, LOOP_STAGES)
 
-    if RECOMPUTE_TILE > 0:   # one pass over whole columns: the exact filter, then its uncertified ones here
-        certify_or_recompute(col_hi, col_lo, col_cnt, out_index, col_mask, src_hi_ptr, dst_hi_ptr, inner_size,
-                             stride_outer, stride_inner, stride_red, red_len, divisor, DIVIDE, MAN_BITS, EXP_BITS,
-                             LSB_EXP, RECOMPUTE_TILE, BLOCK_I)
-    else:
-        state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
-        write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,
-                     col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+    state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
+    write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,
+                 col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
 
 
 @triton.jit

@@ -1,7 +1,9 @@
 """Second stages of the filtered modes: recompute the outputs the filter could not certify.
 
-`exact` (recompute_kernel): with the integer superaccumulator; logsumexp's fp64 mode on 16-bit
-inputs (exp_recompute_kernel, at the end): in fp64. The rest of this note is about the first.
+`exact` (recompute_kernel): with the integer superaccumulator -- or, for small inputs planned as one
+inner pass, inside the filter's own launch (certify_or_recompute, precred.plan.exact_in_one_launch);
+logsumexp's fp64 mode on 16-bit inputs (exp_recompute_kernel, at the end): in fp64. The rest of this
+note is about the first.
 
 Runs after the filter's last pass (the shared schedules with strategies/exact.py), which wrote every
 output and a flag per output (1: certified correctly rounded). A program owns BLOCK_O outputs and one
@@ -62,13 +64,14 @@ def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size,
                          stride_red, red_len, divisor, DIVIDE: tl.constexpr, MAN_BITS: tl.constexpr,
                          EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr, BLOCK_R: tl.constexpr,
                          BLOCK: tl.constexpr):
-    """The exact mode in one launch (a single pass over the input whose program holds whole rows): the
+    """The exact mode in one launch (one inner pass over the input, a program holding whole rows): the
     filter's state (s, t, m) of BLOCK outputs (out_index, where mask) is finished; the certified
     outputs are written, and the program recomputes each of the others from its row -- the whole
     reduced axis, [0, red_len) -- with the superaccumulator, in order, as recompute_kernel does for a
     row of one chunk: the same bits as the two launches give (one correctly rounded value). No flags
-    are written. On ordinary data the loop below never runs; its registers (BLOCK_R x LIMBS int64) are
-    sized by the launcher not to exceed the filter's loop (precred.launch)."""
+    are written. On ordinary data the loop below never runs, but its registers count in the kernel's
+    (sm_90, 64 x 4096 fp32: 63 -> 108 a thread), which is why only small inputs take this path
+    (precred.plan.exact_in_one_launch)."""
     value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty)
     tl.store(out_ptr + out_index, round_to_output(value, out_ptr.dtype.element_ty), mask=mask & certified)
     pending = mask & (certified == 0)
