@@ -585,17 +585,23 @@ SINGLE_READ_MIN_COLUMNS = 32
 SINGLE_READ_TILE = 4096
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
-# of input on SINGLE_READ_STRIDED_WARPS warps: 64 (fp32) or 128 (16-bit) elements per thread.
+# of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
+# 128 (16-bit) elements per thread, each thread holding whole rows (the reduced dim) of its columns.
 # .probe/softmax_d0.py, H100, softmax 16x262144 dim 0 (rows of 16), GB/s, 256-row tiles on 4 warps ->
 # this: fp32 fast 1229 -> 2110 (512 rows), fp64 742 -> 1217; bf16 fast 234 -> 1464 (1024 rows), fp64
 # 130 -> 684; bf16 on 8 warps: 398 (1024 rows), 1348 (2048). Measured on rows of 16 only, hence
 # SINGLE_READ_STRIDED_MAX_J: longer strided rows keep the 4096-element tiles.
-SINGLE_READ_STRIDED_TILE_BYTES = 32768
-# Measured and dropped (H100, 2026-11-25): tiles of 4096 elements for fp64 state, which ptxas fits
-# without spilling (bench/kernel_resources.py, log_softmax/fp64 16x262144 over dim 0: bf16 224
-# registers against 255 and 2572 spilled bytes per thread; fp32 158 against 255 and 208): softmax fp64
-# fell 674 -> 130 GB/s on bf16 and 1239 -> 738 on fp32, log_softmax 247 -> 130 and 1295 -> 688.
-SINGLE_READ_STRIDED_WARPS = 4
+# fp64 state: 2 KiB tiles on one warp -- a 128-byte line per row of the tile, 32 (16-bit) or 16 (fp32)
+# fp64 values per thread, still whole rows in the thread: no spills (bench/kernel_resources.py,
+# log_softmax/fp64 16x262144 over dim 0: bf16 216 registers against 255 and 2544 spilled bytes; fp32
+# 80 against 255 and 208). bench/sweep_outer.py --dim 0 --shapes 16x262144 --modes fp64, H100, GB/s of
+# the input, two runs, 32 KiB on 4 warps -> 2 KiB on 1: softmax fp32 611/612 -> 859/861, bf16 339/349
+# -> 458/459; log_softmax fp32 647/672 -> 813/784, bf16 121/122 -> 333/333 (torch 590 / 308, 744 /
+# 453). 4 KiB on 1 warp: within 5% of that but log_softmax bf16 368/144; 8 KiB on 2 warps (spills):
+# 105-377; 1 KiB: within 6%. (Earlier, tiles of 4096 elements on 4 warps -- the rows across warps,
+# merged through shared memory -- fell to 130 GB/s on bf16.)
+SINGLE_READ_STRIDED_TILE_BYTES = {4: 32768, 8: 2048}
+SINGLE_READ_STRIDED_WARPS = {4: 4, 8: 1}
 SINGLE_READ_STRIDED_MAX_J = 16
 
 
@@ -615,14 +621,15 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         return None
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
     if tile_elements is None:
-        tile_elements = SINGLE_READ_STRIDED_TILE_BYTES // element_size if strided else SINGLE_READ_TILE
+        tile_elements = (SINGLE_READ_STRIDED_TILE_BYTES[accumulator_size] // element_size if strided
+                         else SINGLE_READ_TILE)
     if per_thread is None:
         per_thread = 16 if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))
     if strided:
-        warps = min(warps, SINGLE_READ_STRIDED_WARPS)
+        warps = min(warps, SINGLE_READ_STRIDED_WARPS[accumulator_size])
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
 
 
