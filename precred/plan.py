@@ -193,6 +193,9 @@ WELFORD_OUTER_TILE = 1024
 PROGRAMS_PER_SM = 4
 # ...and the input is at least this large: below it a second launch costs more than it saves.
 SPLIT_MIN_BYTES = 4 << 20
+# The parts: at most PROGRAMS_PER_SM per SM in all (rounded down), or at least (rounded up: a partial
+# round of programs where their registers fit only PROGRAMS_PER_SM per SM).
+SPLIT_PARTS_WITHIN_TARGET = False
 # A split inner pass whose parts would hold fewer than SHORT_PART_TILES tiles per lane (few rows of a
 # few MB: 16 x 262144) is planned for fewer, longer parts instead: SHORT_SPLIT_PROGRAMS_PER_SM programs
 # per SM, lanes narrowed to SHORT_PART_TILES tiles per part, and the full warps of the heavy states.
@@ -476,7 +479,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     input_bytes = outer * red * inner * element_size
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
-        parts_wanted = min(-(-PROGRAMS_PER_SM * sm_count // _programs(single)), -(-red // single.lanes))
+        target = PROGRAMS_PER_SM * sm_count
+        parts_wanted = target // _programs(single) if SPLIT_PARTS_WITHIN_TARGET else -(-target // _programs(single))
+        parts_wanted = min(parts_wanted, -(-red // single.lanes))
     short = (short_part_tiles > 0 and parts_wanted > 1 and single.schedule == "inner"
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
