@@ -193,9 +193,14 @@ WELFORD_OUTER_TILE = 1024
 PROGRAMS_PER_SM = 4
 # ...and the input is at least this large: below it a second launch costs more than it saves.
 SPLIT_MIN_BYTES = 4 << 20
-# The parts: at most PROGRAMS_PER_SM per SM in all (rounded down), or at least (rounded up: a partial
-# round of programs where their registers fit only PROGRAMS_PER_SM per SM).
-SPLIT_PARTS_WITHIN_TARGET = False
+# The parts: at most PROGRAMS_PER_SM per SM in all (rounded down), not at least (rounded up, as before:
+# a partial second round of programs where their registers fit only PROGRAMS_PER_SM per SM -- the exact
+# filter over dim 0 of 1024 x 65536 ran 640 (fp32) and 576 (bf16) programs of 4 per SM on 132 SMs).
+# bench/sweep_outer.py --dim 0, H100, GB/s up -> down, two runs: exact 1024x65536 fp32 2251/2249 ->
+# 2449/2447, bf16 1641/1609 -> 1986/1981; kahan / fp64 bf16 there +1-2%, fast and every other shape of
+# sum within 1% (8192^2 64 parts instead of 66); logsumexp fp64 1024x65536 fp32 1567 -> 1680; amax
+# +0-2%; var fast bf16 1024x65536 1964 -> 1889 (one run), the rest of var within 1%.
+SPLIT_PARTS_WITHIN_TARGET = True
 # A split inner pass whose parts would hold fewer than SHORT_PART_TILES tiles per lane (few rows of a
 # few MB: 16 x 262144) is planned for fewer, longer parts instead: SHORT_SPLIT_PROGRAMS_PER_SM programs
 # per SM, lanes narrowed to SHORT_PART_TILES tiles per part, and the full warps of the heavy states.
