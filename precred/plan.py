@@ -912,10 +912,11 @@ PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
 # The exact mode in one launch: where the filter is one inner pass over the input (no split) of at
 # most EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified rows
 # (schedules/recompute.py certify_or_recompute) -- no flags, no recompute launch. A small call's time is
-# host time, a launch each; SPLIT_MIN_BYTES: below it no plan splits. H100 (bench/_dev1.py of
-# 2026-11-26, two launches -> one): the (64, 4096) fp32 loop 2.11x -> 1.27x torch's per call (fast
-# 1.25-1.28x); do_bench 64x4096 7.1 vs 8.4 us, 1024x1024 8.8 vs 9.8, 256x4096 11.3 vs 11.3 -- and on
-# rows that are all uncertified (bench/exact_fallback.py's) 35 vs 21 us, 39 vs 37, 32 vs 32: the
+# host time, a launch each; SPLIT_MIN_BYTES: below it no plan splits. H100, 2026-11-26 (an A/B of this
+# constant at 0 and 4 MiB, one process): the (64, 4096) fp32 loop 2.11x -> 1.27x torch's per call (fast
+# 1.25-1.28x); do_bench one vs two launches, fp32 rows, 64x4096 7.1 vs 8.4 us, 1024x1024 8.8 vs 9.8,
+# 256x4096 11.3 vs 11.3 -- and on rows that are all uncertified (bench/exact_fallback.py's
+# cancelling_rows) 35 vs 21 us, 39 vs 37, 32 vs 32: the
 # program's few lanes recompute its own rows. Not the outer schedule: its programs own hundreds of
 # columns, recomputed one by one (64x4096 over dim 0, all uncertified: 1817 us against 73).
 # The superaccumulator's lanes there: 32 per warp, one element per thread and tile (16 int64 limbs,
