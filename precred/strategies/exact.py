@@ -80,14 +80,16 @@ def round_to_format(v, P: tl.constexpr, EMIN: tl.constexpr, EMAX: tl.constexpr):
     exponent range [EMIN, EMAX], subnormals included; returned as the fp64 value it rounds to (exactly
     representable there), or +-inf beyond the largest finite value. v finite, |v| < 2^1023.
 
-    v / ulp is exact (ulp a power of two, the quotient < 2^P) and (y + 2^52) - 2^52 rounds y >= 0 to
-    an integer with ties to even (the sum lies in [2^52, 2^53), where the fp64 spacing is 1)."""
+    |v| / ulp is exact (ulp a power of two, the quotient < 2^P), and so is |v| * (1 / ulp), the same
+    value without an fp64 division (1 / ulp = 2^(P - 1 - exponent), within [2^-1016, 2^149]: a normal
+    fp64 number); (y + 2^52) - 2^52 rounds y >= 0 to an integer with ties to even (the sum lies in
+    [2^52, 2^53), where the fp64 spacing is 1)."""
     a = tl.abs(v)
     exponent = ((a.to(tl.int64, bitcast=True) >> 52) - 1023).to(tl.int32)
     exponent = tl.maximum(exponent, EMIN)
     ulp = power_of_two(exponent - (P - 1))
     magic = 4503599627370496.0   # 2^52
-    r = ((a / ulp + magic) - magic) * ulp
+    r = ((a * power_of_two((P - 1) - exponent) + magic) - magic) * ulp
     # Beyond the largest finite value, 2^(EMAX+1) - 2^(EMAX+1-P), rounding reached 2^(EMAX+1): inf.
     r = tl.where(r >= power_of_two(exponent * 0 + (EMAX + 1)), float("inf"), r)
     # * -1.0, not unary minus: Triton negates as 0 - r, which turns -0.0 (a tiny negative v) into +0.0.
