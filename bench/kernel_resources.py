@@ -13,7 +13,8 @@ multiplies') and its fp64 adds, multiplies and FMAs.
     layer_norm/precise:float32:8192x8192:-1 rms_norm:bfloat16:4096x4096:-1 (forward and backward; DIM
     is ignored: the norms normalize the last dim)
 
-KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans).
+KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans). KERNEL_ERRORS=1
+prints the traceback of a kernel that fails to compile (the table shows only its last line).
 
 (bench/compile_check.py compiles every variant with unspecialized ints: it catches front-end errors,
 but its 16-bit loads are not vectorized and its register counts are not the launched kernels'.)
