@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
 
 os.environ["TRITON_INTERPRET"] = "0"   # compiled kernels (JITFunction), not the interpreter's
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,7 +100,7 @@ def capture(kernel, grid, pointers, scalars, num_warps, **consts):
         c = compile_like_launch(kernel, pointers, scalars, num_warps, consts)
     except Exception as error:   # show() swallows the host steps' errors: a kernel that fails to compile says so
         if os.environ.get("KERNEL_ERRORS"):
-            import traceback; traceback.print_exception(error)
+            traceback.print_exception(error)
         SEEN.append((kernel.__name__, grid, num_warps, {}, f"COMPILE FAILED: {type(error).__name__}: "
                      f"{str(error).strip().splitlines()[-1] if str(error).strip() else ''}"))
         raise
