@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Generate docs/exact.md from bench/exact_fallback.py's JSON and bench/gpu_suite.py's bench.json.
 
-    cd docs && python gen_exact.py data/exact-fallback-h200.json data/bench-h200.json --out exact.md
+    cd docs && python gen_exact.py data/exact-fallback-h100.json data/bench-h100.json --out exact.md
 
 Needs only the JSON. First file: the cost of the exact mode's two stages (ordinary rows, which the filter
-certifies, and cancelling rows, which the superaccumulator recomputes). Second: the exact column of the
+certifies, cancelling rows, which the superaccumulator recomputes, and ordinary data with one cancelling
+output). Second: the exact column of the
 sum benchmark, as a ratio to `fast` (issue goal: >= 0.9 on inputs of 16 MiB and more).
 """
 from __future__ import annotations
@@ -30,7 +31,8 @@ def fallback_section(fallback: dict) -> list[str]:
              f"## Both stages, {fallback['device']}", "",
              "GB/s of input read (median `do_bench`). *ordinary*: N(0, 1) data. *cancelling*: each row is "
              "a·2^k (k = 0..60) and the same values negated, with one pair replaced by (1, 0): the exact sum "
-             "is 1, which fp64 accumulation (torch on a float64 copy included) loses entirely. The last "
+             "is 1, which fp64 accumulation (torch on a float64 copy included) loses entirely. *one cancelling*: "
+             "ordinary data but for one such output, the price of a lone uncertified row or column. The last "
              "column says how many outputs the filter left to the superaccumulator and checks the cancelling "
              "results.", "",
              "| shape | dim | dtype | data | torch | fast | exact | exact / fast | check |",

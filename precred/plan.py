@@ -956,17 +956,21 @@ class RecomputePlan:
 
 @lru_cache(maxsize=4096)
 def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None = None) -> RecomputePlan:
-    """Outputs per program as _recompute_block_outputs gives for RECOMPUTE_PROGRAMS_PER_SM programs per
-    SM; rows split into chunks (of at least min_chunk, default RECOMPUTE_MIN_CHUNK, elements) only while
-    the output blocks alone leave some of those programs out."""
+    """Rows longer than min_chunk (default RECOMPUTE_MIN_CHUNK) elements are cut into chunks of about
+    that many, one program each -- as many chunks as RECOMPUTE_PROGRAMS_PER_SM programs per SM hold
+    with RECOMPUTE_OUTPUTS outputs a program -- then the outputs per program are the fewest that keep
+    the launch within those programs (_recompute_block_outputs). Chunks first, so that an uncertified
+    long row, or a long strided column, is streamed by `chunks` programs rather than by one alone
+    (H100, 65536 x 1024 over dim 0, one column uncertified: ~300 us when its program read all 65536
+    elements); a program's serial work, its uncertified outputs times its chunk, stays about what it
+    was with one chunk a row and fewer outputs a program."""
     min_chunk = RECOMPUTE_MIN_CHUNK if min_chunk is None else min_chunk
     programs = RECOMPUTE_PROGRAMS_PER_SM * sm_count
-    block_outputs = _recompute_block_outputs(n_out, 1, programs)
-    output_blocks = -(-n_out // block_outputs)
-    chunks = max(1, min(-(-red // min_chunk), programs // output_blocks))
+    chunks = max(1, min(-(-red // min_chunk), programs // -(-n_out // RECOMPUTE_OUTPUTS)))
     chunk = -(-red // chunks)
     chunk = -(-chunk // RECOMPUTE_TILE) * RECOMPUTE_TILE
     chunks = -(-red // chunk)
+    block_outputs = _recompute_block_outputs(n_out, chunks, programs)
     return RecomputePlan(block_outputs, RECOMPUTE_TILE, chunk, chunks, 4)
 
 

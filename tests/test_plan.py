@@ -522,3 +522,24 @@ def test_launchers_read_plan_constants_from_the_plan_module():
     for module in (launch, norm_launch):
         copies = sorted(name for name in constants if hasattr(module, name))
         assert not copies, (module.__name__, copies)
+
+
+@pytest.mark.parametrize("n_out, red", [(1, 2 ** 28), (16, 262144), (1024, 65536), (8192, 8192), (65536, 1024),
+                                        (262144, 256), (131072, 8192), (1 << 20, 8192), (1024, 4097), (3, 100)])
+def test_recompute_chunks_long_rows_before_grouping_outputs(n_out, red):
+    """plan_recompute: every row is covered by its chunks (whole tiles, the last one not empty); a row
+    longer than RECOMPUTE_MIN_CHUNK is cut into chunks wherever the programs allow it, even where the
+    output blocks alone would fill them (a lone uncertified column of 65536 is not one program's work);
+    and the launch stays within RECOMPUTE_PROGRAMS_PER_SM programs per SM unless its outputs alone,
+    RECOMPUTE_OUTPUTS to a program, need more."""
+    sm_count = 132
+    programs = plan_module.RECOMPUTE_PROGRAMS_PER_SM * sm_count
+    rp = plan_module.plan_recompute(n_out, red, sm_count=sm_count)
+    assert rp.chunk % rp.block_r == 0 and (rp.chunks - 1) * rp.chunk < red <= rp.chunks * rp.chunk, rp
+    fewest_blocks = -(-n_out // plan_module.RECOMPUTE_OUTPUTS)
+    launched = -(-n_out // rp.block_outputs) * rp.chunks
+    assert launched <= max(programs, fewest_blocks), rp
+    if red > plan_module.RECOMPUTE_MIN_CHUNK and 2 * fewest_blocks <= programs:
+        assert rp.chunks > 1, rp
+    if red <= plan_module.RECOMPUTE_MIN_CHUNK:
+        assert rp.chunks == 1, rp

@@ -60,6 +60,14 @@ def row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, st
 
 
 @triton.jit
+def next_pending(pending, slots, after, BLOCK: tl.constexpr):
+    """The smallest slot above `after` where `pending` holds, or BLOCK when none does: how the programs
+    below visit only their uncertified outputs, in order (a reduction over flags they hold, no load
+    per output). Start with after = -1."""
+    return tl.min(tl.where(pending & (slots > after), slots, BLOCK))
+
+
+@triton.jit
 def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size, stride_outer, stride_inner,
                          stride_red, red_len, divisor, DIVIDE: tl.constexpr, MAN_BITS: tl.constexpr,
                          EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr, BLOCK_R: tl.constexpr,
@@ -77,14 +85,14 @@ def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size,
     pending = mask & (certified == 0)
     row_start = tl.full((), 0, tl.int64)   # int64 offsets along the row
     slots = tl.arange(0, BLOCK)
-    k = tl.min(tl.where(pending, slots, BLOCK))
+    k = next_pending(pending, slots, -1, BLOCK)
     while k < BLOCK:
         r = tl.sum(tl.where(slots == k, out_index, 0))   # the output index of slot k
         limbs = row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, row_start, red_len,
                           MAN_BITS, EXP_BITS, BLOCK_R)
         recomputed = finish_limbs(limbs, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
         tl.store(out_ptr + r, round_to_output(recomputed, out_ptr.dtype.element_ty))
-        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK))
+        k = next_pending(pending, slots, k, BLOCK)
 
 
 @triton.jit
@@ -108,10 +116,8 @@ def recompute_kernel(
     slots = tl.arange(0, BLOCK_O)
     outputs = first + slots
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
-    # Visit only the uncertified outputs, in order: the next one is the smallest pending slot above the
-    # last (a reduction over the loaded flags, no load per output).
     pending = flags == 0
-    k = tl.min(tl.where(pending, slots, BLOCK_O))
+    k = next_pending(pending, slots, -1, BLOCK_O)
     slot = tl.arange(0, LIMBS)
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
@@ -131,7 +137,7 @@ def recompute_kernel(
         else:
             value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
             tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
-        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK_O))
+        k = next_pending(pending, slots, k, BLOCK_O)
 
 
 _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
@@ -169,10 +175,8 @@ def exp_recompute_kernel(
     slots = tl.arange(0, BLOCK_O)
     outputs = first + slots
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
-    # Visit only the uncertified outputs, in order: the next one is the smallest pending slot above
-    # the last (a reduction over the loaded flags, no load per output).
     pending = flags == 0
-    k = tl.min(tl.where(pending, slots, BLOCK_O))
+    k = next_pending(pending, slots, -1, BLOCK_O)
     lanes = tl.arange(0, BLOCK_R)
     one = tl.arange(0, 1)
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
@@ -206,4 +210,4 @@ def exp_recompute_kernel(
                 tl.store(out_ptr + r + one, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty))
         else:
             tl.store(out_ptr + r + one, finish_logsumexp(row_s, row_m, out_ptr.dtype.element_ty))
-        k = tl.min(tl.where(pending & (slots > k), slots, BLOCK_O))
+        k = next_pending(pending, slots, k, BLOCK_O)
