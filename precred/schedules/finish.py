@@ -2,11 +2,7 @@
 import triton
 import triton.language as tl
 
-from ..checks import KERNELS_INTERPRETED
 from ..strategies import state_finalize
-
-# Kernels run compiled (inline PTX allowed) or under Triton's interpreter (numpy, no PTX).
-_COMPILED = tl.constexpr(not KERNELS_INTERPRETED)
 
 
 @triton.jit
@@ -128,22 +124,4 @@ def to_accumulator(raw, ACC_DTYPE: tl.constexpr):
         value = bits.to(tl.float32, bitcast=True).to(ACC_DTYPE)
     else:
         value = raw.to(ACC_DTYPE)
-    return value
-
-
-@triton.jit
-def to_fp32_paired(raw):
-    """Loaded input -> fp32, as to_accumulator(raw, tl.float32), but compiled bf16 two at a time from
-    one 32-bit register (where every thread holds at least two elements): the low half's element is
-    the register shifted left by 16, the high half's the register with the low half cleared -- one
-    instruction an element where the 16-bit route (extract the half, widen, shift) takes two in the
-    exact filter's loop. Which elements share a register does not matter: each output is its own
-    input's widening. Triton's inline PTX needs an even count, at least two a thread (a blocked layout
-    replicates only where the tensor is smaller than it). The interpreter keeps to_accumulator's shift.
-    Used by the exact filter alone: everywhere (to_accumulator's note) it lost 3-4% on sum fast."""
-    if _COMPILED and raw.dtype == tl.int16 and raw.numel % 2 == 0 and raw.numel >= 2 * tl.extra.cuda.num_threads():
-        value = tl.inline_asm_elementwise("{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000; }", "=r,=r,r", [raw],
-                                          dtype=tl.float32, is_pure=True, pack=2)
-    else:
-        value = to_accumulator(raw, tl.float32)
     return value

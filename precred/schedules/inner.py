@@ -46,7 +46,7 @@ from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
-from .finish import to_accumulator, to_fp32_paired
+from .finish import to_accumulator
 from .recompute import certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
@@ -194,7 +194,7 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
         ptrs += step
         raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
                            other=0, eviction_policy="evict_first")
-        x32 = to_fp32_paired(raw)   # masked elements are 0: no term, no magnitude
+        x32 = to_accumulator(raw, tl.float32)   # masked elements are 0: no term, no magnitude
         if VECTOR > 1:
             tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
                                                            magnitude_key(x32), BLOCK_M, BLOCK_N, 7, SUMS)

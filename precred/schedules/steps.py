@@ -14,7 +14,7 @@ from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_inde
                           exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
                           stable_exp_combine, stable_exp_update, state_combine, state_update, value_key,
                           welford_combine, welford_update)
-from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator, to_fp32_paired
+from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
 @triton.jit
@@ -93,8 +93,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
             x_min = tl.load(cnt_ptrs, mask=mask, other=NO_MAGNITUDE).to(tl.uint32)
             hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_min)
         else:
-            x32 = to_fp32_paired(raw)
-            hi, lo, cnt = exact_update(hi, lo, cnt, x32.to(tl.float64), magnitude_key(x32))
+            hi, lo, cnt = exact_update(hi, lo, cnt, x_hi, magnitude_key(to_accumulator(raw, tl.float32)))
     elif STRATEGY == 2:
         if SRC_IS_STATE:
             x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
