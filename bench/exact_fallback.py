@@ -41,12 +41,13 @@ def cancelling_rows(rows: int, n: int, generator) -> torch.Tensor:
 
 def _exact_with_flags(data, dim):
     """precred.sum(mode="exact") once through the full launch path (no cached recipe), with the number
-    of outputs the filter did not certify, read from the flags the recompute launch receives."""
+    of outputs the filter did not certify, read once the call has run from the flags the recompute
+    launch was built with (None: no recompute launch, the filter recomputed in its own launch)."""
     original, seen = launch._launch_recompute, []
 
-    def spy(view, source, out, flags, output):
-        seen.append(int((flags == 0).sum()))
-        return original(view, source, out, flags, output)
+    def spy(view, source, out, flags, *rest):
+        seen.append(flags)
+        return original(view, source, out, flags, *rest)
 
     launch._launch_recompute, saved = spy, dict(launch._RECIPES)
     launch._RECIPES.clear()
@@ -54,10 +55,11 @@ def _exact_with_flags(data, dim):
         from precred import eager
         eager._CALLS.clear()
         got = precred.sum(data, dim, mode="exact")
+        torch.cuda.synchronize()
     finally:
         launch._launch_recompute = original
         launch._RECIPES.update(saved)
-    return got, seen[-1]
+    return got, (int((seen[-1] == 0).sum()) if seen else None)
 
 
 def main(argv=None) -> int:

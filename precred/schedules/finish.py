@@ -118,7 +118,10 @@ def to_accumulator(raw, ACC_DTYPE: tl.constexpr):
     widened exactly by a shift: Triton's interpreter flushes bf16 subnormals in its own conversion.
     Measured and dropped (H100, 2026-11-26): widening two at a time from one 32-bit register by inline
     PTX (shl / and: one instruction an element, 1.5 here; bf16 logsumexp rows loop 75 -> 70 per 8
-    elements) left logsumexp within 1% and lost sum fast 8192^2 / 65536x1024 3-4%, var 65536x1024 4.5%."""
+    elements) left logsumexp within 1% and lost sum fast 8192^2 / 65536x1024 3-4%, var 65536x1024 4.5%;
+    in the exact filter alone (its bf16 8192^2 rows loop 142 -> 123 instructions per 16 elements; H100,
+    2026-11-27, bench/sweep_outer.py --op sum --modes fast,exact --dtypes bfloat16, old/new twice) exact
+    moved +0.5-1% on rows and not at all over dim 0: that loop is not bound by its instructions."""
     if raw.dtype == tl.int16:
         bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
         value = bits.to(tl.float32, bitcast=True).to(ACC_DTYPE)
