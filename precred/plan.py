@@ -188,6 +188,12 @@ WELFORD_OUTER_TILE_MOMENTS = True
 # takes the wide layout there (lanes across warps: no tile moments), whose 32 x 128 fp64 states spilled
 # 27 KB per thread (bench/kernel_resources.py plan.WELFORD_OUTER_TILE=4096 var/fp64:bfloat16:262144x256:0).
 WELFORD_OUTER_TILE = 1024
+# Pipeline stages of those passes (first outer passes in the registers layout; the wide layout keeps
+# LOOP_STAGES["outer"]): 4 KiB tiles of bf16 want more of them in flight. To be measured (H100,
+# bench/sweep_outer.py --op var --dim 0, GB/s, one run, LOOP_STAGES["outer"] 3 -> 4 for every outer
+# pass: bf16 fast 1024x65536 1895 -> 2072, 8192^2 1835 -> 1974, 65536x1024 1600 -> 1708, but the wide
+# layout's 262144x256 1399 -> 1309).
+WELFORD_OUTER_STAGES = 4
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4
@@ -297,18 +303,19 @@ def state_bytes(accumulator_size: int) -> int:
     return 8 + 2 * accumulator_size
 
 
-def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int, plain_16bit_rows: bool) -> int:
-    """Stages for pass p of a pipelined plan: LOOP_STAGES[schedule], fewer when S - 1 tiles would not
-    fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else partial states of at
-    most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer than
-    PIPELINE_MIN_TILES tiles."""
+def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int, plain_16bit_rows: bool,
+                 max_stages: int | None = None) -> int:
+    """Stages for pass p of a pipelined plan: max_stages (default LOOP_STAGES[schedule]), fewer when
+    S - 1 tiles would not fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else
+    partial states of at most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer
+    than PIPELINE_MIN_TILES tiles."""
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1
     if (plain_16bit_rows and first and p.schedule == "inner" and element_size == 2 and p.parts == 1
             and p.red >= PLAIN_16BIT_ROWS_MIN_RED):
         return 1
     tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
-    return _stages_fitting(LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)
+    return _stages_fitting(max_stages or LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)
 
 
 def _stages_fitting(max_stages: int, tile_bytes: int, smem_bytes: int) -> int:
@@ -416,7 +423,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
-                   plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None) -> Plan:
+                   plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
+                   registers_first_stages: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -434,6 +442,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     summed in fp64 get half the elements per tile.
     pipelined: passes of at least PIPELINE_MIN_TILES tiles per lane run software-pipelined loops
     (_loop_stages; the order of the additions does not change: results are the same bits).
+    registers_first_stages: the most stages of a first outer pass in the registers layout (default
+    LOOP_STAGES["outer"]).
     short_part_tiles: a split inner pass of fewer tiles per part than this takes fewer, longer parts
     of this many tiles per lane (default SHORT_PART_TILES: Welford and the stable exponential sum
     measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact
@@ -514,7 +524,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)
     if pipelined:
-        passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size, plain_16bit_rows))
+        first_stages = registers_first_stages if passes[0].schedule == "outer" and registers_layout else None
+        passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size, plain_16bit_rows,
+                                                      first_stages if i == 0 else None))
                   for i, p in enumerate(passes)]
     fused = FUSE_INNER_MERGE and len(passes) == 2 and all(p.schedule == "inner" for p in passes)
     return Plan(tuple(passes), fused_merge=fused)
