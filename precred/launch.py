@@ -137,7 +137,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # in both accumulators (bench/sweep_state.py var, bench/var_suite.py; H100: 8192x8192 dim 0 1.2-2.2x
         # the heavy default); a short reduced axis (16 x 262144 over dim 0) measured 3x slower that way.
         options.update(heavy_state=False, tile_elements=planning.WELFORD_OUTER_TILE,
-                       registers_first_stages=planning.WELFORD_OUTER_STAGES)
+                       registers_first_stages=planning.WELFORD_OUTER_STAGES.get(x.element_size()))
     if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and view.red >= planning.OUTER_REGISTERS_MIN_RED:
         # logsumexp (bench/sweep_state.py logsumexp, H100): full tiles and warps (its state is two
         # arrays, no compensation), and 1024-element tiles where there are many outputs -- except fp32 over a

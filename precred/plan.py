@@ -189,11 +189,15 @@ WELFORD_OUTER_TILE_MOMENTS = True
 # 27 KB per thread (bench/kernel_resources.py plan.WELFORD_OUTER_TILE=4096 var/fp64:bfloat16:262144x256:0).
 WELFORD_OUTER_TILE = 1024
 # Pipeline stages of those passes (first outer passes in the registers layout; the wide layout keeps
-# LOOP_STAGES["outer"]): 4 KiB tiles of bf16 want more of them in flight. To be measured (H100,
-# bench/sweep_outer.py --op var --dim 0, GB/s, one run, LOOP_STAGES["outer"] 3 -> 4 for every outer
-# pass: bf16 fast 1024x65536 1895 -> 2072, 8192^2 1835 -> 1974, 65536x1024 1600 -> 1708, but the wide
-# layout's 262144x256 1399 -> 1309).
-WELFORD_OUTER_STAGES = 4
+# LOOP_STAGES["outer"]), by input element size: their 1024-element tiles are 2 KiB of bf16, which want
+# more of them in flight. bench/sweep_outer.py --op var --dim 0, H100, GB/s fast / fp64 at 3 -> 4 -> 6 -> 8
+# stages: bf16 1024x65536 1894/1600 -> 2075/1784 -> 2131/1820 -> 2103/1835, 8192^2 1832/1578 ->
+# 1980/1747 -> 2034/1848 -> 2022/1846, 65536x1024 1597/1393 -> 1715/1529 -> 1753/1604 -> 1748/1609;
+# fp32 1024x65536 2510/2427 -> 2556/2500 -> 2513/2449 -> 2493/2413, 8192^2 2467/2371 -> 2498/2437 ->
+# 2451/2384, 65536x1024 2231/2151 -> 2260/2206 -> 2218/2154. (LOOP_STAGES["outer"] = 4 for every
+# outer pass lost on the wide layout, var bf16 262144x256 1399 -> 1309, and moved logsumexp over
+# dim 0 -6% to +5%, the sums -12% to +10%: they keep 3.) 8-byte inputs were not measured: the default.
+WELFORD_OUTER_STAGES = {2: 6, 4: 4}
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4

@@ -543,3 +543,20 @@ def test_recompute_chunks_long_rows_before_grouping_outputs(n_out, red):
         assert rp.chunks > 1, rp
     if red <= plan_module.RECOMPUTE_MIN_CHUNK:
         assert rp.chunks == 1, rp
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_welford_strided_first_passes_take_their_measured_stages(dtype):
+    """var over dim 0: a first outer pass in the registers layout pipelines up to
+    WELFORD_OUTER_STAGES[element size] stages (the default for sizes it does not name); the wide layout
+    (a short reduced axis) and the sums keep LOOP_STAGES["outer"]."""
+    from precred import launch, modes
+    element_size = torch.empty((), dtype=dtype).element_size()
+    want = plan_module.WELFORD_OUTER_STAGES.get(element_size, plan_module.LOOP_STAGES["outer"])
+    x = torch.empty((8192, 8192), dtype=dtype)
+    _, plan = launch.plan_for(x, (0,), modes.get_var_mode("fast"), sm_count=132)
+    assert plan.passes[0].schedule == "outer" and plan.passes[0].loop_stages == want, plan
+    _, plan = launch.plan_for(x, (0,), modes.get_mode("fast"), sm_count=132)
+    assert plan.passes[0].loop_stages == plan_module.LOOP_STAGES["outer"], plan
+    _, plan = launch.plan_for(torch.empty((16, 262144), dtype=dtype), (0,), modes.get_var_mode("fast"), sm_count=132)
+    assert plan.passes[0].loop_stages in (1, plan_module.LOOP_STAGES["outer"]), plan
