@@ -219,7 +219,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
                             [rows, n, plan.rows_per_program], plan.num_warps, BLOCK_R=plan.block_rows,
                             BLOCK_C=plan.block_c, LOOP_STAGES=plan.loop_stages, **consts)]
     if weight_grad or bias_grad:
-        block_parts, block_cols, warps = planner.NORM_MERGE_TILE   # read now: planner variants reach it
+        block_parts, block_cols, warps = planner.plan_norm_merge(programs, n)
         launches.append(_launch(norm_merge_kernel, (triton.cdiv(n, block_cols),), pointer_lists[-1], [programs, n],
                                 warps, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_P=block_parts,
                                 BLOCK_C=block_cols))

@@ -786,9 +786,24 @@ NORM_BACKWARD_COLUMNS_WARPS = 4
 NORM_BACKWARD_COLUMNS_STAGES = 3
 NORM_BACKWARD_COLUMNS_PROGRAMS_PER_SM = 4
 NORM_BACKWARD_ROW_TERMS_WARPS = 8
-# The merge of the backward's dw / db partials (schedules/norm_merge.py): (parts, columns, warps) of a
-# program's tile -- 8 elements per thread.
-NORM_MERGE_TILE = (16, 64, 4)
+# The merge of the backward's dw / db partials (schedules/norm_merge.py): a program's tile is
+# [parts, columns] of NORM_MERGE_TILE_ELEMENTS on NORM_MERGE_WARPS warps, its parts the fewest powers of
+# two covering the partials up to NORM_MERGE_MAX_PARTS (plan_norm_merge). The tile was (16, 64) on 4
+# warps whatever the parts: H100, torch.profiler, merge kernel us (dw and db loaded in one loop, the
+# kernel of this commit), (16, 64) -> (64, 32): layer_norm backward 4096^2 fp32 15.1 -> 7.7, bf16
+# 11.4 -> 7.4, 8192^2 18.8 -> 11.4, 65536x1024 12.2 -> 6.0, 262144x256 13.6 -> 6.0 (the backward kernel
+# itself 61-460 us) -- but 1024x65536 (5 partial rows) 11.8 -> 27.0, hence fewer parts where there are few.
+NORM_MERGE_TILE_ELEMENTS = 2048
+NORM_MERGE_MAX_PARTS = 64
+NORM_MERGE_WARPS = 4
+
+
+def plan_norm_merge(n_parts: int, n: int) -> tuple:
+    """(parts, columns, warps) of the dw / db merge's tile over [n_parts, n] partials: shapes alone
+    decide it, so every bit of the result is the same run to run."""
+    block_parts = min(NORM_MERGE_MAX_PARTS, _pow2_at_least(n_parts))
+    block_cols = min(_pow2_at_least(n), max(1, NORM_MERGE_TILE_ELEMENTS // block_parts))
+    return block_parts, block_cols, NORM_MERGE_WARPS
 
 
 # Registers of one SM, and the most one program may take (sm_80 .. sm_90).

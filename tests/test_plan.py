@@ -560,3 +560,15 @@ def test_welford_strided_first_passes_take_their_measured_stages(dtype):
     assert plan.passes[0].loop_stages == plan_module.LOOP_STAGES["outer"], plan
     _, plan = launch.plan_for(torch.empty((16, 262144), dtype=dtype), (0,), modes.get_var_mode("fast"), sm_count=132)
     assert plan.passes[0].loop_stages in (1, plan_module.LOOP_STAGES["outer"]), plan
+
+
+@pytest.mark.parametrize("n_parts, n", [(1, 1), (5, 65536), (264, 4096), (264, 8192), (263, 256), (3, 7), (64, 1000)])
+def test_norm_merge_tile_covers_few_parts_without_idle_lanes(n_parts, n):
+    """plan_norm_merge: the parts of a tile are a power of two, at least all the partials up to
+    NORM_MERGE_MAX_PARTS (few partials leave no rows of idle lanes); the tile holds at most
+    NORM_MERGE_TILE_ELEMENTS, and no more columns than n needs."""
+    block_parts, block_cols, warps = plan_module.plan_norm_merge(n_parts, n)
+    assert block_parts & (block_parts - 1) == 0 and block_cols & (block_cols - 1) == 0
+    assert block_parts >= min(n_parts, plan_module.NORM_MERGE_MAX_PARTS) and block_parts < 2 * max(1, n_parts)
+    assert block_parts * block_cols <= plan_module.NORM_MERGE_TILE_ELEMENTS and block_cols < 2 * n
+    assert warps == plan_module.NORM_MERGE_WARPS

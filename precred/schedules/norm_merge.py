@@ -20,16 +20,7 @@ _COMPENSATED = tl.constexpr(1)   # strategies.COMPENSATED
 
 
 @triton.jit
-def _merge_columns(part_ptr, out_ptr, n_parts, n_cols, cols, col_ok, BLOCK_P: tl.constexpr,
-                   BLOCK_C: tl.constexpr):
-    lanes = tl.arange(0, BLOCK_P)
-    hi = tl.zeros([BLOCK_P, BLOCK_C], part_ptr.dtype.element_ty)
-    lo = tl.zeros([BLOCK_P, BLOCK_C], part_ptr.dtype.element_ty)
-    for start in range(0, n_parts, BLOCK_P):
-        parts = start + lanes
-        mask = (parts < n_parts)[:, None] & col_ok[None, :]
-        values = tl.load(part_ptr + parts.to(tl.int64)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
-        hi, lo = compensated_update(hi, lo, values)
+def _finish_columns(hi, lo, out_ptr, cols, col_ok, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
     hi, lo, _ = tree_reduce_first_axis(hi, lo, hi, BLOCK_P, BLOCK_C, _COMPENSATED)
     tl.store(out_ptr + cols, round_to_output(compensated_finalize(hi, lo), out_ptr.dtype.element_ty), mask=col_ok)
 
@@ -38,9 +29,30 @@ def _merge_columns(part_ptr, out_ptr, n_parts, n_cols, cols, col_ok, BLOCK_P: tl
 def norm_merge_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, n_parts, n_cols,
                       WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BLOCK_P: tl.constexpr,
                       BLOCK_C: tl.constexpr):
+    """dweight and dbias in one loop over the parts: each tile of both is loaded before either is
+    summed, so the two arrays' loads are in flight together (one after the other, the merge was two
+    chains of dependent rounds). Each array's order is its own lanes' chains and tree (the module's
+    note), as when they were merged one after the other: the same bits."""
     cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < n_cols
+    lanes = tl.arange(0, BLOCK_P)
+    w_hi = tl.zeros([BLOCK_P, BLOCK_C], dw_part_ptr.dtype.element_ty)
+    w_lo = w_hi
+    b_hi = tl.zeros([BLOCK_P, BLOCK_C], db_part_ptr.dtype.element_ty)
+    b_lo = b_hi
+    for start in range(0, n_parts, BLOCK_P):
+        parts = start + lanes
+        mask = (parts < n_parts)[:, None] & col_ok[None, :]
+        offsets = parts.to(tl.int64)[:, None] * n_cols + cols[None, :]
+        if WEIGHT_GRAD:
+            w = tl.load(dw_part_ptr + offsets, mask=mask, other=0.0)
+        if BIAS_GRAD:
+            b = tl.load(db_part_ptr + offsets, mask=mask, other=0.0)
+        if WEIGHT_GRAD:
+            w_hi, w_lo = compensated_update(w_hi, w_lo, w)
+        if BIAS_GRAD:
+            b_hi, b_lo = compensated_update(b_hi, b_lo, b)
     if WEIGHT_GRAD:
-        _merge_columns(dw_part_ptr, dw_ptr, n_parts, n_cols, cols, col_ok, BLOCK_P, BLOCK_C)
+        _finish_columns(w_hi, w_lo, dw_ptr, cols, col_ok, BLOCK_P, BLOCK_C)
     if BIAS_GRAD:
-        _merge_columns(db_part_ptr, db_ptr, n_parts, n_cols, cols, col_ok, BLOCK_P, BLOCK_C)
+        _finish_columns(b_hi, b_lo, db_ptr, cols, col_ok, BLOCK_P, BLOCK_C)
