@@ -789,10 +789,11 @@ NORM_BACKWARD_ROW_TERMS_WARPS = 8
 # The merge of the backward's dw / db partials (schedules/norm_merge.py): a program's tile is
 # [parts, columns] of NORM_MERGE_TILE_ELEMENTS on NORM_MERGE_WARPS warps, its parts the fewest powers of
 # two covering the partials up to NORM_MERGE_MAX_PARTS (plan_norm_merge). The tile was (16, 64) on 4
-# warps whatever the parts: H100, torch.profiler, merge kernel us (dw and db loaded in one loop, the
-# kernel of this commit), (16, 64) -> (64, 32): layer_norm backward 4096^2 fp32 15.1 -> 7.7, bf16
-# 11.4 -> 7.4, 8192^2 18.8 -> 11.4, 65536x1024 12.2 -> 6.0, 262144x256 13.6 -> 6.0 (the backward kernel
-# itself 61-460 us) -- but 1024x65536 (5 partial rows) 11.8 -> 27.0, hence fewer parts where there are few.
+# warps whatever the parts: H100, torch.profiler, merge kernel us (with dw and db loaded in one loop),
+# (16, 64) -> (64, 32): layer_norm backward 4096^2 fp32 15.1 -> 7.7, bf16 11.4 -> 7.4, 8192^2 18.8 ->
+# 11.4, 65536x1024 12.2 -> 6.0, 262144x256 13.6 -> 6.0 (the backward kernel itself 61-460 us) -- but
+# 1024x65536 (5 partial rows) 11.8 -> 27.0, hence fewer parts where there are few: (8, 256) there, 7.9.
+# (Before the one loop, with the (16, 64) tile: 21.5, 21.2, 25.2, 16.4, 18.9 and 11.8.)
 NORM_MERGE_TILE_ELEMENTS = 2048
 NORM_MERGE_MAX_PARTS = 64
 NORM_MERGE_WARPS = 4

@@ -32,7 +32,8 @@ def norm_merge_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, n_parts, n_cols,
     """dweight and dbias in one loop over the parts: each tile of both is loaded before either is
     summed, so the two arrays' loads are in flight together (one after the other, the merge was two
     chains of dependent rounds). Each array's order is its own lanes' chains and tree (the module's
-    note), as when they were merged one after the other: the same bits."""
+    note), as when they were merged one after the other: for a given tile (precred.plan.plan_norm_merge),
+    the same bits."""
     cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < n_cols
     lanes = tl.arange(0, BLOCK_P)
