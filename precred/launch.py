@@ -159,8 +159,11 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
             # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes
             # and its tile (plan.EXACT_VECTOR_SUMS' note)
-            options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=(
-                planning.EXACT_VECTOR_ROWS_TILE if view.red >= planning.PLAIN_16BIT_ROWS_MIN_RED else EXACT_ROWS_TILE))
+            tile = EXACT_ROWS_TILE
+            if view.red >= planning.PLAIN_16BIT_ROWS_MIN_RED:
+                tile = (planning.EXACT_VECTOR_SHORT_ROWS_TILE if view.red <= planning.EXACT_VECTOR_SHORT_ROWS_MAX_RED
+                        else planning.EXACT_VECTOR_ROWS_TILE)
+            options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=tile)
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
             options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
         else:

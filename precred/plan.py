@@ -294,8 +294,17 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # parts are plain loops anyway). Left out: vector lanes on fp32 rows (8192^2 2644 -> 2551) and on
 # pipelined 16-bit rows (8192^2 2191 -> 2159), 4096- and 8192-element tiles (2238, 2164 on 8192^2),
 # the plain loop without prefetch (within 1% of it).
+# Rows of at most EXACT_VECTOR_SHORT_ROWS_MAX_RED take tiles of EXACT_VECTOR_SHORT_ROWS_TILE: more,
+# smaller programs (8192^2: 8192 programs of one row on 2 warps instead of 4096 of two rows on 4;
+# 65536x1024: 16384 of 4 rows instead of 4096 of 16. ncu of the 8192^2 filter before, H100: 52.5 us,
+# DRAM 77% (fast: 88%), 2.59 waves of 12 programs per SM). Rows of 1024 and 8192 measured, those
+# between not. bench/sweep_outer.py --dim -1 --modes fast,exact --dtypes bfloat16, H100, two runs, GB/s of
+# exact at tiles of 2048 -> 1024 -> 512: 8192^2 2302/2302 -> 2325/2326 -> 2354/2354, 65536x1024
+# 2352/2352 -> 2362/2364 -> 2405/2406 -- but 1024x65536 2301/2303 -> 2220/2224 -> 1677/1678.
 EXACT_PLAIN_16BIT_ROWS = True
 EXACT_VECTOR_ROWS_TILE = 2048
+EXACT_VECTOR_SHORT_ROWS_TILE = 512
+EXACT_VECTOR_SHORT_ROWS_MAX_RED = 8192
 EXACT_VECTOR_SUMS = True
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the

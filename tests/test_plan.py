@@ -572,3 +572,16 @@ def test_norm_merge_tile_covers_few_parts_without_idle_lanes(n_parts, n):
     assert block_parts >= min(n_parts, plan_module.NORM_MERGE_MAX_PARTS) and block_parts < 2 * max(1, n_parts)
     assert block_parts * block_cols <= plan_module.NORM_MERGE_TILE_ELEMENTS and block_cols < 2 * n
     assert warps == plan_module.NORM_MERGE_WARPS
+
+
+@pytest.mark.parametrize("red, tile", [(1024, "short"), (8192, "short"), (8193, "long"), (65536, "long")])
+def test_exact_sixteen_bit_rows_take_the_tile_measured_for_their_length(red, tile):
+    """The exact filter over many bf16 rows: rows of at most EXACT_VECTOR_SHORT_ROWS_MAX_RED elements
+    are planned on EXACT_VECTOR_SHORT_ROWS_TILE elements a tile, longer ones on EXACT_VECTOR_ROWS_TILE
+    (their lanes and rows a program make up the tile)."""
+    from precred import launch, modes
+    want = (plan_module.EXACT_VECTOR_SHORT_ROWS_TILE if tile == "short" else plan_module.EXACT_VECTOR_ROWS_TILE)
+    x = torch.empty((2048, red), dtype=torch.bfloat16)
+    _, plan = launch.plan_for(x, (1,), modes.get_mode("exact"), sm_count=132)
+    first = plan.passes[0]
+    assert first.schedule == "inner" and first.lanes * first.block_kept == want, plan
