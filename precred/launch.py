@@ -146,6 +146,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(heavy_state=False)
         if view.outer * view.inner >= planning.STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
             options.update(tile_elements=planning.STABLE_EXP_TILE)
+    if mode.strategy == CERTIFIED_EXP and x.element_size() == 2 and not outer_schedule:
+        options.update(long_row_part=planning.CERTIFIED_EXP_16BIT_ROW_PART)   # measured in its note
     if mode.strategy == EXACT:
         # Measured on an H200 (bench/sweep_state.py exact; fp64 pipe and registers): contiguous rows, many of
         # them: small tiles, halved warps for fp32 (1024x65536 3009 -> 3240 GB/s, 65536x1024 2781 -> 2888),

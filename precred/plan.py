@@ -230,6 +230,16 @@ SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32 1288 -> 1331/1331, bf16 718
 # -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
 SUM_SHORT_PART_TILES = 8
+# logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
+# twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
+# where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
+# of 1024 of 65536. bench/sweep_outer.py --dim -1, H100, two runs, GB/s of logsumexp fp64, unsplit ->
+# parts of 32768 / 16384 / 8192: bf16 1024x65536 1660/1657 -> 1751/1753 -> 1769/1766 -> 1799/1799
+# (4.9x -> 5.3x torch). The same split measured slower for every other strategy there (sum fast, pairwise,
+# kahan, fp64, exact, amax, argmax, var, logsumexp fast: 1-15% slower with parts of 8192, e.g. kahan bf16
+# 2371 -> 2149, var fast bf16 2378 -> 2140, fp32 sum fast 2635 -> 2595) and for fp32 input (logsumexp
+# fp64 fp32 1704 -> 1384): they keep whole rows.
+CERTIFIED_EXP_16BIT_ROW_PART = 8192
 # A split of two inner passes runs as one launch: the last program of each row to finish merges the
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
 # on every split of few rows (16 x 262144, 2^28). The flag lets bench/ sweeps time both.
@@ -439,7 +449,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    accumulator_size: int = 4, pipelined: bool = False,
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
-                   registers_first_stages: int | None = None) -> Plan:
+                   registers_first_stages: int | None = None, long_row_part: int = 0) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -467,6 +477,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     PLAIN_16BIT_ROWS_MIN_RED elements (their loads keep the evict_first hint).
     min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
     MIN_TILES_PER_LANE; the plain sums take PLAIN_MIN_TILES_PER_LANE).
+    long_row_part: an inner first pass the planner would not split, over rows of at least twice this
+    many elements, is split into parts of this many (each part's lanes narrowed to min_tiles_per_lane
+    tiles, as a row that long would be); 0: never (CERTIFIED_EXP_16BIT_ROW_PART's note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -512,11 +525,16 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         target = PROGRAMS_PER_SM * sm_count
         parts_wanted = target // _programs(single) if SPLIT_PARTS_WITHIN_TARGET else -(-target // _programs(single))
         parts_wanted = min(parts_wanted, -(-red // single.lanes))
-    short = (short_part_tiles > 0 and parts_wanted > 1 and single.schedule == "inner"
+    long_rows = (long_row_part > 0 and parts_wanted == 1 and single.schedule == "inner"
+                 and red >= 2 * long_row_part and input_bytes >= split_min_bytes)
+    if long_rows:
+        parts_wanted = red // long_row_part
+    short = (short_part_tiles > 0 and parts_wanted > 1 and single.schedule == "inner" and not long_rows
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
-    passes = [first_pass(parts_wanted, block_limit, short_part_tiles if short else 0)]
+    part_tiles = short_part_tiles if short else (min_tiles_per_lane or MIN_TILES_PER_LANE) if long_rows else 0
+    passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
     if passes[0].schedule == "outer" and not registers_layout:

@@ -160,6 +160,19 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
     launch._RECIPES.clear()
 
 
+@pytest.mark.parametrize("name", ["normal", "spread1e4", "huge", "close", "one_finite"])
+def test_certified_mode_over_long_rows_split_into_parts_within_bound(name, device):
+    """The fp64 mode over 16-bit rows splits long rows into parts (plan.CERTIFIED_EXP_16BIT_ROW_PART,
+    plan_reduction's long_row_part): with parts of 256 elements (7 parts of a 1999-element row, the last
+    one partial) every row stays within the mode's bound."""
+    rng = np.random.default_rng([23, FAMILIES.index(name)])
+    x = family(name, 3, 1999, rng, torch.bfloat16)
+    planner = dict(long_row_part=256, split_min_bytes=0, sm_count=1)   # 3 rows fill one SM: no other split
+    _, plan = plan_for(x, (1,), CERTIFIED_EXP_MODE, x.dtype, **planner)
+    assert plan.passes[0].parts == 7, plan
+    assert_within_bound(x, -1, "fp64", device, planner)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["normal", "spread1e4", "one_finite"])
 def test_outer_tile_states_within_bound(name, dtype, device, monkeypatch):

@@ -585,3 +585,25 @@ def test_exact_sixteen_bit_rows_take_the_tile_measured_for_their_length(red, til
     _, plan = launch.plan_for(x, (1,), modes.get_mode("exact"), sm_count=132)
     first = plan.passes[0]
     assert first.schedule == "inner" and first.lanes * first.block_kept == want, plan
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", [(1024, 65536), (8192, 8192), (16, 262144)])
+def test_certified_logsumexp_splits_long_sixteen_bit_rows_alone(dtype, shape):
+    """logsumexp's fp64 mode over 16-bit rows of at least twice CERTIFIED_EXP_16BIT_ROW_PART elements,
+    which the rows alone would fill the GPU with, runs parts of CERTIFIED_EXP_16BIT_ROW_PART elements
+    (the first pass fused with its merge); shorter rows, rows the planner splits anyway, fp32 input and
+    the other strategies keep their plans."""
+    from precred import launch, modes
+    x = torch.empty(shape, dtype=dtype)
+    part = plan_module.CERTIFIED_EXP_16BIT_ROW_PART
+    _, plan = launch.plan_for(x, (1,), modes.logsumexp_mode("fp64", dtype), sm_count=132)
+    first = plan.passes[0]
+    if dtype != torch.float32 and shape == (1024, 65536):
+        assert (first.parts, first.chunk) == (shape[1] // part, part) and plan.fused_merge, plan
+    else:
+        assert first.parts == 1 or shape == (16, 262144), plan
+        assert first.chunk != part or shape[1] == part, plan
+    for mode in (modes.get_mode("fast"), modes.get_mode("kahan"), modes.get_exp_mode("fast"), modes.get_var_mode("fast")):
+        _, other = launch.plan_for(x, (1,), mode, sm_count=132)
+        assert other.passes[0].parts == 1 or shape == (16, 262144), (mode, other)
