@@ -353,7 +353,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],
                          [red, src.stride_outer, dst.stride_outer], plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n, TREE_VEC=tree_vec,
-                         VECTORS=planning.STABLE_EXP_VECTORS[acc.itemsize] and plan.block_n >= 2 * tree_vec,
+                         VECTORS=planning.stable_exp_vectors(acc.itemsize, x.element_size(), None)
+                         and plan.block_n >= 2 * tree_vec,
                          FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)
     else:
         output = Output(with_mean=True)
@@ -638,8 +639,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1
                               and planning.EXACT_VECTOR_SUMS)
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
-                          or (strategy in (STABLE_EXP, CERTIFIED_EXP)
-                              and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
+                          or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
+                              workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
                       PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

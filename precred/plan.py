@@ -169,7 +169,29 @@ WELFORD_VECTOR_MOMENTS = True
 # exp2, degree-5 polynomial, ~14 instructions against libdevice's ~40) took fp32 rows fp64 8192^2 1390 ->
 # 1545 per element, 1669 with vector states (3.85x torch; 1024x65536 1804, 4.13x), dim 0 1676 -> 1751:
 # the per-element update's selects and compares weigh as much as the exp -- 5x needs more than the exp.
+# The fold against the new maximum (schedules/inner.py stable_exp_fold_vectors: no merge direction to
+# select, the maximum compared in fp32; was: each vector's own state merged into the lane's), H100,
+# sweep_outer --op logsumexp --dim -1, two runs each, old / new tree, fp64 accumulator with vector states:
+# fp32 8192^2 1481 -> 1519, 65536x1024 1517 -> 1556, 262144x256 1560 -> 1640, 1024x65536 1561 -> 1578,
+# 16x262144 657 -> 645 (per-element updates: 1395, 1476, 1522, 1715, 779); fp32 accumulator within 1%.
+# Hence, for the fp64 accumulator over fp32 and 16-bit input, vector states on rows of at most
+# STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED elements (+5-9% on those three) and in softmax's row loop
+# (STABLE_EXP_FP64_VECTOR_ROW_LOOP; sweep_outer --op softmax, fp64, 1024x65536 fp32 778 -> 876/881, bf16
+# 419 -> 549/554); longer rows, fp64 input and the strided axis keep the per-element updates.
 STABLE_EXP_VECTORS = {4: True, 8: False}
+STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED = 8192
+STABLE_EXP_FP64_VECTOR_ROW_LOOP = True
+
+
+def stable_exp_vectors(accumulator_size: int, element_size: int, red: int | None) -> bool:
+    """Whether a first pass of the stable exponential sum over contiguous rows of `red` elements (None:
+    softmax's row loop) keeps vector states (schedules/inner.py stable_exp_vector_part): STABLE_EXP_VECTORS
+    by accumulator, and the fp64 accumulator over fp32 or 16-bit input where measured faster (its note)."""
+    if STABLE_EXP_VECTORS[accumulator_size]:
+        return True
+    if accumulator_size != 8 or element_size > 4:
+        return False
+    return STABLE_EXP_FP64_VECTOR_ROW_LOOP if red is None else red <= STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED
 # First-pass tile (elements) of the stable-exp passes over many outputs (bench/sweep_state.py logsumexp;
 # precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis (the fp32 accumulator
 # over a strided axis keeps the planner's default).

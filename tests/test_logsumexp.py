@@ -153,6 +153,7 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
     split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
     for vectors, planners in ((True, ({}, split)), (False, ({},))):
         monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", {4: vectors, 8: vectors})
+        monkeypatch.setattr(plan_module, "STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED", 1 << 30 if vectors else 0)
         launch._RECIPES.clear()
         for mode in EXP_MODES:
             for planner in planners:

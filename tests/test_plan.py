@@ -607,3 +607,18 @@ def test_certified_logsumexp_splits_long_sixteen_bit_rows_alone(dtype, shape):
     for mode in (modes.get_mode("fast"), modes.get_mode("kahan"), modes.get_exp_mode("fast"), modes.get_var_mode("fast")):
         _, other = launch.plan_for(x, (1,), mode, sm_count=132)
         assert other.passes[0].parts == 1 or shape == (16, 262144), (mode, other)
+
+
+def test_stable_exp_vector_states_where_measured():
+    """The fp32 accumulator keeps vector states on every row; the fp64 accumulator over fp32 or 16-bit
+    input on rows of at most STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED elements and in softmax's row loop
+    (red None), not on longer rows nor over fp64 input (plan.STABLE_EXP_VECTORS' note)."""
+    longest = plan_module.STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED
+    for element_size in (2, 4):
+        assert plan_module.stable_exp_vectors(4, element_size, 1 << 20)
+        assert plan_module.stable_exp_vectors(8, element_size, longest)
+        assert plan_module.stable_exp_vectors(8, element_size, 256)
+        assert not plan_module.stable_exp_vectors(8, element_size, longest + 1)
+        assert plan_module.stable_exp_vectors(8, element_size, None)
+    assert not plan_module.stable_exp_vectors(8, 8, 256)
+    assert not plan_module.stable_exp_vectors(8, 8, None)

@@ -41,8 +41,8 @@ import triton
 import triton.language as tl
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
-                          exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
-from ..strategies.stable_exp import terms_below
+                          exact_update, magnitude_key, welford_combine, welford_lane_counts)
+from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
@@ -248,19 +248,32 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
 
 
 @triton.jit
-def stable_exp_vectors(values, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr):
-    """The stable exponential states (s, m) of each TREE_VEC adjacent values of a [BLOCK_M, BLOCK_N]
-    tile (a thread's 16-byte vector): m the vector's maximum, s = sum exp(x - m) by the lane tree's first
-    log2(TREE_VEC) levels (additions: every term is already scaled to m). One exponential and two
-    additions an element (exp_flushed: one MUFU instruction in fp32), against stable_exp_update's
-    exponential, comparisons and selects. Specials: strategies.stable_exp.terms_below."""
+def stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, MASKED: tl.constexpr):
+    """Fold a loaded [BLOCK_M, BLOCK_N] tile into the lanes' states (s, m), one lane per TREE_VEC
+    adjacent values (a thread's 16-byte vector), against the new maximum: m' = max(m, the vector's
+    maximum), s' = s exp(m - m') + sum exp(x - m'), the vector's terms summed by the lane tree's first
+    log2(TREE_VEC) levels. Each term is one exponential of its gap to the running maximum, and each
+    later tile multiplies the lane's sum by one more (exp_of_gap: 1 where the maximum stayed), with one
+    product and one addition: the exponentials, products and additions on an element's path that
+    precred.bounds.logsumexp_error_bound's derivation counts, at the same depth as merging the vector's
+    own state would. No comparison or select of the merge's direction: m' >= m. The maximum is taken
+    before widening to ACC_DTYPE (fp32 compares for the fp64 accumulator; widening is exact, so it is the
+    same maximum). MASKED: values outside `mask` are -inf (terms 0; a vector of them leaves the lane as
+    it was). Specials: strategies.stable_exp.terms_below, exp_of_gap.
+    H100, bench/sweep_outer.py --op logsumexp --dim -1, GB/s: in plan.STABLE_EXP_VECTORS' note."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
-    vectors = tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC))
-    vector_max = tl.max(vectors, axis=2)
-    terms = terms_below(vectors, vector_max[:, :, None])
-    terms = tl.reshape(terms, (BLOCK_M, BLOCK_N))
-    s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
-    return s, vector_max
+    if raw.dtype == tl.float64:
+        narrow = raw
+    else:
+        narrow = to_accumulator(raw, tl.float32)
+    if MASKED:
+        narrow = tl.where(mask, narrow, float("-inf"))
+    vectors = tl.reshape(narrow, (BLOCK_M, SUMS, TREE_VEC))
+    m_new = tl.maximum(m, tl.max(vectors, axis=2).to(ACC_DTYPE))
+    terms = tl.reshape(terms_below(vectors.to(ACC_DTYPE), m_new[:, :, None]), (BLOCK_M, BLOCK_N))
+    vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
+    return s * exp_of_gap(m, m_new) + vector_s, m_new
 
 
 @triton.jit
@@ -268,28 +281,25 @@ def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, AC
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                            TREE_VEC: tl.constexpr, EVICTION: tl.constexpr):
     """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
-    vectors: per-row (s, -, m) of the part. Each tile's vectors become states (stable_exp_vectors),
-    merged into the lane's state once per tile (stable_exp_combine), and the BLOCK_N // TREE_VEC lanes by
-    the tree at the end: an element's path has the vector levels, the chain and the lane tree -- the
-    depth plan.Pass.depth counts -- with one exponential for its term and at most one per merge after,
-    as precred.bounds.logsumexp_error_bound's derivation has it. The last, partial tile's masked values
-    are -inf (terms exp(-inf) = 0; a vector of them only is (0, -inf), the identity). EVICTION: the
-    loads' L2 policy (evict_first: read once, steps.accumulate_tile; softmax's row loop reads again)."""
+    vectors: per-row (s, -, m) of the part. Each tile is folded into the lanes' states against their new
+    maxima (stable_exp_fold_vectors), and the BLOCK_N // TREE_VEC lanes merged by the tree at the end: an
+    element's path has the vector levels, the chain and the lane tree -- the depth plan.Pass.depth
+    counts -- with one exponential for its term and at most one per step after, as
+    precred.bounds.logsumexp_error_bound's derivation has it. The last, partial tile's masked values
+    are -inf. EVICTION: the loads' L2 policy (evict_first: read once, steps.accumulate_tile; softmax's
+    row loop reads again)."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     s = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
     m = tl.full([BLOCK_M, SUMS], float("-inf"), ACC_DTYPE)
     full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
     for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
         raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy=EVICTION)
-        tile_s, tile_m = stable_exp_vectors(to_accumulator(raw, ACC_DTYPE), BLOCK_M, BLOCK_N, TREE_VEC)
-        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+        s, m = stable_exp_fold_vectors(s, m, raw, row_mask[:, None], ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, False)
         ptrs += step
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
         raw = tl.load(ptrs, mask=mask, other=0, eviction_policy=EVICTION)
-        values = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
-        tile_s, tile_m = stable_exp_vectors(values, BLOCK_M, BLOCK_N, TREE_VEC)
-        s, _, m = stable_exp_combine(s, s, m, tile_s, tile_s, tile_m)
+        s, m = stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, True)
     row_s, _, row_m = tree_reduce_last_axis(s, s, m, BLOCK_M, SUMS, _STABLE_EXP)
     return row_s, tl.zeros([BLOCK_M], ACC_DTYPE), row_m
 

@@ -190,8 +190,8 @@ def stable_exp_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, ACC_
                          BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """chained_part for the stable exponential sum over the input when each thread holds all BLOCK_R
     lanes of its columns (TILE_MOMENTS): each tile's (s, m) per column -- its maximum, then one
-    exponential an element and the fixed tree's additions (inner.py stable_exp_vectors' numerics, along
-    the first axis) -- merged into the column's state (stable_exp_combine). An element goes through the
+    exponential an element and the fixed tree's additions, along the first axis -- merged into the
+    column's state (stable_exp_combine). An element goes through the
     tree's log2(BLOCK_R) levels, then the chain: the depth plan.Pass.depth counts, with one exponential
     for its term and at most one per merge after (precred.bounds.logsumexp_error_bound). The last,
     partial tile's masked values are -inf."""

@@ -8,7 +8,7 @@ ROW_LOOP_FIRST_READ_EVICTION): a quarter of the second read hits.
 Numerics are exactly those of the reduction's inner schedule with one part followed by the
 normalizing pass (schedules/inner.py, schedules/normalize.py): BLOCK_N lanes of stable-exp state
 (strategies/stable_exp.py) streamed over the row -- lanes of 16-byte vectors' states where the
-reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.STABLE_EXP_VECTORS) --, merged by
+reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.stable_exp_vectors) --, merged by
 the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound
 with the plan's depth (precred.plan.LoopPlan).
 """
