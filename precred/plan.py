@@ -173,7 +173,9 @@ WELFORD_VECTOR_MOMENTS = True
 # select, the maximum compared in fp32; was: each vector's own state merged into the lane's), H100,
 # sweep_outer --op logsumexp --dim -1, two runs each, old / new tree, fp64 accumulator with vector states:
 # fp32 8192^2 1481 -> 1519, 65536x1024 1517 -> 1556, 262144x256 1560 -> 1640, 1024x65536 1561 -> 1578,
-# 16x262144 657 -> 645 (per-element updates: 1395, 1476, 1522, 1715, 779); fp32 accumulator within 1%.
+# 16x262144 657 -> 645 (per-element updates: 1395, 1476, 1522, 1715, 779). The fp32 accumulator moved
+# within 1% on logsumexp but softmax / log_softmax bf16 16x262144 varied 247-312 GB/s against the old
+# code's steady 303-311 (three runs): it keeps the merge of each vector's own state.
 # Hence, for the fp64 accumulator over fp32 and 16-bit input, vector states on rows of at most
 # STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED elements (+5-9% on those three) and in softmax's row loop
 # (STABLE_EXP_FP64_VECTOR_ROW_LOOP; sweep_outer --op softmax, fp64, 1024x65536 fp32 778 -> 876/881, bf16

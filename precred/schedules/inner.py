@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
-                          exact_update, magnitude_key, welford_combine, welford_lane_counts)
+                          exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
@@ -251,29 +251,41 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
 def stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE: tl.constexpr, BLOCK_M: tl.constexpr,
                             BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, MASKED: tl.constexpr):
     """Fold a loaded [BLOCK_M, BLOCK_N] tile into the lanes' states (s, m), one lane per TREE_VEC
-    adjacent values (a thread's 16-byte vector), against the new maximum: m' = max(m, the vector's
-    maximum), s' = s exp(m - m') + sum exp(x - m'), the vector's terms summed by the lane tree's first
-    log2(TREE_VEC) levels. Each term is one exponential of its gap to the running maximum, and each
-    later tile multiplies the lane's sum by one more (exp_of_gap: 1 where the maximum stayed), with one
-    product and one addition: the exponentials, products and additions on an element's path that
-    precred.bounds.logsumexp_error_bound's derivation counts, at the same depth as merging the vector's
-    own state would. No comparison or select of the merge's direction: m' >= m. The maximum is taken
-    before widening to ACC_DTYPE (fp32 compares for the fp64 accumulator; widening is exact, so it is the
-    same maximum). MASKED: values outside `mask` are -inf (terms 0; a vector of them leaves the lane as
-    it was). Specials: strategies.stable_exp.terms_below, exp_of_gap.
-    H100, bench/sweep_outer.py --op logsumexp --dim -1, GB/s: in plan.STABLE_EXP_VECTORS' note."""
+    adjacent values (a thread's 16-byte vector); each vector's terms are summed by the lane tree's first
+    log2(TREE_VEC) levels. MASKED: values outside `mask` are -inf (terms 0; a vector of them leaves the
+    lane as it was). Specials: strategies.stable_exp.terms_below, exp_of_gap.
+
+    fp64 accumulator: against the lane's new maximum, m' = max(m, the vector's maximum) and
+    s' = s exp(m - m') + sum exp(x - m') -- no comparison or select of a merge's direction (m' >= m),
+    the maximum taken before widening (fp32 compares; widening is exact: the same maximum).
+    fp32 accumulator: the vector's own state (its maximum, the terms against it) merged into the lane's
+    by stable_exp_combine -- the fold above measured no faster there (plan.STABLE_EXP_VECTORS' note).
+    Either way an element's term is one exponential of its gap to a maximum, and each later step on its
+    path one exponential, one product and one addition: what precred.bounds.logsumexp_error_bound's
+    derivation counts, at the depth plan.Pass.depth gives."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
-    if raw.dtype == tl.float64:
-        narrow = raw
+    if ACC_DTYPE == tl.float64:
+        if raw.dtype == tl.float64:
+            narrow = raw
+        else:
+            narrow = to_accumulator(raw, tl.float32)
+        if MASKED:
+            narrow = tl.where(mask, narrow, float("-inf"))
+        vectors = tl.reshape(narrow, (BLOCK_M, SUMS, TREE_VEC))
+        m_new = tl.maximum(m, tl.max(vectors, axis=2).to(ACC_DTYPE))
+        terms = tl.reshape(terms_below(vectors.to(ACC_DTYPE), m_new[:, :, None]), (BLOCK_M, BLOCK_N))
+        vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
+        return s * exp_of_gap(m, m_new) + vector_s, m_new
     else:
-        narrow = to_accumulator(raw, tl.float32)
-    if MASKED:
-        narrow = tl.where(mask, narrow, float("-inf"))
-    vectors = tl.reshape(narrow, (BLOCK_M, SUMS, TREE_VEC))
-    m_new = tl.maximum(m, tl.max(vectors, axis=2).to(ACC_DTYPE))
-    terms = tl.reshape(terms_below(vectors.to(ACC_DTYPE), m_new[:, :, None]), (BLOCK_M, BLOCK_N))
-    vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
-    return s * exp_of_gap(m, m_new) + vector_s, m_new
+        values = to_accumulator(raw, ACC_DTYPE)
+        if MASKED:
+            values = tl.where(mask, values, float("-inf"))
+        vectors = tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC))
+        vector_max = tl.max(vectors, axis=2)
+        terms = tl.reshape(terms_below(vectors, vector_max[:, :, None]), (BLOCK_M, BLOCK_N))
+        vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
+        s, _, m = stable_exp_combine(s, s, m, vector_s, vector_s, vector_max)
+        return s, m
 
 
 @triton.jit
@@ -281,8 +293,8 @@ def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, AC
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                            TREE_VEC: tl.constexpr, EVICTION: tl.constexpr):
     """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
-    vectors: per-row (s, -, m) of the part. Each tile is folded into the lanes' states against their new
-    maxima (stable_exp_fold_vectors), and the BLOCK_N // TREE_VEC lanes merged by the tree at the end: an
+    vectors: per-row (s, -, m) of the part. Each tile is folded into the lanes' states
+    (stable_exp_fold_vectors), and the BLOCK_N // TREE_VEC lanes merged by the tree at the end: an
     element's path has the vector levels, the chain and the lane tree -- the depth plan.Pass.depth
     counts -- with one exponential for its term and at most one per step after, as
     precred.bounds.logsumexp_error_bound's derivation has it. The last, partial tile's masked values
