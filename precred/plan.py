@@ -137,6 +137,11 @@ KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 2
 # tile and warps as fp32 rows do (precred.launch.plan_for; GB/s in its kahan note). With
 # them, larger tiles lost (ACC_TILE_BYTES 32 KiB: 8192^2 2392 -> 2075), pipelined 16-bit rows too
 # (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
+# Again on 2026-11-27 (sweep_outer --dim -1 --modes fast,kahan, H100, two runs, bf16 kahan GB/s): 2 / 4
+# tiles per lane (MIN_TILES_PER_LANE) and the pipelined loop: 8192^2 2389/2364 -> 2433/2391, 2304/2301,
+# 2434/2433; 65536x1024 2412/2436 -> 2272/2276, 2444/2446, 2302/2273; 1024x65536 2380/2378 -> 2405/2382,
+# 2404/2405, 2086/2093: none kept. The loop costs ~6 FADD an element (each vector's TwoSum tree) against
+# fast's ~2: kahan bf16 8192^2 stays ~1.1x fast's time.
 KAHAN_VECTOR_SUMS = True
 # Welford's first inner passes over the input keep lanes of 16-byte vectors' (mean, m2) (schedules/inner.py
 # welford_vector_part): equal-count merges inside the vector, one Chan merge per lane and tile, and the
@@ -317,6 +322,12 @@ PIPELINE_MIN_TILES = 8
 # 2401, fp64 2350 -> 2477, logsumexp fast 1932 -> 2125, fp64 1692 -> 1828. Lost: rows of 256 (kahan
 # 2017 -> 1921, argmax 1984 -> 1753: 8 tiles of 32 lanes want the pipeline), var fast (7-15%) and exact
 # (up to 3%), which keep it; fp32 rows gained nothing, split passes (16x262144, 2^28) and outer ones lost.
+# A probe kernel (fp32 sums of 16 / 256 MiB in chunks per program, H100, do_bench, 2026-11-27): plain
+# loads with no hint, evict_first, evict_last or .cg against the 4-stage pipelined loop -- no hint beat
+# the pipeline (16 MiB: 1180-1510 GB/s across variants, and 1290-1750 for pipelined loops whose PTX is
+# the same whatever the hint -- cp.async drops it -- i.e. noise of that size), and
+# 256 MiB read 2665 GB/s in 1024 programs of 256 KiB against 2735 in 8192 of 32 KiB; splitting
+# 1024x65536's rows into such parts did not gain in the library (CERTIFIED_EXP_16BIT_ROW_PART's note).
 PLAIN_16BIT_ROWS_MIN_RED = 1024
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
