@@ -264,28 +264,21 @@ def stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE: tl.constexpr, BLOCK_M: t
     path one exponential, one product and one addition: what precred.bounds.logsumexp_error_bound's
     derivation counts, at the depth plan.Pass.depth gives."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
-    if ACC_DTYPE == tl.float64:
-        if raw.dtype == tl.float64:
-            narrow = raw
-        else:
-            narrow = to_accumulator(raw, tl.float32)
-        if MASKED:
-            narrow = tl.where(mask, narrow, float("-inf"))
-        vectors = tl.reshape(narrow, (BLOCK_M, SUMS, TREE_VEC))
-        m_new = tl.maximum(m, tl.max(vectors, axis=2).to(ACC_DTYPE))
-        terms = tl.reshape(terms_below(vectors.to(ACC_DTYPE), m_new[:, :, None]), (BLOCK_M, BLOCK_N))
-        vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
-        return s * exp_of_gap(m, m_new) + vector_s, m_new
-    else:
-        values = to_accumulator(raw, ACC_DTYPE)
-        if MASKED:
-            values = tl.where(mask, values, float("-inf"))
-        vectors = tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC))
-        vector_max = tl.max(vectors, axis=2)
-        terms = tl.reshape(terms_below(vectors, vector_max[:, :, None]), (BLOCK_M, BLOCK_N))
-        vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
-        s, _, m = stable_exp_combine(s, s, m, vector_s, vector_s, vector_max)
-        return s, m
+    FOLD: tl.constexpr = ACC_DTYPE == tl.float64
+    # The maximum is compared before widening to the fp64 accumulator (exact: the same maximum).
+    values = to_accumulator(raw, tl.float32 if FOLD and raw.dtype != tl.float64 else ACC_DTYPE)
+    if MASKED:
+        values = tl.where(mask, values, float("-inf"))
+    vectors = tl.reshape(values, (BLOCK_M, SUMS, TREE_VEC))
+    vector_max = tl.max(vectors, axis=2).to(ACC_DTYPE)
+    if FOLD:   # the terms against the lane's new maximum
+        vector_max = tl.maximum(m, vector_max)
+    terms = tl.reshape(terms_below(vectors.to(ACC_DTYPE), vector_max[:, :, None]), (BLOCK_M, BLOCK_N))
+    vector_s, _, _ = tree_reduce_last_axis(terms, terms, terms, BLOCK_M, BLOCK_N, _PLAIN, SUMS)
+    if FOLD:
+        return s * exp_of_gap(m, vector_max) + vector_s, vector_max
+    s, _, m = stable_exp_combine(s, s, m, vector_s, vector_s, vector_max)
+    return s, m
 
 
 @triton.jit
