@@ -568,7 +568,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
-    part_tiles = short_part_tiles if short else (min_tiles_per_lane or MIN_TILES_PER_LANE) if long_rows else 0
+    part_tiles = 0   # the tiles per lane each part's lanes are narrowed to (0: the whole row's lanes)
+    if short:
+        part_tiles = short_part_tiles
+    elif long_rows:   # each part planned as a row that long would be
+        part_tiles = min_tiles_per_lane or MIN_TILES_PER_LANE
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
