@@ -697,6 +697,11 @@ SINGLE_READ_MAX_WARPS = 32
 SINGLE_READ_STRIDED_TILE_BYTES = {4: 32768, 8: 2048}
 SINGLE_READ_STRIDED_WARPS = {4: 4, 8: 1}
 SINGLE_READ_STRIDED_MAX_J = 16
+# ptxas's register cap (maxnreg) of the single-read kernel on contiguous rows, by the accumulator's
+# bytes (None: ptxas's own choice), never more than lets one program launch; plans of fewer than
+# SINGLE_READ_CAP_MIN_WARPS warps take none.
+SINGLE_READ_MAX_REGISTERS = {4: None, 8: 64}
+SINGLE_READ_CAP_MIN_WARPS = 4
 
 
 @lru_cache(maxsize=4096)
@@ -725,6 +730,14 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     if strided:
         warps = min(warps, SINGLE_READ_STRIDED_WARPS[accumulator_size])
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
+
+
+def single_read_register_cap(p: RowPlan, accumulator_size: int) -> int | None:
+    """The single-read kernel's maxnreg under plan p (SINGLE_READ_MAX_REGISTERS), or None: no cap."""
+    cap = SINGLE_READ_MAX_REGISTERS.get(accumulator_size)
+    if cap is None or not p.j_fast or p.num_warps < SINGLE_READ_CAP_MIN_WARPS:
+        return None
+    return min(cap, REGISTER_FILE // (32 * p.num_warps))
 
 
 @dataclass(frozen=True)
