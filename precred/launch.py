@@ -355,8 +355,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n, TREE_VEC=tree_vec,
                          VECTORS=planning.stable_exp_vectors(acc.itemsize, x.element_size(), None)
                          and plan.block_n >= 2 * tree_vec,
-                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION,
-                         **_register_cap(planning.row_loop_register_cap(plan, acc.itemsize)))
+                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)
     else:
         output = Output(with_mean=True)
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan)

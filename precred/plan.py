@@ -771,15 +771,6 @@ ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
 # programs per SM, 16 or 32 warps, with evict_last (fewer rows in flight: up to all second reads hit,
 # 269 MB read at 0.5 per SM, but a program's plain loop cannot pull the bandwidth: 571 - 935 GB/s).
 ROW_LOOP_FIRST_READ_EVICTION = "evict_last"
-# ptxas's register cap (maxnreg) of softmax's row-loop kernel, by the accumulator's bytes (None: ptxas's
-# own choice), never more than lets one program launch.
-ROW_LOOP_MAX_REGISTERS = {4: None, 8: None}
-
-
-def row_loop_register_cap(p: LoopPlan, accumulator_size: int) -> int | None:
-    """The row-loop kernel's maxnreg under plan p (ROW_LOOP_MAX_REGISTERS), or None: no cap."""
-    cap = ROW_LOOP_MAX_REGISTERS.get(accumulator_size)
-    return None if cap is None else min(cap, REGISTER_FILE // (32 * p.num_warps))
 
 
 def _row_loop_pays(rows: int, red: int, element_size: int, sm_count: int) -> bool:

@@ -24,7 +24,6 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .norm_rows import opaque_copy, runtime_zero
 from .normalize import _offsets, tile_indices
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
@@ -56,11 +55,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
         s_tile = s.to(tl.float64)[None, :]
     if LOG:
-        # x anew from the raw tile (norm_rows.opaque_copy): otherwise the widened tile stays live
-        # across the row's reductions beside its exponentials.
-        WIDENED: tl.constexpr = ACC_DTYPE == tl.float64 and raw.dtype != tl.float64
-        x_again = to_accumulator(opaque_copy(raw, runtime_zero(src_ptr), WIDENED), ACC_DTYPE)
-        y = ((x_again.to(tl.float64) - m_tile.to(tl.float64)) - tl.log(s_tile)).to(ACC_DTYPE)
+        y = ((x.to(tl.float64) - m_tile.to(tl.float64)) - tl.log(s_tile)).to(ACC_DTYPE)
     else:
         y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
