@@ -699,7 +699,19 @@ SINGLE_READ_STRIDED_WARPS = {4: 4, 8: 1}
 SINGLE_READ_STRIDED_MAX_J = 16
 # ptxas's register cap (maxnreg) of the single-read kernel on contiguous rows, by the accumulator's
 # bytes (None: ptxas's own choice), never more than lets one program launch; plans of fewer than
-# SINGLE_READ_CAP_MIN_WARPS warps take none.
+# SINGLE_READ_CAP_MIN_WARPS warps (the strided fp64 plans' one warp, 216 registers) take none. With the
+# fp64 accumulator, log_softmax keeps x (fp64) beside its exponentials through the row's sum: 77-79
+# registers, one 16-warp program per SM (8192-element rows) or three of 8 warps; at 64 (128-136 bytes
+# spilled) two or four. H100, 2026-11-27, bench/sweep_outer.py --dim -1 --modes fp64, GB/s of the
+# input, two runs each, no cap -> 64: log_softmax fp32 8192^2 729 -> 1117, 65536x1024 1052 -> 1102,
+# 262144x256 935 -> 1085; bf16 8192^2 451 -> 678, 65536x1024 706 -> 712, 262144x256 805/810 -> 772/772
+# (the one loss); softmax (64 registers or fewer already) within 0.5% but fp32 262144x256 1220 -> 1315.
+# Measured and dropped: caps of 48 / 40 (spills of 52-396 bytes: every case but softmax bf16 8192^2
+# slower, by up to 60%); log_softmax converting the raw tile anew for its output instead of keeping the
+# widened one (norm_rows.opaque_copy: 64 registers, no spill, but one more fp32 -> fp64 conversion per
+# element): 1036-1075 / 664-778 against 1073-1119 / 678-764 with the cap; a cap for softmax's row loop
+# (rows of 65536: 48 / 40 / 32 registers, 5 / 6 / 8 programs per SM against 4-5): fast within 1.5%,
+# fp64 fp32 880 -> 877 / 813 / 548, bf16 555 -> 554 / 544 / 484.
 SINGLE_READ_MAX_REGISTERS = {4: None, 8: 64}
 SINGLE_READ_CAP_MIN_WARPS = 4
 

@@ -239,6 +239,26 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
 
 
+def test_single_read_register_cap_where_measured():
+    """64 registers for the fp64 accumulator's contiguous rows (two 16-warp or four 8-warp programs per
+    SM), never more than lets one program launch; none for the fp32 accumulator, strided rows or plans
+    of fewer than four warps."""
+    for rows, red in [(8192, 8192), (65536, 1024), (262144, 256), (16, 8192), (1000, 37), (3, 100)]:
+        for j_fast in (True, False):
+            for acc in (4, 8):
+                plan = plan_single_read(rows, red, j_fast=j_fast, accumulator_size=acc)
+                if plan is None:
+                    continue
+                cap = plan_module.single_read_register_cap(plan, acc)
+                if acc == 8 and j_fast and plan.num_warps >= 4:
+                    assert cap == min(64, plan_module.REGISTER_FILE // (32 * plan.num_warps))
+                    assert cap * 32 * plan.num_warps <= plan_module.REGISTER_FILE
+                else:
+                    assert cap is None
+    big = plan_single_read(8192, 8192, j_fast=True, accumulator_size=8)
+    assert big.num_warps == 16 and plan_module.single_read_register_cap(big, 8) == 64
+
+
 @pytest.mark.parametrize("acc", [4, 8])
 def test_row_loop_plans_cover_rows_up_to_the_l2_limit(acc):
     for element_size in (2, 4, 8):
