@@ -347,7 +347,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
-                         BLOCK_J=plan.block_j, PROBE_EXP=planning.PROBE_EXP, **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
+                         BLOCK_J=plan.block_j, **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
         tree_vec = 16 // x.element_size()
         launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],

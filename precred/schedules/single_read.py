@@ -26,8 +26,6 @@ import triton.language as tl
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
-from ..strategies.stable_exp import exp_fp64_of_gap
-
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
 
@@ -37,7 +35,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
-                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr, PROBE_EXP: tl.constexpr = False):
+                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
@@ -49,10 +47,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x, 1)[:, None]
     else:
         m_tile = tl.max(x, 0)[None, :]
-    if PROBE_EXP and ACC_DTYPE == tl.float64:
-        e = exp_fp64_of_gap(x - m_tile)
-    else:
-        e = tl.exp(x - m_tile)
+    e = tl.exp(x - m_tile)
     if J_FAST:
         s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
         s_tile = s.to(tl.float64)[:, None]

@@ -77,26 +77,3 @@ def stable_exp_combine(s_a, lo_a, m_a, s_b, lo_b, m_b):
     s = tl.where(a_on_top, s_a + s_b * e, s_b + s_a * e)
     m = tl.where(a_on_top, m_a, m_b)
     return s, lo_a, m
-
-
-@triton.jit
-def exp_fp64_of_gap(d):
-    """PROBE: exp(d) for fp64 d <= 0 (or NaN): rint(d log2(e)) by the 1.5 * 2^52 shift, Cody-Waite
-    reduction, a degree-11 polynomial, the power of two added to the result's exponent bits."""
-    k = tl.fma(d, 1.4426950408889634, 6755399441055744.0)
-    n = k - 6755399441055744.0
-    r = tl.fma(n, -0.6931471805599453, d)
-    r = tl.fma(n, -2.3190468138462996e-17, r)
-    p = tl.fma(r, 2.5110037605963777e-08, 2.763263963904103e-07)
-    p = tl.fma(r, p, 2.755724091857897e-06)
-    p = tl.fma(r, p, 2.4801485482328494e-05)
-    p = tl.fma(r, p, 0.00019841269890047113)
-    p = tl.fma(r, p, 0.0013888888952314775)
-    p = tl.fma(r, p, 0.008333333333319601)
-    p = tl.fma(r, p, 0.0416666666664881)
-    p = tl.fma(r, p, 0.1666666666666668)
-    p = tl.fma(r, p, 0.5000000000000019)
-    p = tl.fma(r, p, 1.0)
-    p = tl.fma(r, p, 1.0)
-    y = (p.to(tl.int64, bitcast=True) + (k.to(tl.int64, bitcast=True) << 52)).to(tl.float64, bitcast=True)
-    return tl.where(d < -708.0, 0.0, tl.where(d != d, d, y))
