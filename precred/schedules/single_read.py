@@ -41,12 +41,16 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
                   mask=mask, other=0)
     # Padding is -inf, set after widening: under the interpreter bf16 arrives as int16 bits
-    # (precred.launch), where -inf has no literal.
-    x = tl.where(mask, to_accumulator(raw, ACC_DTYPE), float("-inf"))
+    # (precred.launch), where -inf has no literal. The maximum is taken in fp32 for every input but
+    # fp64 (exact there: it is one of the values), not in an fp64 accumulator: a compare and two
+    # selects an element off the GPU's fp64 pipe, which bounds the fp64 mode.
+    MAX_DTYPE: tl.constexpr = tl.float64 if raw.dtype == tl.float64 else tl.float32
+    x_max = tl.where(mask, to_accumulator(raw, MAX_DTYPE), float("-inf"))
+    x = x_max.to(ACC_DTYPE)
     if J_FAST:
-        m_tile = tl.max(x, 1)[:, None]
+        m_tile = tl.max(x_max, 1)[:, None].to(ACC_DTYPE)
     else:
-        m_tile = tl.max(x, 0)[None, :]
+        m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
     e = tl.exp(x - m_tile)
     if J_FAST:
         s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
