@@ -77,3 +77,42 @@ def stable_exp_combine(s_a, lo_a, m_a, s_b, lo_b, m_b):
     s = tl.where(a_on_top, s_a + s_b * e, s_b + s_a * e)
     m = tl.where(a_on_top, m_a, m_b)
     return s, lo_a, m
+
+
+@triton.jit
+def exp_of_gap_fp64(d, d32):
+    """exp(d) for an fp64 gap d <= 0 (or NaN) with fp64 multiplies and adds only where they are needed
+    -- the fp64 pipe bounds the fp64 mode's single-read softmax: libdevice's exp adds a compare and
+    a branch for its range an element. Relative error within 2.1u (u = 2^-53), in the bounds' 4u:
+    n = rint(d log2(e)) by the 1.5 * 2^52 shift, r = d - n ln(2) by Cody-Waite in two FMAs (|r| <=
+    ln(2) / 2, within 0.7u |r|), a degree-11 fit of exp on that interval (within 2^-57.6 relative, from
+    mpmath.chebyfit) in Horner's FMAs (the last two steps 1 + r q, within u + 0.38u), times 2^n, exact
+    where the result is normal. n below -1022 gives 0 (exp(d) < 2^-1022 there), n = -1022 a product
+    rounded as a subnormal: both within the smallest normal, as the bounds count. d32: the same gap in
+    fp32 (rounded; it decides the specials off the fp64 pipe): below -1000 (-inf included) the result is
+    0, NaN gives NaN."""
+    k = tl.fma(d, _f64(1.4426950408889634), _f64(6755399441055744.0))
+    n = k - _f64(6755399441055744.0)
+    r = tl.fma(n, _f64(-0.6931471803691238), d)
+    r = tl.fma(n, _f64(-1.9082149292705877e-10), r)
+    p = tl.fma(r, _f64(2.5110037605963777e-08), _f64(2.763263963904103e-07))
+    p = tl.fma(r, p, _f64(2.755724091857897e-06))
+    p = tl.fma(r, p, _f64(2.4801485482328494e-05))
+    p = tl.fma(r, p, _f64(0.00019841269890047113))
+    p = tl.fma(r, p, _f64(0.0013888888952314775))
+    p = tl.fma(r, p, _f64(0.008333333333319601))
+    p = tl.fma(r, p, _f64(0.0416666666664881))
+    p = tl.fma(r, p, _f64(0.1666666666666668))
+    p = tl.fma(r, p, _f64(0.5000000000000019))
+    p = tl.fma(r, p, _f64(1.0))
+    p = tl.fma(r, p, _f64(1.0))
+    # n is the low word of k's bits (|n| < 2^31); 2^max(n, -1023) built in its exponent field (0 for -1023).
+    n_int = tl.maximum(k.to(tl.int64, bitcast=True).to(tl.int32), -1023)
+    scale = ((n_int + 1023).to(tl.int64) << 52).to(tl.float64, bitcast=True)
+    return tl.where(d32 < -1000.0, 0.0, tl.where(d32 != d32, float("nan"), p * scale))
+
+
+@triton.jit
+def _f64(value: tl.constexpr):
+    """value as an fp64 constant (a float literal meeting tl.fma would first be rounded to fp32)."""
+    return tl.full((), value, tl.float64)
