@@ -25,7 +25,6 @@ import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
-from ..strategies.stable_exp import exp_of_gap_fp64
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -52,14 +51,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x_max, 1)[:, None].to(ACC_DTYPE)
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
-    if ACC_DTYPE == tl.float64 and MAX_DTYPE == tl.float32:
-        if J_FAST:
-            m32 = tl.max(x_max, 1)[:, None]
-        else:
-            m32 = tl.max(x_max, 0)[None, :]
-        e = exp_of_gap_fp64(x - m_tile, x_max - m32)
-    else:
-        e = tl.exp(x - m_tile)
+    e = tl.exp(x - m_tile)
     if J_FAST:
         s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
         s_tile = s.to(tl.float64)[:, None]
