@@ -712,6 +712,16 @@ SINGLE_READ_STRIDED_MAX_J = 16
 # element): 1036-1075 / 664-778 against 1073-1119 / 678-764 with the cap; a cap for softmax's row loop
 # (rows of 65536: 48 / 40 / 32 registers, 5 / 6 / 8 programs per SM against 4-5): fast within 1.5%,
 # fp64 fp32 880 -> 877 / 813 / 548, bf16 555 -> 554 / 544 / 484.
+# The fp64 accumulator's single-read kernel is bound by the fp64 pipe (sm_90 SASS of softmax fp64 bf16
+# 8192^2, per element: ~15 DFMA, 5 DADD, 2 DMUL, 2.5 DSETP, 2 fp64 conversions at a quarter rate),
+# hence its maximum in fp32 (schedules/single_read.py): same sweep, two runs, before -> after: softmax
+# fp32 8192^2 1227 -> 1269, 65536x1024 1221 -> 1412, 262144x256 1310 -> 1425, bf16 737 -> 780, 816 ->
+# 927, 924 -> 1063; log_softmax fp32 1127 -> 1176, 1109 -> 1215, 1078 -> 1099, bf16 682 -> 729, 716 ->
+# 800, 765 -> 790. Measured and dropped, the same way: a branch-free fp64 exp of the gap (Cody-Waite,
+# degree-11 fit, 2^n in the exponent bits, specials decided on the fp32 gap; within 1.54u of mpmath on
+# 25000 gaps under the interpreter) instead of libdevice's: softmax 2-8% slower (64 registers against
+# 56 on bf16 8192^2), log_softmax fp32 +3% / +5% / +19%, bf16 0 / -3% / +9%; with its specials
+# compared in fp64 (two DSETP) instead: within 1% for softmax.
 SINGLE_READ_MAX_REGISTERS = {4: None, 8: 64}
 SINGLE_READ_CAP_MIN_WARPS = 4
 
