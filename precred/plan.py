@@ -677,6 +677,7 @@ SINGLE_READ_MIN_COLUMNS = 32
 # the registers per element). Same sweep: 8192 rows, fp64: 16 warps 2447, 8 warps 1700 GB/s; bf16
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
+SINGLE_READ_FP64_ROW_PER_THREAD = 16
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
@@ -745,7 +746,7 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
         tile_elements = (SINGLE_READ_STRIDED_TILE_BYTES[accumulator_size] // element_size if strided
                          else SINGLE_READ_TILE)
     if per_thread is None:
-        per_thread = 16 if j_fast and accumulator_size == 8 else 32
+        per_thread = SINGLE_READ_FP64_ROW_PER_THREAD if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))
