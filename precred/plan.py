@@ -678,6 +678,13 @@ SINGLE_READ_MIN_COLUMNS = 32
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
 SINGLE_READ_FP64_ROW_PER_THREAD = 16
+# The fp64 accumulator's contiguous rows take tiles of SINGLE_READ_FP64_ROW_TILE elements (one row of
+# 8192 per program whatever the tile). H100, 2026-11-27, bench/sweep_outer.py --dim -1 --modes fp64,
+# GB/s of the input, two runs, tile 4096 -> 2048: softmax fp32 65536x1024 1416/1418 -> 1470/1470,
+# 262144x256 1428/1427 -> 1455/1448, bf16 929/926 -> 994/987, 1059/1059 -> 1065/1059; log_softmax fp32
+# 1211/1215 -> 1233/1232, bf16 804/804 -> 852/851, the rest within 1%. Tiles of 8192: up to 17% slower;
+# 8 or 32 elements per thread instead of 16: up to 42% / 78% slower.
+SINGLE_READ_FP64_ROW_TILE = 2048
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
@@ -744,6 +751,7 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
     if tile_elements is None:
         tile_elements = (SINGLE_READ_STRIDED_TILE_BYTES[accumulator_size] // element_size if strided
+                         else SINGLE_READ_FP64_ROW_TILE if j_fast and accumulator_size == 8
                          else SINGLE_READ_TILE)
     if per_thread is None:
         per_thread = SINGLE_READ_FP64_ROW_PER_THREAD if j_fast and accumulator_size == 8 else 32

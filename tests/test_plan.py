@@ -239,6 +239,18 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
 
 
+def test_single_read_tiles_where_measured():
+    """Contiguous rows: tiles of SINGLE_READ_FP64_ROW_TILE elements for the fp64 accumulator,
+    SINGLE_READ_TILE for fp32 (a row longer than the tile alone in its program); strided rows keep
+    theirs."""
+    for red in (256, 1024, 8192):
+        for acc, tile in ((8, plan_module.SINGLE_READ_FP64_ROW_TILE), (4, plan_module.SINGLE_READ_TILE)):
+            plan = plan_single_read(65536, red, j_fast=True, accumulator_size=acc)
+            assert plan.block_rows == max(1, tile // red)
+    assert plan_module.SINGLE_READ_FP64_ROW_TILE == 2048 and plan_module.SINGLE_READ_TILE == 4096
+    assert plan_single_read(65536, 64, j_fast=False, accumulator_size=8).block_rows == plan_module.SINGLE_READ_TILE // 64
+
+
 def test_single_read_register_cap_where_measured():
     """64 registers for the fp64 accumulator's contiguous rows (two 16-warp or four 8-warp programs per
     SM), never more than lets one program launch; none for the fp32 accumulator, strided rows or plans
