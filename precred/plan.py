@@ -683,8 +683,12 @@ SINGLE_READ_FP64_ROW_PER_THREAD = 16
 # GB/s of the input, two runs, tile 4096 -> 2048: softmax fp32 65536x1024 1416/1418 -> 1470/1470,
 # 262144x256 1428/1427 -> 1455/1448, bf16 929/926 -> 994/987, 1059/1059 -> 1065/1059; log_softmax fp32
 # 1211/1215 -> 1233/1232, bf16 804/804 -> 852/851, the rest within 1%. Tiles of 8192: up to 17% slower;
-# 8 or 32 elements per thread instead of 16: up to 42% / 78% slower.
-SINGLE_READ_FP64_ROW_TILE = 2048
+# 8 or 32 elements per thread instead of 16: up to 42% / 78% slower. Then 2048 -> 1024 -> 512 (two rows
+# of 256 on one warp, a row of 1024 on two): log_softmax fp32
+# 65536x1024 1256/1253 -> 1471/1471 -> 1474/1474, 262144x256 1122/1125 -> 1383/1373 -> 1469/1471, bf16
+# 845/850 -> 985/977 -> 989/979, 799/803 -> 913/909 -> 930/926; softmax bf16 1000/993 -> 1071/1058 ->
+# 1075/1063, 1065/1064 -> 1068/1062 -> 1091/1088, fp32 within 0.5%.
+SINGLE_READ_FP64_ROW_TILE = 512
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
@@ -714,6 +718,8 @@ SINGLE_READ_STRIDED_MAX_J = 16
 # input, two runs each, no cap -> 64: log_softmax fp32 8192^2 729 -> 1117, 65536x1024 1052 -> 1102,
 # 262144x256 935 -> 1085; bf16 8192^2 451 -> 678, 65536x1024 706 -> 712, 262144x256 805/810 -> 772/772
 # (the one loss); softmax (64 registers or fewer already) within 0.5% but fp32 262144x256 1220 -> 1315.
+# (Measured with 4096-element tiles; under SINGLE_READ_FP64_ROW_TILE's 512, only rows of at least 2048
+# elements make programs of 4 warps or more.)
 # Measured and dropped: caps of 48 / 40 (spills of 52-396 bytes: every case but softmax bf16 8192^2
 # slower, by up to 60%); log_softmax converting the raw tile anew for its output instead of keeping the
 # widened one (norm_rows.opaque_copy: 64 registers, no spill, but one more fp32 -> fp64 conversion per

@@ -247,7 +247,7 @@ def test_single_read_tiles_where_measured():
         for acc, tile in ((8, plan_module.SINGLE_READ_FP64_ROW_TILE), (4, plan_module.SINGLE_READ_TILE)):
             plan = plan_single_read(65536, red, j_fast=True, accumulator_size=acc)
             assert plan.block_rows == max(1, tile // red)
-    assert plan_module.SINGLE_READ_FP64_ROW_TILE == 2048 and plan_module.SINGLE_READ_TILE == 4096
+    assert plan_module.SINGLE_READ_FP64_ROW_TILE == 512 and plan_module.SINGLE_READ_TILE == 4096
     assert plan_single_read(65536, 64, j_fast=False, accumulator_size=8).block_rows == plan_module.SINGLE_READ_TILE // 64
 
 
