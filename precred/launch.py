@@ -25,7 +25,7 @@ from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
 from .schedules.recompute import exp_recompute_kernel, recompute_kernel
 from .schedules.row_loop import row_loop_kernel
-from .schedules.single_read import single_read_kernel
+from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -228,6 +228,17 @@ def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
 
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass)."""
+    if (planning.PROBE_LSE_SINGLE_READ and plan is None and x.is_cuda and x.dtype == torch.float32
+            and mode.accumulator_dtype(x.dtype, x.dtype) == torch.float64 and dims == (x.dim() - 1,)
+            and x.is_contiguous() and 0 < x.shape[-1] <= planning.SINGLE_READ_MAX_ROW[8] and x.numel() > 0):
+        red = x.shape[-1]
+        rows = x.numel() // red
+        rp = plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
+        out = torch.empty(rows, dtype=x.dtype, device=x.device)
+        single_read_logsumexp_kernel[(triton.cdiv(rows, rp.block_rows),)](
+            x, out, rows, red, red, ACC_DTYPE=tl.float64, BLOCK_ROWS=rp.block_rows, BLOCK_J=rp.block_j,
+            num_warps=rp.num_warps, **_register_cap(planning.single_read_register_cap(rp, 8)))
+        return out
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
 
 

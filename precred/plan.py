@@ -689,6 +689,7 @@ SINGLE_READ_FP64_ROW_PER_THREAD = 16
 # 845/850 -> 985/977 -> 989/979, 799/803 -> 913/909 -> 930/926; softmax bf16 1000/993 -> 1071/1058 ->
 # 1075/1063, 1065/1064 -> 1068/1062 -> 1091/1088, fp32 within 0.5%.
 SINGLE_READ_FP64_ROW_TILE = 512
+PROBE_LSE_SINGLE_READ = False
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or

@@ -25,6 +25,7 @@ import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
+from ..strategies.stable_exp import terms_below
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -64,3 +65,21 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
              round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def single_read_logsumexp_kernel(src_ptr, dst_ptr, n_rows, red_len, stride_row,
+                                 ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
+    """PROBE: logsumexp of contiguous rows held on chip: the row's maximum in fp32 first, then one exp
+    per element against it (no rescaling), summed by the fixed tree, m + log(s) in fp64."""
+    r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    rows = r1[:, None]
+    j = tl.arange(0, BLOCK_J)[None, :]
+    mask = (rows < n_rows) & (j < red_len)
+    raw = tl.load(src_ptr + rows.to(tl.int64) * stride_row + j, mask=mask, other=0)
+    x_max = tl.where(mask, to_accumulator(raw, tl.float32), float("-inf"))
+    m = tl.max(x_max, 1)
+    e = terms_below(x_max.to(ACC_DTYPE), m[:, None].to(ACC_DTYPE))
+    s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
+    lse = m.to(tl.float64) + tl.log(s.to(tl.float64))
+    tl.store(dst_ptr + r1, round_to_output(lse, dst_ptr.dtype.element_ty), mask=r1 < n_rows)
