@@ -227,19 +227,51 @@ def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
 
 
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
-    """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass)."""
-    if (planning.PROBE_LSE_SINGLE_READ and plan is None and x.is_cuda and x.dtype == torch.float32
-            and mode.accumulator_dtype(x.dtype, x.dtype) == torch.float64 and dims == (x.dim() - 1,)
-            and x.is_contiguous() and 0 < x.shape[-1] <= planning.SINGLE_READ_MAX_ROW[8] and x.numel() > 0):
-        red = x.shape[-1]
-        rows = x.numel() // red
-        rp = plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
-        out = torch.empty(rows, dtype=x.dtype, device=x.device)
-        single_read_logsumexp_kernel[(triton.cdiv(rows, rp.block_rows),)](
-            x, out, rows, red, red, ACC_DTYPE=tl.float64, BLOCK_ROWS=rp.block_rows, BLOCK_J=rp.block_j,
-            num_warps=rp.num_warps, **_register_cap(planning.single_read_register_cap(rp, 8)))
-        return out
+    """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
+    no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows."""
+    if plan is None:
+        key = _recipe_key(x, dims, mode, x.dtype, Output()) if x.is_cuda else None
+        recipe = _RECIPES.get(key) if key is not None else None
+        if recipe is not None:
+            return recipe.run(x)[0]
+        view = reduction_view(x, dims)
+        if view.inner == 1 and view.stride_red == 1 and not view.copied:
+            row_plan = planning.plan_logsumexp_rows(view.outer, view.red, element_size=x.element_size(),
+                                                    accumulator_size=mode.accumulator_dtype(x.dtype, x.dtype).itemsize)
+            if row_plan is not None:
+                return _logsumexp_rows(x, view, row_plan, key)
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
+
+
+def _logsumexp_rows(x: torch.Tensor, view, plan: RowPlan, key) -> torch.Tensor:
+    """logsumexp of the view's contiguous rows by the single-read kernel, into a flat output of x's
+    dtype; a CUDA call leaves its launch recipe under key."""
+    rows = view.outer
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    launch = _launch(single_read_logsumexp_kernel, (triton.cdiv(rows, plan.block_rows),), [view.source, out],
+                     [rows, view.red, view.stride_outer], plan.num_warps, ACC_DTYPE=tl.float64,
+                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
+                     **_register_cap(planning.single_read_register_cap(plan, 8)))
+    if key is not None and launch[0] is not None:
+        _RECIPES[key] = _RowsLogsumexpRecipe(rows, launch)
+    return out
+
+
+class _RowsLogsumexpRecipe:
+    """A logsumexp call signature's single-read launch, replayed on new tensors of that signature."""
+
+    def __init__(self, rows, launch):
+        from triton.runtime import driver  # the GPU driver; never touched under the interpreter
+
+        self.rows = rows
+        self.compiled, self.grid, self.trailing = launch
+        self.get_stream = driver.active.get_current_stream
+
+    def run(self, x: torch.Tensor, shape=None):
+        """(the output, flat or in `shape`, None), as the reductions' recipes return."""
+        out = torch.empty(self.rows if shape is None else shape, dtype=x.dtype, device=x.device)
+        _replay(self.compiled, self.grid, self.get_stream(x.device.index), [x, out], self.trailing)
+        return out, None
 
 
 def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, plan: Plan | None = None,

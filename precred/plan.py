@@ -689,7 +689,6 @@ SINGLE_READ_FP64_ROW_PER_THREAD = 16
 # 845/850 -> 985/977 -> 989/979, 799/803 -> 913/909 -> 930/926; softmax bf16 1000/993 -> 1071/1058 ->
 # 1075/1063, 1065/1064 -> 1068/1062 -> 1091/1088, fp32 within 0.5%.
 SINGLE_READ_FP64_ROW_TILE = 512
-PROBE_LSE_SINGLE_READ = False
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
@@ -776,6 +775,25 @@ def single_read_register_cap(p: RowPlan, accumulator_size: int) -> int | None:
     if cap is None or not p.j_fast or p.num_warps < SINGLE_READ_CAP_MIN_WARPS:
         return None
     return min(cap, REGISTER_FILE // (32 * p.num_warps))
+
+
+# logsumexp in the fp64 accumulator over contiguous fp32 rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW
+# elements takes softmax's single-read plan (schedules/single_read.py single_read_logsumexp_kernel: the
+# row's maximum first, then one fp64 exp per element, where the one-pass states add a rescaling exp per
+# lane and vector). H100, 2026-11-27, bench/sweep_outer.py --op logsumexp --dim -1 --modes fp64, GB/s,
+# two runs, one-pass -> single-read with tiles of 512 / 2048 / 4096 elements: 65536x1024 1550/1555 ->
+# 2039/2042 / 1789/1791 / 1444/1432, 262144x256 1637/1648 -> 1946/1951 / 1525/1508 / 1517/1499,
+# 8192^2 1516/1511 -> 1487/1487 (hence rows of 8192 keep the one pass; rows between were not measured).
+LOGSUMEXP_SINGLE_READ_MAX_ROW = 1024
+
+
+def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
+    """The single-read plan of a logsumexp over rows x red contiguous rows (both >= 1), or None where
+    the one-pass reduction serves it: only the fp64 accumulator over fp32 input, rows of at most
+    LOGSUMEXP_SINGLE_READ_MAX_ROW elements (the measured cases)."""
+    if accumulator_size != 8 or element_size != 4 or red > LOGSUMEXP_SINGLE_READ_MAX_ROW:
+        return None
+    return plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
 
 
 @dataclass(frozen=True)

@@ -65,12 +65,18 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     m = logsumexp_mode(mode, x.dtype)
     view, plan = plan_for(xd, dims, m, x.dtype, **(planner or {}))
     got = reduce_logsumexp(xd, dims, m, plan=plan).cpu().double().tolist()
-    rows, _, _ = reference_logsumexp(x, dim)
     # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
     # the fp64 recompute's elsewhere: the bound with the recompute's depth (its chunks; the SM count only
     # sets outputs per program) covers both.
     recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1)
     depth = plan.depth if m is not CERTIFIED_EXP_MODE else recompute.depth
+    return rows_within_bound(x, dim, got, mode, depth, plan.schedule)
+
+
+def rows_within_bound(x, dim, got, mode, depth, label):
+    """Every output in got (flat, row-major over the kept dims) within its row's bound at depth; the
+    largest error / bound ratio."""
+    rows, _, _ = reference_logsumexp(x, dim)
     worst = 0.0
     for value, row in zip(got, rows):
         if row.lse is None:
@@ -82,7 +88,7 @@ def assert_within_bound(x, dim, mode, device, planner=None):
         bound = precred.logsumexp_error_bound(mode, row.n, row.s, row.t, float(row.lse), x.dtype, depth=depth)
         err = abs(Fraction(value) - row.lse)
         assert err <= Fraction(bound) + Fraction(row.exact_to), (
-            f"{mode} {x.dtype} n={row.n} {plan.schedule} depth={depth}: error {float(err):.3e} > "
+            f"{mode} {x.dtype} n={row.n} {label} depth={depth}: error {float(err):.3e} > "
             f"bound {bound:.3e} (exact {float(row.lse):.9e}, got {value!r})")
         worst = max(worst, float(err) / bound)
     return worst
@@ -127,6 +133,37 @@ def test_default_mode_fp32_within_two_ulp(device):
         rows, _, _ = reference_logsumexp(x, -1)
         for value, row in zip(got, rows):
             assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, value, float(row.lse))
+
+
+@pytest.mark.parametrize("shape", [(4, 97), (37, 256), (3, 1024), (2, 1), (5, 1000)], ids=str)
+def test_single_read_rows_within_bound(shape, device, monkeypatch):
+    """The default (fp64) mode over contiguous fp32 rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW runs
+    the single-read kernel (the one-pass reduction is never called), several rows a program with a
+    partial last one included: every row within the bound at the row plan's depth, on every family;
+    rows of a transposed copy (strided) take the one pass, as do longer rows."""
+    rows, n = shape
+    plan = plan_module.plan_logsumexp_rows(rows, n, element_size=4, accumulator_size=8)
+    assert plan is not None and plan.block_j >= n
+
+    def one_pass(*args, **kwargs):
+        raise AssertionError("the one-pass reduction ran")
+
+    rng = np.random.default_rng([17, rows, n])
+    for name in FAMILIES:
+        x = family(name, rows, n, rng, torch.float32)
+        with monkeypatch.context() as patch:
+            patch.setattr(launch, "reduce", one_pass)
+            got = precred.logsumexp(x.to(device), -1).cpu().double().tolist()
+        rows_within_bound(x, -1, got, "fp64", plan.depth, "single-read")
+    with monkeypatch.context() as patch:
+        patch.setattr(launch, "reduce", one_pass)
+        if n > 1:   # (a row of one element reads contiguously either way)
+            with pytest.raises(AssertionError, match="one-pass"):
+                precred.logsumexp(x.t().contiguous().to(device), 0)
+        with pytest.raises(AssertionError, match="one-pass"):
+            precred.logsumexp(torch.zeros(2, plan_module.LOGSUMEXP_SINGLE_READ_MAX_ROW + 1, device=device), 1)
+        with pytest.raises(AssertionError, match="one-pass"):
+            precred.logsumexp(x.to(device), -1, mode="fast")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

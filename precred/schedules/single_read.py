@@ -67,19 +67,26 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
              round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
 
 
+
 @triton.jit
 def single_read_logsumexp_kernel(src_ptr, dst_ptr, n_rows, red_len, stride_row,
                                  ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
-    """PROBE: logsumexp of contiguous rows held on chip: the row's maximum in fp32 first, then one exp
-    per element against it (no rescaling), summed by the fixed tree, m + log(s) in fp64."""
+    """logsumexp of contiguous rows held on chip (precred.plan.plan_logsumexp_rows): each program loads
+    BLOCK_ROWS whole rows once, takes each row's maximum m (fp32: exact, the input is fp32), then one
+    exponential per element against it -- no running maximum, so no rescaling exp -- summed by the
+    fixed pairwise tree of depth log2(BLOCK_J) in ACC_DTYPE, and writes m + log(s) formed in fp64.
+    Bound: precred.logsumexp_error_bound at that depth (its derivation counts up to h + 1 exps and h
+    products per term; here each term has one exp and no product). Specials as the one-pass
+    reduction's (strategies/stable_exp.py terms_below): a row of -inf gives s = 0, -inf; a +inf gives
+    +inf; a NaN makes s NaN. Padding lanes load -inf and add 0."""
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     rows = r1[:, None]
     j = tl.arange(0, BLOCK_J)[None, :]
     mask = (rows < n_rows) & (j < red_len)
     raw = tl.load(src_ptr + rows.to(tl.int64) * stride_row + j, mask=mask, other=0)
-    x_max = tl.where(mask, to_accumulator(raw, tl.float32), float("-inf"))
-    m = tl.max(x_max, 1)
-    e = terms_below(x_max.to(ACC_DTYPE), m[:, None].to(ACC_DTYPE))
+    x = tl.where(mask, raw.to(tl.float32), float("-inf"))
+    m = tl.max(x, 1)
+    e = terms_below(x.to(ACC_DTYPE), m[:, None].to(ACC_DTYPE))
     s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
     lse = m.to(tl.float64) + tl.log(s.to(tl.float64))
     tl.store(dst_ptr + r1, round_to_output(lse, dst_ptr.dtype.element_ty), mask=r1 < n_rows)
