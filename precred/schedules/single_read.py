@@ -9,7 +9,7 @@ one), else [BLOCK_J, BLOCK_ROWS] (rows contiguous, e.g. dim=0 of a row-major ten
 stores stay coalesced either way. BLOCK_J >= the row length (a power of two).
 
 Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for `fp64`):
-* m = the row's maximum (exact; order-free);
+* m = the row's maximum (exact; order-free; taken in fp32 unless the input is fp64);
 * e_j = exp(x_j - m), one exponential per element, and s = sum e_j by the fixed pairwise tree
   (schedules/tree.py: depth log2(BLOCK_J), the same order on every device);
 * softmax: y_j = e_j * r with r = 1 / s divided in fp64, rounded to ACC_DTYPE (the exponentials are
@@ -19,6 +19,9 @@ Bounds: precred.softmax_error_bound (single_read=True). Specials without branche
 the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gives -inf - -inf = NaN:
 every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
 -inf). Padding lanes load -inf, so they add exp(-inf) = 0.
+
+single_read_logsumexp_kernel: the same first half for logsumexp over contiguous rows (the fp64 mode
+over fp32 rows of at most precred.plan.LOGSUMEXP_SINGLE_READ_MAX_ROW), writing m + log(s) per row.
 """
 import triton
 import triton.language as tl
@@ -65,7 +68,6 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
              round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
-
 
 
 @triton.jit
