@@ -82,11 +82,9 @@ def single_read_logsumexp_kernel(src_ptr, dst_ptr, n_rows, red_len, stride_row,
     reduction's (strategies/stable_exp.py terms_below): a row of -inf gives s = 0, -inf; a +inf gives
     +inf; a NaN makes s NaN. Padding lanes load -inf and add 0."""
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    rows = r1[:, None]
-    j = tl.arange(0, BLOCK_J)[None, :]
-    mask = (rows < n_rows) & (j < red_len)
+    rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, True)
     raw = tl.load(src_ptr + rows.to(tl.int64) * stride_row + j, mask=mask, other=0)
-    x = tl.where(mask, raw.to(tl.float32), float("-inf"))
+    x = tl.where(mask, to_accumulator(raw, tl.float32), float("-inf"))
     m = tl.max(x, 1)
     e = terms_below(x.to(ACC_DTYPE), m[:, None].to(ACC_DTYPE))
     s, _, _ = tree_reduce_last_axis(e, e, e, BLOCK_ROWS, BLOCK_J, _PLAIN)
