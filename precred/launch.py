@@ -100,7 +100,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     acc = options["accumulator_size"]
     outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
-        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES)
+        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES, long_row_part=planning.SUM_ROW_PART)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule

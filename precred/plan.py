@@ -259,6 +259,10 @@ SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32 1288 -> 1331/1331, bf16 718
 # -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
 SUM_SHORT_PART_TILES = 8
+# The sums (fast, pairwise, kahan, fp64) and the extrema split contiguous rows of at least twice
+# SUM_ROW_PART elements into parts of that many (plan_reduction's long_row_part) where the rows alone
+# would fill the GPU; 0: never. (A sweep knob, bench/sweep_outer.py --variant "name:SUM_ROW_PART=32768".)
+SUM_ROW_PART = 0
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
