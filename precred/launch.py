@@ -172,7 +172,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
             # the short-parts split was not measured for it apart from the host-bound case below its
             # kernels (H100: 14 us of kernels, 320-333 GB/s with either plan).
-            options.update(heavy_state=False, short_part_tiles=0)
+            options.update(heavy_state=False, short_part_tiles=planning.EXACT_SHORT_PART_TILES)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

@@ -114,6 +114,8 @@ WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 32768}
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
+# The same for inner passes over partial states (a split's merge; 0: never narrowed, one tile).
+STATE_PASS_MIN_TILES_PER_LANE = 8
 # ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose
 # chains cost least per element: 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16:
 # 128 lanes of 256 bytes instead of 32 lanes of 64 bytes) and need no pipelined loop.
@@ -263,6 +265,9 @@ SUM_SHORT_PART_TILES = 8
 # SUM_ROW_PART elements into parts of that many (plan_reduction's long_row_part) where the rows alone
 # would fill the GPU; 0: never. (A sweep knob, bench/sweep_outer.py --variant "name:SUM_ROW_PART=32768".)
 SUM_ROW_PART = 0
+# The exact filter's split of few long rows (precred.launch.plan_for) keeps its own measured parts: no
+# short-parts split (0). A sweep knob.
+EXACT_SHORT_PART_TILES = 0
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
@@ -588,7 +593,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     while passes[-1].parts > 1:
         prev = passes[-1]
         if prev.schedule == "inner":
-            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30)
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30,
+                              min_tiles_per_lane=STATE_PASS_MIN_TILES_PER_LANE)
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
             while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
