@@ -100,7 +100,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     acc = options["accumulator_size"]
     outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
-        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES, long_row_part=planning.SUM_ROW_PART)
+        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES, long_row_part=planning.SUM_ROW_PART,
+                       # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py)
+                       interleave_parts=mode.strategy != COMPENSATED or x.element_size() >= 4)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
@@ -300,8 +302,9 @@ def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, 
         return _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides)
     if planner_overrides:
         plan = plan_for(x, dims, mode, **planner_overrides)[1]
-    if indexed and x.numel() > 2 ** 31 and (plan or plan_for(x, dims, mode)[1]).passes[0].chunk > 2 ** 31:
-        # the first pass counts indices within its part in int32
+    first = (plan or plan_for(x, dims, mode)[1]).passes[0] if indexed and x.numel() > 2 ** 31 else None
+    if first is not None and (first.red if first.interleaved else first.chunk) > 2 ** 31:
+        # the first pass counts indices within its part (an interleaved one: within the row) in int32
         raise RuntimeError("extremum plan with parts of more than 2^31 elements: over int32 relative indices")
     return reduce(x, dims, mode, x.dtype, Output(with_mean=with_index), plan)
 
@@ -689,7 +692,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
-                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1)
+                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1,
+                      INTERLEAVED=p.interleaved)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

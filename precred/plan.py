@@ -30,6 +30,8 @@ class Pass:
     num_warps: int
     tile_counter: bool = False   # pairwise: tiles merged by a binary counter, not chained per lane
     loop_stages: int = 1         # num_stages of the software-pipelined loop (1: a plain loop)
+    interleaved: bool = False    # split inner pass: part p takes the tiles p, p + parts, p + 2 parts, ... of
+                                 # the row instead of `chunk` consecutive elements (INTERLEAVE_PARTS)
 
     @property
     def tiles_per_lane(self) -> int:
@@ -265,6 +267,11 @@ SUM_SHORT_PART_TILES = 8
 # SUM_ROW_PART elements into parts of that many (plan_reduction's long_row_part) where the rows alone
 # would fill the GPU; 0: never. (A sweep knob, bench/sweep_outer.py --variant "name:SUM_ROW_PART=32768".)
 SUM_ROW_PART = 0
+# A split inner first pass of the sums and the extrema (chained lanes) interleaves its parts: part p
+# reads the row's tiles p, p + parts, p + 2 parts, ... (Pass.interleaved), so that the programs running
+# at any moment read neighbouring tiles instead of one stream each, chunk elements apart. The same
+# chains (each part's lanes run at most chunk / lanes tiles: Pass.depth holds), in another order.
+INTERLEAVE_PARTS = True
 # The exact filter's split of few long rows (precred.launch.plan_for) keeps its own measured parts: no
 # short-parts split (0). A sweep knob.
 EXACT_SHORT_PART_TILES = 0
@@ -493,7 +500,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    accumulator_size: int = 4, pipelined: bool = False,
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
-                   registers_first_stages: int | None = None, long_row_part: int = 0) -> Plan:
+                   registers_first_stages: int | None = None, long_row_part: int = 0,
+                   interleave_parts: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -524,6 +532,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     long_row_part: an inner first pass the planner would not split, over rows of at least twice this
     many elements, is split into parts of this many (each part's lanes narrowed to min_tiles_per_lane
     tiles, as a row that long would be); 0: never (CERTIFIED_EXP_16BIT_ROW_PART's note).
+    interleave_parts: a split chained inner first pass interleaves its parts' tiles (Pass.interleaved)
+    where INTERLEAVE_PARTS says so -- for strategies whose kernels take it (precred.launch.plan_for).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -585,6 +595,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
+    if (interleave_parts and INTERLEAVE_PARTS and passes[0].schedule == "inner" and passes[0].parts > 1
+            and not whole_tree):
+        passes[0] = replace(passes[0], interleaved=True)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

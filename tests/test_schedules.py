@@ -10,6 +10,7 @@ import torch
 import precred
 from precred.launch import Output, plan_for, reduce, reduce_sum
 from precred.modes import get_mode
+from precred.strategies import EXTREMA, VALUE_EXTREMA
 from validation import generators as gen
 from validation.oracle import reference_sum
 
@@ -135,3 +136,60 @@ def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
             if got is not None:
                 assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)) if got.dtype.is_floating_point \
                     else torch.equal(got, want), (case, got, want)
+
+
+INTERLEAVED_CASES = {
+    "fast": get_mode("fast"),
+    "kahan": get_mode("kahan"),
+    "fp64": get_mode("fp64"),
+    "argmax": precred.modes.MAXIMUM_MODE,
+    "argmin": precred.modes.MINIMUM_MODE,
+    "amax": precred.modes.MAXIMUM_VALUE_MODE,
+    "amin": precred.modes.MINIMUM_VALUE_MODE,
+}
+
+
+@pytest.mark.parametrize("case", list(INTERLEAVED_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype):
+    # A split first pass of the sums and the extrema interleaves its parts' tiles (plan.Pass.interleaved:
+    # part p reads tiles p, p + parts, ...). The extrema are exact in any order: values and first indices
+    # must be the consecutive parts' bits -- with ties whose smaller index lies in a later part, a NaN,
+    # and the row's partial last tile in a part other than the first. The sums, on small integers, must
+    # be exact. kahan over 16-bit rows keeps consecutive parts (its vector sums).
+    mode = INTERLEAVED_CASES[case]
+    rng = np.random.default_rng(11)
+    red = 1000   # not a multiple of the lanes: a partial last tile
+    if mode.strategy in EXTREMA + VALUE_EXTREMA:
+        x = torch.from_numpy(rng.standard_normal((4, red)) * 4).to(dtype)
+        top = float(x.abs().max()) + 1
+        x[1, 900] = x[1, 40] = top     # the first index (40) sits in a later part than 900
+        x[2, 900] = x[2, 40] = -top    # the same for the minima
+        x[3, 333] = float("nan")
+    else:
+        x = gen.small_integers(4 * red, rng, dtype, -3, 3).reshape(4, red)
+    x = x.to(device)
+    _, plan = plan_for(x, (1,), mode, sm_count=4, split_min_bytes=0, tile_elements=64)
+    first = plan.passes[0]
+    expected = not (case == "kahan" and dtype == torch.bfloat16)
+    assert first.parts > 1 and first.chunk > first.lanes and first.interleaved == expected, plan
+    tiles = -(-red // first.lanes)
+    assert (tiles - 1) % first.parts != 0, plan   # the partial last tile is not the first part's
+    if expected:   # the tie's first index is in a later part than its second
+        assert (40 // first.lanes) % first.parts > (900 // first.lanes) % first.parts, plan
+    with_index = mode.strategy in EXTREMA
+    output = Output(with_mean=with_index)
+    consecutive = reduce(x, (1,), mode, x.dtype, output, replace(plan, passes=(replace(first, interleaved=False),
+                                                                              *plan.passes[1:])))
+    for _ in range(2):
+        got = reduce(x, (1,), mode, x.dtype, output, plan)
+        if mode.strategy in EXTREMA + VALUE_EXTREMA:
+            assert torch.equal(got[0].view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                               consecutive[0].view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+            if with_index:
+                assert torch.equal(got[1], consecutive[1])
+                tie_row = 1 if mode.strategy == precred.modes.MAXIMUM else 2
+                assert int(got[1][tie_row]) == 40 and int(got[1][3]) == 333, got[1]
+        else:
+            want, _ = reference_sum(x.cpu(), dim=(1,))
+            assert torch.equal(got[0].cpu().view(want.shape), want), (case, got[0], want)

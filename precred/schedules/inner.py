@@ -77,7 +77,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 shift_tile, STRATEGY: tl.constexpr, ACC_DTYPE: tl.constexpr, SRC_IS_STATE: tl.constexpr,
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False):
+                VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
+                INTERLEAVED: tl.constexpr = False, tiles_apart=1):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -85,7 +86,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     log2(BLOCK_N) + ceil(log2(tiles)) (precred.plan.Pass.depth): the levels of the blocked layout's
     register-order tree (tree.tree_sum_blocked_rows: TREE_VEC elements per thread vector, TREE_THREADS
     threads) that stay in a thread, on every tile; then, per thread, the binary counter over the
-    tiles; then, once, the tree's levels across threads."""
+    tiles; then, once, the tree's levels across threads.
+    INTERLEAVED (plan.Pass.interleaved): the part's tiles are every tiles_apart-th tile of the row from
+    part_start, its first tile's position, to part_end, the row's end; the chained loop of the sums and
+    the extrema only."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -93,7 +97,14 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     hi_ptrs = src_hi_ptr + first_tile
     lo_ptrs = src_lo_ptr + first_tile
     cnt_ptrs = src_cnt_ptr + first_tile
+    tl.static_assert(not INTERLEAVED or not (TILE_COUNTER or VECTOR_SUMS or PREFETCH or STRATEGY == 2
+                                             or STRATEGY == 3 or STRATEGY == 10 or STRATEGY == 7),
+                     "interleaved parts: the chained loop of the sums and the extrema only")
     step = tl.full((), BLOCK_N, tl.int64) * stride_red
+    tile_step = BLOCK_N   # positions from one of the part's tiles to the next
+    if INTERLEAVED:
+        tile_step = tiles_apart * BLOCK_N
+        step = step * tiles_apart
     if TILE_COUNTER:
         # Each thread's share of a tile is summed in the thread (the blocked tree's first levels), the
         # tiles' shares by the counter, per thread; the levels across threads run once, at the end.
@@ -146,7 +157,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
         loop_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
-    for start in tl.range(part_start, loop_end, BLOCK_N, num_stages=LOOP_STAGES):
+    for start in tl.range(part_start, loop_end, tile_step, num_stages=LOOP_STAGES):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
         if STRATEGY == 2:
             reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
@@ -159,7 +170,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         lo_ptrs += step
         cnt_ptrs += step
     if STRATEGY == 8 or STRATEGY == 9:
-        if loop_end < part_end:
+        # The partial last tile, if this part has it: the pointers stop at it (an interleaved part's
+        # tiles may step past it: then another part's).
+        if (loop_end < part_end) & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0):
             mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
             hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2 and not SRC_IS_STATE:
@@ -347,10 +360,14 @@ def inner_kernel(
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
+    INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
         n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_len, n_parts, BLOCK_M)
+    if INTERLEAVED:   # part p reads the row's tiles p, p + n_parts, p + 2 n_parts, ...
+        part_start = part.to(tl.int64) * BLOCK_N
+        part_end = tl.full((), 0, tl.int64) + red_len
 
     if STRATEGY == 2:
         shift = load_shift(shift_ptr, rows, row_mask, shift_inner, shift_stride_outer, shift_stride_inner,
@@ -362,7 +379,7 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS, VECTOR_SUMS, PREFETCH)
+                                          TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
