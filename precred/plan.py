@@ -272,6 +272,8 @@ SUM_ROW_PART = 0
 # at any moment read neighbouring tiles instead of one stream each, chunk elements apart. The same
 # chains (each part's lanes run at most chunk / lanes tiles: Pass.depth holds), in another order.
 INTERLEAVE_PARTS = True
+# Warps of a split inner first pass (not the short parts'); 0: by its tile (_warps). A sweep knob.
+SPLIT_WARPS = 0
 # The exact filter's split of few long rows (precred.launch.plan_for) keeps its own measured parts: no
 # short-parts split (0). A sweep knob.
 EXACT_SHORT_PART_TILES = 0
@@ -595,9 +597,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
-    if (interleave_parts and INTERLEAVE_PARTS and passes[0].schedule == "inner" and passes[0].parts > 1
-            and not whole_tree):
+    long_split = passes[0].schedule == "inner" and passes[0].parts > 1 and not short
+    if interleave_parts and INTERLEAVE_PARTS and long_split and not whole_tree:
         passes[0] = replace(passes[0], interleaved=True)
+    if SPLIT_WARPS and long_split:
+        passes[0] = replace(passes[0], num_warps=SPLIT_WARPS)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

@@ -68,7 +68,7 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
 def test_split_inner_parts_interleave_where_asked():
     # plan.INTERLEAVE_PARTS: a split chained inner first pass interleaves its parts when its strategy
     # asks (precred.launch.plan_for); its chains stay within chunk / lanes tiles, so Pass.depth holds.
-    for outer, red in [(1, 2 ** 28), (16, 262144), (3, 10 ** 7 + 3)]:
+    for outer, red in [(1, 2 ** 28), (3, 10 ** 8 + 3)]:
         asked = plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                                interleave_parts=True)
         first = asked.passes[0]
@@ -79,7 +79,11 @@ def test_split_inner_parts_interleave_where_asked():
                                   sm_count=H100_SMS).passes[0].interleaved
         assert not plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=True, sm_count=H100_SMS,
                                   interleave_parts=True).passes[0].interleaved
-    # unsplit passes and outer passes: nothing to interleave
+    # the short parts of few long rows (plan.SHORT_PART_TILES) keep consecutive tiles; unsplit passes
+    # and outer passes have nothing to interleave
+    short = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                           interleave_parts=True).passes[0]
+    assert short.parts > 1 and not short.interleaved
     assert not plan_reduction(8192, 8192, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                               interleave_parts=True).passes[0].interleaved
     assert not any(p.interleaved for p in plan_reduction(16, 262144, 64, inner_contiguous=True, whole_tree=False,
