@@ -102,7 +102,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES, long_row_part=planning.SUM_ROW_PART,
                        # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py)
-                       interleave_parts=mode.strategy != COMPENSATED or x.element_size() >= 4)
+                       wide_long_splits=mode.strategy != COMPENSATED or x.element_size() >= 4)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule

@@ -31,7 +31,7 @@ class Pass:
     tile_counter: bool = False   # pairwise: tiles merged by a binary counter, not chained per lane
     loop_stages: int = 1         # num_stages of the software-pipelined loop (1: a plain loop)
     interleaved: bool = False    # split inner pass: part p takes the tiles p, p + parts, p + 2 parts, ... of
-                                 # the row instead of `chunk` consecutive elements (INTERLEAVE_PARTS)
+                                 # the row instead of `chunk` consecutive elements (LONG_SPLIT_WARPS' note)
 
     @property
     def tiles_per_lane(self) -> int:
@@ -267,13 +267,25 @@ SUM_SHORT_PART_TILES = 8
 # SUM_ROW_PART elements into parts of that many (plan_reduction's long_row_part) where the rows alone
 # would fill the GPU; 0: never. (A sweep knob, bench/sweep_outer.py --variant "name:SUM_ROW_PART=32768".)
 SUM_ROW_PART = 0
-# A split inner first pass of the sums and the extrema (chained lanes) interleaves its parts: part p
-# reads the row's tiles p, p + parts, p + 2 parts, ... (Pass.interleaved), so that the programs running
-# at any moment read neighbouring tiles instead of one stream each, chunk elements apart. The same
-# chains (each part's lanes run at most chunk / lanes tiles: Pass.depth holds), in another order.
+# Long splits of the sums and the extrema (plan_reduction's wide_long_splits): a split chained inner
+# first pass that is not the short parts of few long rows (SHORT_PART_TILES) -- 2^28 elements in one row
+# -- runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM (its parts) of LONG_SPLIT_WARPS warps, where its tile
+# still gives every thread 16-byte vectors (else the plan as before), and interleaves its parts where
+# INTERLEAVE_PARTS says so: part p reads the row's tiles p, p + parts, p + 2 parts, ... (Pass.interleaved),
+# so that the programs running at any moment read neighbouring tiles, not one stream each, chunk elements
+# apart. The same chains in another order: each part's lanes run at most chunk / lanes tiles (Pass.depth).
+# H100, bench/sweep_outer.py --dim -1 --shapes 1x268435456, GB/s, two runs each, 4 programs of 8 warps per
+# SM consecutive -> interleaved -> 2 of 16 consecutive -> interleaved (torch 2963 / 2551 amax, 2881 / 1864
+# argmax, 2964 / 2770 sum): amax fp32 2945/2944 -> 2954/2949 -> 2972/2972 -> 2988/2990, bf16 2741/2741 ->
+# 2760/2761 -> 2773/2774 -> 2813/2814; argmax fp32 2869/2874 -> 2852/2858 -> 2947/2944 -> 2964/2956, bf16
+# 2695/2703 -> 2694/2702 -> 2742/2741 -> 2792/2794; sum fast fp32 2961/2960 -> 2978/2974 -> 2984/2979 ->
+# 3001/3002, kahan 2945/2943 -> 2944/2949 -> 2964/2968 -> 2989/2988, fp64 2975/2974 -> 2981/2976 ->
+# 2998/2990 -> 3003/3001; bf16 fast 2837/2837 -> 2846/2847 -> 2831/2837 -> 2878/2870. fp64 over bf16 (2048
+# lanes: 8-byte loads on 16 warps) lost 2877 -> 2656 and keeps its plan by the 16-byte rule. The short
+# parts (16x262144) lost interleaved (amax fp32 1097-1155 -> 1074-1079) and keep consecutive tiles.
 INTERLEAVE_PARTS = True
-# Warps of a split inner first pass (not the short parts'); 0: by its tile (_warps). A sweep knob.
-SPLIT_WARPS = 0
+LONG_SPLIT_WARPS = 16
+LONG_SPLIT_PROGRAMS_PER_SM = 2
 # The exact filter's split of few long rows (precred.launch.plan_for) keeps its own measured parts: no
 # short-parts split (0). A sweep knob.
 EXACT_SHORT_PART_TILES = 0
@@ -503,7 +515,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
                    registers_first_stages: int | None = None, long_row_part: int = 0,
-                   interleave_parts: bool = False) -> Plan:
+                   wide_long_splits: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -534,8 +546,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     long_row_part: an inner first pass the planner would not split, over rows of at least twice this
     many elements, is split into parts of this many (each part's lanes narrowed to min_tiles_per_lane
     tiles, as a row that long would be); 0: never (CERTIFIED_EXP_16BIT_ROW_PART's note).
-    interleave_parts: a split chained inner first pass interleaves its parts' tiles (Pass.interleaved)
-    where INTERLEAVE_PARTS says so -- for strategies whose kernels take it (precred.launch.plan_for).
+    wide_long_splits: a long split of a chained inner first pass runs fewer, wider programs, its parts
+    interleaved (LONG_SPLIT_WARPS' note) -- for strategies measured so and whose kernels take
+    interleaved parts (precred.launch.plan_for).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -576,9 +589,12 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         single = first_pass(1, block_limit)
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
+    # wide: a long split would take LONG_SPLIT_WARPS warps, each thread's share of a tile 16-byte vectors
+    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
+            and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
-        target = PROGRAMS_PER_SM * sm_count
+        target = (LONG_SPLIT_PROGRAMS_PER_SM if wide else PROGRAMS_PER_SM) * sm_count
         parts_wanted = target // _programs(single) if SPLIT_PARTS_WITHIN_TARGET else -(-target // _programs(single))
         parts_wanted = min(parts_wanted, -(-red // single.lanes))
     long_rows = (long_row_part > 0 and parts_wanted == 1 and single.schedule == "inner"
@@ -597,11 +613,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
-    long_split = passes[0].schedule == "inner" and passes[0].parts > 1 and not short
-    if interleave_parts and INTERLEAVE_PARTS and long_split and not whole_tree:
-        passes[0] = replace(passes[0], interleaved=True)
-    if SPLIT_WARPS and long_split:
-        passes[0] = replace(passes[0], num_warps=SPLIT_WARPS)
+    if wide and passes[0].parts > 1 and not short and not long_rows:
+        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

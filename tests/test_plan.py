@@ -6,7 +6,8 @@ import torch
 
 from precred import plan as plan_module
 from precred.layout import reduction_view
-from precred.plan import (LOOP_STAGES, PIPELINE_MIN_TILES, PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
+from precred.plan import (LONG_SPLIT_PROGRAMS_PER_SM, LONG_SPLIT_WARPS, LOOP_STAGES, PIPELINE_MIN_TILES,
+                          PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
                           SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS, TILE_BYTES,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
                           plan_norm_backward, plan_reduction, plan_row_loop, plan_single_read)
@@ -65,29 +66,35 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
     assert full.depth < 2 ** 28 // 1000
 
 
-def test_split_inner_parts_interleave_where_asked():
-    # plan.INTERLEAVE_PARTS: a split chained inner first pass interleaves its parts when its strategy
-    # asks (precred.launch.plan_for); its chains stay within chunk / lanes tiles, so Pass.depth holds.
-    for outer, red in [(1, 2 ** 28), (3, 10 ** 8 + 3)]:
+def test_long_splits_run_wide_interleaved_programs_where_asked():
+    # plan.LONG_SPLIT_WARPS: a long split of a chained inner first pass, where its strategy asks (precred.
+    # launch.plan_for), runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM of LONG_SPLIT_WARPS warps, its
+    # parts interleaved, when its tile gives each thread 16-byte vectors; its chains stay within
+    # chunk / lanes tiles, so Pass.depth holds.
+    for outer, red, element_size in [(1, 2 ** 28, 4), (1, 2 ** 28, 2), (3, 10 ** 8 + 3, 4)]:
         asked = plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                               interleave_parts=True)
+                               element_size=element_size, wide_long_splits=True)
         first = asked.passes[0]
         assert first.parts > 1 and first.interleaved and not any(p.interleaved for p in asked.passes[1:])
+        assert first.num_warps == LONG_SPLIT_WARPS and first.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS
+        assert outer * first.parts <= LONG_SPLIT_PROGRAMS_PER_SM * H100_SMS
         tiles = -(-red // first.lanes)
         assert -(-tiles // first.parts) <= first.tiles_per_lane   # part 0 runs the most tiles
-        assert not plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False,
-                                  sm_count=H100_SMS).passes[0].interleaved
-        assert not plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=True, sm_count=H100_SMS,
-                                  interleave_parts=True).passes[0].interleaved
-    # the short parts of few long rows (plan.SHORT_PART_TILES) keep consecutive tiles; unsplit passes
-    # and outer passes have nothing to interleave
-    short = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                           interleave_parts=True).passes[0]
-    assert short.parts > 1 and not short.interleaved
-    assert not plan_reduction(8192, 8192, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                              interleave_parts=True).passes[0].interleaved
-    assert not any(p.interleaved for p in plan_reduction(16, 262144, 64, inner_contiguous=True, whole_tree=False,
-                                                         sm_count=H100_SMS, interleave_parts=True).passes)
+        for other in (dict(), dict(whole_tree=True, wide_long_splits=True)):
+            options = dict(whole_tree=False, element_size=element_size) | other
+            unasked = plan_reduction(outer, red, 1, inner_contiguous=False, sm_count=H100_SMS, **options).passes[0]
+            assert not unasked.interleaved and unasked.num_warps <= 8
+    # an fp64 accumulator over 16-bit input (2048 lanes: 8-byte vectors on 16 warps) keeps its plan
+    fp64_bf16 = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                               element_size=2, accumulator_size=8, wide_long_splits=True)
+    assert fp64_bf16 == plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                                       element_size=2, accumulator_size=8)
+    # the short parts of few long rows (plan.SHORT_PART_TILES) keep their plan; unsplit passes and outer
+    # passes have nothing to split
+    for shape, contiguous, inner in [((16, 262144), False, 1), ((8192, 8192), False, 1), ((16, 262144), True, 64)]:
+        assert plan_reduction(*shape, inner, inner_contiguous=contiguous, whole_tree=False, sm_count=H100_SMS,
+                              wide_long_splits=True) == plan_reduction(*shape, inner, inner_contiguous=contiguous,
+                                                                       whole_tree=False, sm_count=H100_SMS)
 
 
 @pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28), (3, 10 ** 7)])

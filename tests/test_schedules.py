@@ -152,44 +152,44 @@ INTERLEAVED_CASES = {
 @pytest.mark.parametrize("case", list(INTERLEAVED_CASES))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype):
-    # A split first pass of the sums and the extrema interleaves its parts' tiles (plan.Pass.interleaved:
-    # part p reads tiles p, p + parts, ...). The extrema are exact in any order: values and first indices
-    # must be the consecutive parts' bits -- with ties whose smaller index lies in a later part, a NaN,
-    # and the row's partial last tile in a part other than the first. The sums, on small integers, must
-    # be exact. kahan over 16-bit rows keeps consecutive parts (its vector sums).
+    # A long split of the sums and the extrema interleaves its parts' tiles (plan.Pass.interleaved: part
+    # p reads tiles p, p + parts, ...). The extrema are exact in any order: values and first indices must
+    # be the consecutive parts' bits -- with ties whose smaller index lies in a later part, a NaN, and the
+    # row's partial last tile in a part other than the first. The sums, on small integers, must be exact.
+    # kahan over 16-bit rows keeps consecutive parts (its vector sums).
     mode = INTERLEAVED_CASES[case]
     rng = np.random.default_rng(11)
-    red = 1000   # not a multiple of the lanes: a partial last tile
+    lanes = 4096   # tiles of 16-byte vectors on plan.LONG_SPLIT_WARPS warps, for either dtype
+    red = 12 * lanes - 100   # a partial last tile
+    first_tie, second_tie, nan_at = lanes + 904, 8 * lanes + 8, 333   # tiles 1 and 8: parts 1 and 0 of 2 or 4
     if mode.strategy in EXTREMA + VALUE_EXTREMA:
         x = torch.from_numpy(rng.standard_normal((4, red)) * 4).to(dtype)
         top = float(x.abs().max()) + 1
-        x[1, 800] = x[1, 150] = top    # the first index (150) sits in a later part than 800
-        x[2, 800] = x[2, 150] = -top   # the same for the minima
-        x[3, 333] = float("nan")
+        x[1, second_tie] = x[1, first_tie] = top    # the first index sits in a later part than the second
+        x[2, second_tie] = x[2, first_tie] = -top   # the same for the minima
+        x[3, nan_at] = float("nan")
     else:
         x = gen.small_integers(4 * red, rng, dtype, -3, 3).reshape(4, red)
     x = x.to(device)
-    _, plan = plan_for(x, (1,), mode, sm_count=4, split_min_bytes=0, tile_elements=64, short_part_tiles=0)
+    _, plan = plan_for(x, (1,), mode, sm_count=4, split_min_bytes=0, tile_elements=lanes, short_part_tiles=0)
     first = plan.passes[0]
     expected = not (case == "kahan" and dtype == torch.bfloat16)
-    assert first.parts > 1 and first.chunk > first.lanes and first.interleaved == expected, plan
-    tiles = -(-red // first.lanes)
-    assert (tiles - 1) % first.parts != 0, plan   # the partial last tile is not the first part's
-    if expected:   # the tie's first index is in a later part than its second
-        assert (150 // first.lanes) % first.parts > (800 // first.lanes) % first.parts, plan
+    assert first.lanes == lanes and first.parts > 1 and first.chunk > lanes and first.interleaved == expected, plan
+    assert (-(-red // lanes) - 1) % first.parts != 0, plan   # the partial last tile is not the first part's
+    assert (first_tie // lanes) % first.parts > (second_tie // lanes) % first.parts, plan
     with_index = mode.strategy in EXTREMA
     output = Output(with_mean=with_index)
     consecutive = reduce(x, (1,), mode, x.dtype, output, replace(plan, passes=(replace(first, interleaved=False),
                                                                               *plan.passes[1:])))
+    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
     for _ in range(2):
         got = reduce(x, (1,), mode, x.dtype, output, plan)
         if mode.strategy in EXTREMA + VALUE_EXTREMA:
-            assert torch.equal(got[0].view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
-                               consecutive[0].view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+            assert torch.equal(got[0].view(bits), consecutive[0].view(bits))
             if with_index:
                 assert torch.equal(got[1], consecutive[1])
                 tie_row = 1 if mode.strategy == precred.modes.MAXIMUM else 2
-                assert int(got[1][tie_row]) == 150 and int(got[1][3]) == 333, got[1]
+                assert int(got[1][tie_row]) == first_tie and int(got[1][3]) == nan_at, got[1]
         else:
             want, _ = reference_sum(x.cpu(), dim=(1,))
             assert torch.equal(got[0].cpu().view(want.shape), want), (case, got[0], want)
