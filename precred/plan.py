@@ -254,6 +254,8 @@ SPLIT_PARTS_WITHIN_TARGET = True
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
+# Their warps; 0: by the tile (_warps). A sweep knob.
+SHORT_SPLIT_WARPS = 0
 # The sums (fast, pairwise, kahan, fp64) and the extrema narrow their lanes to 8 tiles per short part instead
 # (twice the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
 # GB/s 16 -> 8, three runs each: fp32 pairwise 1034/1074/1074 -> 1108/1108/1168, fp64 1072/1074/1120 ->
@@ -613,6 +615,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
+    if short and SHORT_SPLIT_WARPS:
+        passes[0] = replace(passes[0], num_warps=SHORT_SPLIT_WARPS)
     if wide and passes[0].parts > 1 and not short and not long_rows:
         passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS)
     if passes[0].schedule == "outer" and not registers_layout:
