@@ -100,9 +100,11 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     acc = options["accumulator_size"]
     outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
-        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES, long_row_part=planning.SUM_ROW_PART,
-                       # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py)
-                       wide_long_splits=mode.strategy != COMPENSATED or x.element_size() >= 4)
+        options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES,
+                       # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py); the
+                       # indexed extrema count an interleaved part's indices along the row, in int32
+                       wide_long_splits=((mode.strategy != COMPENSATED or x.element_size() >= 4)
+                                         and not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1)))
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
@@ -171,10 +173,11 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
             options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
         else:
-            # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py);
-            # the short-parts split was not measured for it apart from the host-bound case below its
-            # kernels (H100: 14 us of kernels, 320-333 GB/s with either plan).
-            options.update(heavy_state=False, short_part_tiles=planning.EXACT_SHORT_PART_TILES)
+            # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py).
+            # The short-parts split measured no faster: bench/sweep_outer.py --dim -1 --shapes 16x262144,
+            # H100, three runs, GB/s, this split -> short parts of 8 / 16 tiles per lane: fp32 1059/1061/1061
+            # -> 1030/989/1032, 995/982/1004; bf16 636/633/636 -> 643/646/646, 624/624/627.
+            options.update(heavy_state=False, short_part_tiles=0)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

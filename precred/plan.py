@@ -116,8 +116,9 @@ WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 32768}
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
-# The same for inner passes over partial states (a split's merge; 0: never narrowed, one tile).
-STATE_PASS_MIN_TILES_PER_LANE = 8
+# (Inner passes over partial states -- a split's merge -- too. One tile instead, 1024 lanes on 525 parts,
+# measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100, amax fp32 2945/2940/2946
+# -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest within 0.5%.)
 # ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose
 # chains cost least per element: 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16:
 # 128 lanes of 256 bytes instead of 32 lanes of 64 bytes) and need no pipelined loop.
@@ -254,8 +255,9 @@ SPLIT_PARTS_WITHIN_TARGET = True
 # logsumexp fp64 35.2 -> 16.7, amax 10.5 -> 7.2, kahan sum 6.8 -> 5.8, fast sum 6.0 -> 5.4; bf16 alike.
 SHORT_PART_TILES = 16
 SHORT_SPLIT_PROGRAMS_PER_SM = 2
-# Their warps; 0: by the tile (_warps). A sweep knob.
-SHORT_SPLIT_WARPS = 0
+# (Their warps, 4 by the tile, measured against 8 and 16, with 2 or 1 programs per SM: bench/sweep_outer.py
+# --dim -1 --shapes 16x262144, H100, three runs, amax fp32 1165/1114/1111 against 1072-1168, bf16 736/697/736
+# against 660-743; sum fast / fp64 alike: within the noise, or lost.)
 # The sums (fast, pairwise, kahan, fp64) and the extrema narrow their lanes to 8 tiles per short part instead
 # (twice the lanes: 8 KiB tiles of fp32). bench/sweep_outer.py --dim -1 --shapes 16x262144 --repeat 3, H100,
 # GB/s 16 -> 8, three runs each: fp32 pairwise 1034/1074/1074 -> 1108/1108/1168, fp64 1072/1074/1120 ->
@@ -265,10 +267,10 @@ SHORT_SPLIT_WARPS = 0
 # extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32 1288 -> 1331/1331, bf16 718
 # -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
 SUM_SHORT_PART_TILES = 8
-# The sums (fast, pairwise, kahan, fp64) and the extrema split contiguous rows of at least twice
-# SUM_ROW_PART elements into parts of that many (plan_reduction's long_row_part) where the rows alone
-# would fill the GPU; 0: never. (A sweep knob, bench/sweep_outer.py --variant "name:SUM_ROW_PART=32768".)
-SUM_ROW_PART = 0
+# (Splitting the sums' and the extrema's long rows into parts, as CERTIFIED_EXP_16BIT_ROW_PART does, lost:
+# bench/sweep_outer.py --dim -1 --shapes 1024x65536, H100, two runs, GB/s whole rows -> parts of 32768 /
+# 16384 / 8192: fp32 fast 2637/2635 -> 2604/2602, 2601/2581, 2597/2597; kahan bf16 2406/2405 -> 2024-2149;
+# amax bf16 2347/2375 -> 2052-2123; argmax fp32 2558/2538 -> 2380-2554, bf16 2276/2275 -> 1879-1986.)
 # Long splits of the sums and the extrema (plan_reduction's wide_long_splits): a split chained inner
 # first pass that is not the short parts of few long rows (SHORT_PART_TILES) -- 2^28 elements in one row
 # -- runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM (its parts) of LONG_SPLIT_WARPS warps, where its tile
@@ -288,9 +290,6 @@ SUM_ROW_PART = 0
 INTERLEAVE_PARTS = True
 LONG_SPLIT_WARPS = 16
 LONG_SPLIT_PROGRAMS_PER_SM = 2
-# The exact filter's split of few long rows (precred.launch.plan_for) keeps its own measured parts: no
-# short-parts split (0). A sweep knob.
-EXACT_SHORT_PART_TILES = 0
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
@@ -615,8 +614,6 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
-    if short and SHORT_SPLIT_WARPS:
-        passes[0] = replace(passes[0], num_warps=SHORT_SPLIT_WARPS)
     if wide and passes[0].parts > 1 and not short and not long_rows:
         passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS)
     if passes[0].schedule == "outer" and not registers_layout:
@@ -627,8 +624,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     while passes[-1].parts > 1:
         prev = passes[-1]
         if prev.schedule == "inner":
-            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30,
-                              min_tiles_per_lane=STATE_PASS_MIN_TILES_PER_LANE)
+            nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30)
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
             while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
