@@ -103,8 +103,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES,
                        # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py); the
                        # indexed extrema count an interleaved part's indices along the row, in int32
-                       wide_long_splits=((mode.strategy != COMPENSATED or x.element_size() >= 4)
-                                         and not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1)))
+                       wide_long_splits=mode.strategy != COMPENSATED or x.element_size() >= 4,
+                       interleave_long_splits=not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1))
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
@@ -177,7 +177,7 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # The short-parts split measured no faster: bench/sweep_outer.py --dim -1 --shapes 16x262144,
             # H100, three runs, GB/s, this split -> short parts of 8 / 16 tiles per lane: fp32 1059/1061/1061
             # -> 1030/989/1032, 995/982/1004; bf16 636/633/636 -> 643/646/646, 624/624/627.
-            options.update(heavy_state=False, short_part_tiles=0)
+            options.update(heavy_state=False, short_part_tiles=0, wide_long_splits=True)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

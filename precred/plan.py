@@ -516,7 +516,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
                    registers_first_stages: int | None = None, long_row_part: int = 0,
-                   wide_long_splits: bool = False) -> Plan:
+                   wide_long_splits: bool = False, interleave_long_splits: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -547,9 +547,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     long_row_part: an inner first pass the planner would not split, over rows of at least twice this
     many elements, is split into parts of this many (each part's lanes narrowed to min_tiles_per_lane
     tiles, as a row that long would be); 0: never (CERTIFIED_EXP_16BIT_ROW_PART's note).
-    wide_long_splits: a long split of a chained inner first pass runs fewer, wider programs, its parts
-    interleaved (LONG_SPLIT_WARPS' note) -- for strategies measured so and whose kernels take
-    interleaved parts (precred.launch.plan_for).
+    wide_long_splits: a long split of an inner first pass runs fewer, wider programs (LONG_SPLIT_WARPS'
+    note); interleave_long_splits: its parts interleaved too, unless pairwise (whole_tree) -- for the
+    strategies measured so, whose kernels take interleaved parts (precred.launch.plan_for).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -591,11 +591,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
     # wide: a long split would take LONG_SPLIT_WARPS warps, each thread's share of a tile 16-byte vectors
-    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
+    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner"
             and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
-        target = (LONG_SPLIT_PROGRAMS_PER_SM if wide else PROGRAMS_PER_SM) * sm_count
+        target = PROGRAMS_PER_SM * sm_count
         parts_wanted = target // _programs(single) if SPLIT_PARTS_WITHIN_TARGET else -(-target // _programs(single))
         parts_wanted = min(parts_wanted, -(-red // single.lanes))
     long_rows = (long_row_part > 0 and parts_wanted == 1 and single.schedule == "inner"
@@ -606,6 +606,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
+    wide = wide and parts_wanted > 1 and not short and not long_rows
+    if wide:   # fewer, wider programs (the short parts are decided at PROGRAMS_PER_SM, as without them)
+        parts_wanted = max(2, min(LONG_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single), -(-red // single.lanes)))
     part_tiles = 0   # the tiles per lane each part's lanes are narrowed to (0: the whole row's lanes)
     if short:
         part_tiles = short_part_tiles
@@ -614,8 +617,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     passes = [first_pass(parts_wanted, block_limit, part_tiles)]
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
-    if wide and passes[0].parts > 1 and not short and not long_rows:
-        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS)
+    if wide:
+        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS,
+                            interleaved=INTERLEAVE_PARTS and interleave_long_splits and not whole_tree)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

@@ -1,5 +1,6 @@
 """The planner and the layout: pure functions, checked without launching kernels."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -67,34 +68,39 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
 
 
 def test_long_splits_run_wide_interleaved_programs_where_asked():
-    # plan.LONG_SPLIT_WARPS: a long split of a chained inner first pass, where its strategy asks (precred.
-    # launch.plan_for), runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM of LONG_SPLIT_WARPS warps, its
-    # parts interleaved, when its tile gives each thread 16-byte vectors; its chains stay within
-    # chunk / lanes tiles, so Pass.depth holds.
+    # plan.LONG_SPLIT_WARPS: a long split of an inner first pass, where its strategy asks (precred.launch.
+    # plan_for), runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM of LONG_SPLIT_WARPS warps when its tile
+    # gives each thread 16-byte vectors, its parts interleaved where asked (not pairwise: its parts are
+    # power-of-two runs of tiles); the chains stay within chunk / lanes tiles, so Pass.depth holds.
     for outer, red, element_size in [(1, 2 ** 28, 4), (1, 2 ** 28, 2), (3, 10 ** 8 + 3, 4)]:
-        asked = plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                               element_size=element_size, wide_long_splits=True)
+        def planned(**options):
+            return plan_reduction(outer, red, 1, inner_contiguous=False, sm_count=H100_SMS,
+                                  element_size=element_size, **{"whole_tree": False, **options})
+        asked = planned(wide_long_splits=True, interleave_long_splits=True)
         first = asked.passes[0]
         assert first.parts > 1 and first.interleaved and not any(p.interleaved for p in asked.passes[1:])
         assert first.num_warps == LONG_SPLIT_WARPS and first.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS
         assert outer * first.parts <= LONG_SPLIT_PROGRAMS_PER_SM * H100_SMS
         tiles = -(-red // first.lanes)
         assert -(-tiles // first.parts) <= first.tiles_per_lane   # part 0 runs the most tiles
-        for other in (dict(), dict(whole_tree=True, wide_long_splits=True)):
-            options = dict(whole_tree=False, element_size=element_size) | other
-            unasked = plan_reduction(outer, red, 1, inner_contiguous=False, sm_count=H100_SMS, **options).passes[0]
-            assert not unasked.interleaved and unasked.num_warps <= 8
+        wide_only = planned(wide_long_splits=True).passes[0]
+        assert wide_only == replace(first, interleaved=False)
+        pairwise = planned(whole_tree=True, wide_long_splits=True, interleave_long_splits=True)
+        assert pairwise.passes[0].num_warps == LONG_SPLIT_WARPS and not pairwise.passes[0].interleaved
+        assert pairwise.depth == planned(whole_tree=True).depth   # the same balanced tree
+        unasked = planned().passes[0]
+        assert not unasked.interleaved and unasked.num_warps <= 8
     # an fp64 accumulator over 16-bit input (2048 lanes: 8-byte vectors on 16 warps) keeps its plan
-    fp64_bf16 = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                               element_size=2, accumulator_size=8, wide_long_splits=True)
-    assert fp64_bf16 == plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
-                                       element_size=2, accumulator_size=8)
-    # the short parts of few long rows (plan.SHORT_PART_TILES) keep their plan; unsplit passes and outer
-    # passes have nothing to split
-    for shape, contiguous, inner in [((16, 262144), False, 1), ((8192, 8192), False, 1), ((16, 262144), True, 64)]:
-        assert plan_reduction(*shape, inner, inner_contiguous=contiguous, whole_tree=False, sm_count=H100_SMS,
-                              wide_long_splits=True) == plan_reduction(*shape, inner, inner_contiguous=contiguous,
-                                                                       whole_tree=False, sm_count=H100_SMS)
+    options = dict(inner_contiguous=False, whole_tree=False, sm_count=H100_SMS, element_size=2, accumulator_size=8)
+    assert plan_reduction(1, 2 ** 28, 1, **options, wide_long_splits=True) == plan_reduction(1, 2 ** 28, 1, **options)
+    # the short parts of few long rows (plan.SHORT_PART_TILES, decided as without wide splits) keep their
+    # plan; unsplit passes and outer passes have nothing to split
+    for shape, contiguous, inner, tile in [((16, 262144), False, 1, None), ((16, 262144), False, 1, 2048),
+                                           ((8192, 8192), False, 1, None), ((16, 262144), True, 64, None)]:
+        options = dict(inner_contiguous=contiguous, whole_tree=False, sm_count=H100_SMS, tile_elements=tile,
+                       short_part_tiles=8)
+        assert plan_reduction(*shape, inner, **options, wide_long_splits=True, interleave_long_splits=True) == \
+            plan_reduction(*shape, inner, **options)
 
 
 @pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28), (3, 10 ** 7)])
