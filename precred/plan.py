@@ -271,11 +271,12 @@ SUM_SHORT_PART_TILES = 8
 # bench/sweep_outer.py --dim -1 --shapes 1024x65536, H100, two runs, GB/s whole rows -> parts of 32768 /
 # 16384 / 8192: fp32 fast 2637/2635 -> 2604/2602, 2601/2581, 2597/2597; kahan bf16 2406/2405 -> 2024-2149;
 # amax bf16 2347/2375 -> 2052-2123; argmax fp32 2558/2538 -> 2380-2554, bf16 2276/2275 -> 1879-1986.)
-# Long splits of the sums and the extrema (plan_reduction's wide_long_splits): a split chained inner
-# first pass that is not the short parts of few long rows (SHORT_PART_TILES) -- 2^28 elements in one row
-# -- runs LONG_SPLIT_PROGRAMS_PER_SM programs per SM (its parts) of LONG_SPLIT_WARPS warps, where its tile
-# still gives every thread 16-byte vectors (else the plan as before), and interleaves its parts where
-# INTERLEAVE_PARTS says so: part p reads the row's tiles p, p + parts, p + 2 parts, ... (Pass.interleaved),
+# Long splits of the sums, the extrema and the exact filter (plan_reduction's wide_long_splits): a split
+# chained inner first pass that is not the short parts of few long rows (SHORT_PART_TILES) and whose parts
+# hold at least LONG_SPLIT_MIN_TILES tiles per lane -- 2^28 elements in one row -- runs
+# LONG_SPLIT_PROGRAMS_PER_SM programs per SM (its parts) of LONG_SPLIT_WARPS warps, where its tile still
+# gives every thread 16-byte vectors (else the plan as before), and, but for the exact filter,
+# interleaves its parts where INTERLEAVE_PARTS says so: part p reads the row's tiles p, p + parts, ... (Pass.interleaved),
 # so that the programs running at any moment read neighbouring tiles, not one stream each, chunk elements
 # apart. The same chains in another order: each part's lanes run at most chunk / lanes tiles (Pass.depth).
 # H100, bench/sweep_outer.py --dim -1 --shapes 1x268435456, GB/s, two runs each, 4 programs of 8 warps per
@@ -287,9 +288,14 @@ SUM_SHORT_PART_TILES = 8
 # 2998/2990 -> 3003/3001; bf16 fast 2837/2837 -> 2846/2847 -> 2831/2837 -> 2878/2870. fp64 over bf16 (2048
 # lanes: 8-byte loads on 16 warps) lost 2877 -> 2656 and keeps its plan by the 16-byte rule. The short
 # parts (16x262144) lost interleaved (amax fp32 1097-1155 -> 1074-1079) and keep consecutive tiles.
+# Then, two runs, 4 of 8 (or 4) warps -> 2 of 16 per SM: exact fp32 2^28 2955/2956 -> 2974/2975 (torch 2966;
+# consecutive parts: the exact filter's loop is not the chained one), but its 16x262144 (16 parts of 8
+# tiles per lane instead of 32 of 4) 1016-1024 -> 941-945, hence LONG_SPLIT_MIN_TILES; pairwise 2^28 fp32
+# (512 parts of 16 warps: its parts are power-of-two runs of tiles) 2944/2937 -> 2902/2905: it keeps its plan.
 INTERLEAVE_PARTS = True
 LONG_SPLIT_WARPS = 16
 LONG_SPLIT_PROGRAMS_PER_SM = 2
+LONG_SPLIT_MIN_TILES = 16
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
@@ -547,9 +553,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     long_row_part: an inner first pass the planner would not split, over rows of at least twice this
     many elements, is split into parts of this many (each part's lanes narrowed to min_tiles_per_lane
     tiles, as a row that long would be); 0: never (CERTIFIED_EXP_16BIT_ROW_PART's note).
-    wide_long_splits: a long split of an inner first pass runs fewer, wider programs (LONG_SPLIT_WARPS'
-    note); interleave_long_splits: its parts interleaved too, unless pairwise (whole_tree) -- for the
-    strategies measured so, whose kernels take interleaved parts (precred.launch.plan_for).
+    wide_long_splits: a long split of a chained inner first pass runs fewer, wider programs
+    (LONG_SPLIT_WARPS' note); interleave_long_splits: its parts interleaved too -- for the strategies
+    measured so, whose kernels take interleaved parts (precred.launch.plan_for).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -591,7 +597,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
     # wide: a long split would take LONG_SPLIT_WARPS warps, each thread's share of a tile 16-byte vectors
-    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner"
+    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
             and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
@@ -608,7 +614,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
     wide = wide and parts_wanted > 1 and not short and not long_rows
     if wide:   # fewer, wider programs (the short parts are decided at PROGRAMS_PER_SM, as without them)
-        parts_wanted = max(2, min(LONG_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single), -(-red // single.lanes)))
+        wide_parts = max(2, min(LONG_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single), -(-red // single.lanes)))
+        wide = -(-red // wide_parts) >= LONG_SPLIT_MIN_TILES * single.lanes
+        parts_wanted = wide_parts if wide else parts_wanted
     part_tiles = 0   # the tiles per lane each part's lanes are narrowed to (0: the whole row's lanes)
     if short:
         part_tiles = short_part_tiles
@@ -618,8 +626,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
     if wide:
-        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS,
-                            interleaved=INTERLEAVE_PARTS and interleave_long_splits and not whole_tree)
+        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS and interleave_long_splits)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

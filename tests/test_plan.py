@@ -85,20 +85,21 @@ def test_long_splits_run_wide_interleaved_programs_where_asked():
         assert -(-tiles // first.parts) <= first.tiles_per_lane   # part 0 runs the most tiles
         wide_only = planned(wide_long_splits=True).passes[0]
         assert wide_only == replace(first, interleaved=False)
-        pairwise = planned(whole_tree=True, wide_long_splits=True, interleave_long_splits=True)
-        assert pairwise.passes[0].num_warps == LONG_SPLIT_WARPS and not pairwise.passes[0].interleaved
-        assert pairwise.depth == planned(whole_tree=True).depth   # the same balanced tree
+        # pairwise keeps its plan (its parts: power-of-two runs of tiles; measured slower wide)
+        assert planned(whole_tree=True, wide_long_splits=True, interleave_long_splits=True) == planned(whole_tree=True)
         unasked = planned().passes[0]
         assert not unasked.interleaved and unasked.num_warps <= 8
     # an fp64 accumulator over 16-bit input (2048 lanes: 8-byte vectors on 16 warps) keeps its plan
     options = dict(inner_contiguous=False, whole_tree=False, sm_count=H100_SMS, element_size=2, accumulator_size=8)
     assert plan_reduction(1, 2 ** 28, 1, **options, wide_long_splits=True) == plan_reduction(1, 2 ** 28, 1, **options)
-    # the short parts of few long rows (plan.SHORT_PART_TILES, decided as without wide splits) keep their
-    # plan; unsplit passes and outer passes have nothing to split
-    for shape, contiguous, inner, tile in [((16, 262144), False, 1, None), ((16, 262144), False, 1, 2048),
-                                           ((8192, 8192), False, 1, None), ((16, 262144), True, 64, None)]:
+    # the short parts of few long rows (plan.SHORT_PART_TILES, decided as without wide splits) and parts
+    # of fewer than plan.LONG_SPLIT_MIN_TILES tiles per lane (the exact filter's 16x262144, never short)
+    # keep their plan; unsplit passes and outer passes have nothing to split
+    for shape, contiguous, inner, tile, short in [((16, 262144), False, 1, None, 8), ((16, 262144), False, 1, 2048, 8),
+                                                  ((16, 262144), False, 1, 2048, 0), ((8192, 8192), False, 1, None, 8),
+                                                  ((16, 262144), True, 64, None, 8)]:
         options = dict(inner_contiguous=contiguous, whole_tree=False, sm_count=H100_SMS, tile_elements=tile,
-                       short_part_tiles=8)
+                       short_part_tiles=short)
         assert plan_reduction(*shape, inner, **options, wide_long_splits=True, interleave_long_splits=True) == \
             plan_reduction(*shape, inner, **options)
 

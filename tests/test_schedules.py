@@ -160,7 +160,7 @@ def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype)
     mode = INTERLEAVED_CASES[case]
     rng = np.random.default_rng(11)
     lanes = 4096   # tiles of 16-byte vectors on plan.LONG_SPLIT_WARPS warps, for either dtype
-    red = 12 * lanes - 100   # a partial last tile
+    red = 40 * lanes - 100   # a partial last tile; parts of >= plan.LONG_SPLIT_MIN_TILES tiles
     first_tie, second_tie, nan_at = lanes + 904, 8 * lanes + 8, 333   # tiles 1 and 8: parts 1 and 0 of 2 or 4
     if mode.strategy in EXTREMA + VALUE_EXTREMA:
         x = torch.from_numpy(rng.standard_normal((4, red)) * 4).to(dtype)
