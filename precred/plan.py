@@ -116,9 +116,6 @@ WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 32768}
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
 MIN_LANES = 32
-# (Inner passes over partial states -- a split's merge -- too. One tile instead, 1024 lanes on 525 parts,
-# measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100, amax fp32 2945/2940/2946
-# -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest within 0.5%.)
 # ...except the plain sums in fp32 (fast on fp32, bf16 and fp16 inputs; precred.launch.plan_for), whose
 # chains cost least per element: 2 tiles per lane, so short rows load in longer runs (262144 x 256 bf16:
 # 128 lanes of 256 bytes instead of 32 lanes of 64 bytes) and need no pipelined loop.
@@ -131,6 +128,10 @@ MIN_LANES = 32
 # 2589/2592 (fast 2540-2699 there); fp32 262144x256 2568 -> 2740, but 65536x1024 2641 -> 2566, 8192^2 2643
 # -> 2589. Over dim 0 (the outer schedule) 2 lost up to 4x (16x262144 bf16 895 -> 230).
 PLAIN_MIN_TILES_PER_LANE = 2
+# (MIN_TILES_PER_LANE holds for inner passes over partial states -- a split's merge -- too. One tile,
+# 1024 lanes on 525 parts, measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100,
+# amax fp32 2945/2940/2946 -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest
+# within 0.5%.)
 # kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: 2 tiles per lane (a plain loop: fewer than
 # PIPELINE_MIN_TILES). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves)
 # 2260/2254, with the vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the
@@ -276,9 +277,10 @@ SUM_SHORT_PART_TILES = 8
 # hold at least LONG_SPLIT_MIN_TILES tiles per lane -- 2^28 elements in one row -- runs
 # LONG_SPLIT_PROGRAMS_PER_SM programs per SM (its parts) of LONG_SPLIT_WARPS warps, where its tile still
 # gives every thread 16-byte vectors (else the plan as before), and, but for the exact filter,
-# interleaves its parts where INTERLEAVE_PARTS says so: part p reads the row's tiles p, p + parts, ... (Pass.interleaved),
-# so that the programs running at any moment read neighbouring tiles, not one stream each, chunk elements
-# apart. The same chains in another order: each part's lanes run at most chunk / lanes tiles (Pass.depth).
+# interleaves its parts where INTERLEAVE_PARTS says so: part p reads the row's tiles p, p + parts, ...
+# (Pass.interleaved), so that the programs running at any moment read neighbouring tiles, not one stream
+# each, chunk elements apart. The same chains in another order: each part's lanes run at most
+# chunk / lanes tiles (Pass.depth).
 # H100, bench/sweep_outer.py --dim -1 --shapes 1x268435456, GB/s, two runs each, 4 programs of 8 warps per
 # SM consecutive -> interleaved -> 2 of 16 consecutive -> interleaved (torch 2963 / 2551 amax, 2881 / 1864
 # argmax, 2964 / 2770 sum): amax fp32 2945/2944 -> 2954/2949 -> 2972/2972 -> 2988/2990, bf16 2741/2741 ->
@@ -626,7 +628,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if heavy_state and not short:
         passes[0] = replace(passes[0], num_warps=max(1, passes[0].num_warps // 2))
     if wide:
-        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS, interleaved=INTERLEAVE_PARTS and interleave_long_splits)
+        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS,
+                            interleaved=INTERLEAVE_PARTS and interleave_long_splits)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 
