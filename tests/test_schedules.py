@@ -150,7 +150,7 @@ INTERLEAVED_CASES = {
 
 
 @pytest.mark.parametrize("case", list(INTERLEAVED_CASES))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype):
     # A long split of the sums and the extrema interleaves its parts' tiles (plan.Pass.interleaved: part
     # p reads tiles p, p + parts, ...). The extrema are exact in any order: values and first indices must
@@ -158,7 +158,7 @@ def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype)
     # row's partial last tile in a part other than the first. The sums, on small integers, must be exact.
     # (Small rows and tiles, the split forced and its parts interleaved by hand; which plans the planner
     # interleaves: test_long_splits_interleave_for_the_chained_strategies.)
-    if case == "kahan" and dtype == torch.bfloat16:
+    if case == "kahan" and dtype.itemsize == 2:
         pytest.skip("kahan's vector sums over 16-bit rows take no interleaved parts (a static_assert)")
     mode = INTERLEAVED_CASES[case]
     rng = np.random.default_rng(11)
@@ -182,7 +182,7 @@ def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype)
     with_index = mode.strategy in EXTREMA
     output = Output(with_mean=with_index)
     want = reduce(x, (1,), mode, x.dtype, output, consecutive)
-    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
     for _ in range(2):
         got = reduce(x, (1,), mode, x.dtype, output, interleaved)
         if mode.strategy in EXTREMA + VALUE_EXTREMA:
