@@ -102,9 +102,11 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES,
                        # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py); the
-                       # indexed extrema count an interleaved part's indices along the row, in int32
-                       wide_long_splits=mode.strategy != COMPENSATED or x.element_size() >= 4,
-                       interleave_long_splits=not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1))
+                       # indexed extrema count an interleaved part's indices along the row, in int32: rows of
+                       # 2^31 - 1 or more keep the plan before (the one tests/test_gpu_only.py ran there)
+                       wide_long_splits=((mode.strategy != COMPENSATED or x.element_size() >= 4)
+                                         and not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1)),
+                       interleave_long_splits=True)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
