@@ -598,9 +598,6 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         single = first_pass(1, block_limit)
     parts_wanted = 1
     input_bytes = outer * red * inner * element_size
-    # wide: a long split would take LONG_SPLIT_WARPS warps, each thread's share of a tile 16-byte vectors
-    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
-            and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
         target = PROGRAMS_PER_SM * sm_count
@@ -614,8 +611,13 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
         parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
-    wide = wide and parts_wanted > 1 and not short and not long_rows
-    if wide:   # fewer, wider programs (the short parts are decided at PROGRAMS_PER_SM, as without them)
+    # A long split (not the short parts, decided at PROGRAMS_PER_SM as without it) runs fewer, wider
+    # programs where LONG_SPLIT_WARPS warps still load 16-byte vectors and its parts keep
+    # LONG_SPLIT_MIN_TILES tiles per lane.
+    wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
+            and parts_wanted > 1 and not short and not long_rows
+            and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
+    if wide:
         wide_parts = max(2, min(LONG_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single), -(-red // single.lanes)))
         wide = -(-red // wide_parts) >= LONG_SPLIT_MIN_TILES * single.lanes
         parts_wanted = wide_parts if wide else parts_wanted

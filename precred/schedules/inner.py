@@ -170,9 +170,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         lo_ptrs += step
         cnt_ptrs += step
     if STRATEGY == 8 or STRATEGY == 9:
-        # The partial last tile, if this part has it: the pointers stop at it (an interleaved part's
-        # tiles may step past it: then another part's).
-        if (loop_end < part_end) & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0):
+        has_tail = loop_end < part_end   # a partial last tile, where the pointers stopped ...
+        if INTERLEAVED:   # ... unless this part's tiles stepped past it: then it is another part's
+            has_tail = has_tail & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0)
+        if has_tail:
             mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
             hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2 and not SRC_IS_STATE:
