@@ -298,6 +298,10 @@ INTERLEAVE_PARTS = True
 LONG_SPLIT_WARPS = 16
 LONG_SPLIT_PROGRAMS_PER_SM = 2
 LONG_SPLIT_MIN_TILES = 16
+# Unsplit long rows (an inner first pass of one part whose lanes run at least LONG_SPLIT_MIN_TILES tiles,
+# e.g. 1024 x 65536) on LONG_ROW_WARPS warps where wide_long_splits is asked and the tile still gives
+# every thread 16-byte vectors; 0: the tile's warps (_warps).
+LONG_ROW_WARPS = 0
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
@@ -632,6 +636,11 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     if wide:
         passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS,
                             interleaved=INTERLEAVE_PARTS and interleave_long_splits)
+    first = passes[0]
+    if (wide_long_splits and LONG_ROW_WARPS > 0 and first.schedule == "inner" and not whole_tree
+            and first.parts == 1 and first.block_kept == 1 and first.red >= LONG_SPLIT_MIN_TILES * first.lanes
+            and first.lanes * element_size >= 16 * 32 * LONG_ROW_WARPS):
+        passes[0] = replace(first, num_warps=LONG_ROW_WARPS)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 
