@@ -109,6 +109,10 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                        interleave_long_splits=True)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
+    if mode.strategy == PLAIN and x.element_size() == 2:
+        options.update(wide_long_rows=True)   # measured in plan.LONG_ROW_STAGES' note
+    if mode.strategy in (COMPENSATED, *EXTREMA, *VALUE_EXTREMA) and x.element_size() == 4:
+        options.update(long_row_stages=planning.LONG_ROW_STAGES)   # measured in its note
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule
     short_rows = not outer_schedule and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED and x.element_size() <= 4
     if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows or short_rows):   # fast; fp64 over 16-bit or short rows

@@ -147,7 +147,8 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
 
 
 @pytest.mark.parametrize("shape,dim,dtype", [((1, 2 ** 24), 1, torch.float32), ((16384, 512), 1, torch.bfloat16),
-                                             ((8192, 1024), 1, torch.float32), ((4096, 4096), 0, torch.float32),
+                                             ((8192, 1024), 1, torch.float32), ((512, 65536), 1, torch.float32),
+                                             ((4096, 4096), 0, torch.float32),
                                              ((1024, 8192), 0, torch.bfloat16), ((65536, 1024), 0, torch.float32)])
 def test_pipelined_loops_give_the_same_bits(device, shape, dim, dtype):
     """Software-pipelined loops (plan.LOOP_STAGES; the interpreter ignores them) only move the loads:
@@ -191,6 +192,20 @@ def _assert_same_bits(got, want, mode):
         return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]) if t.is_floating_point() else t
     for a, b in zip(got, want):
         assert torch.equal(as_bits(a), as_bits(b)), mode
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_warps_of_a_pass_do_not_change_its_bits(device, dtype):
+    """The lanes' tree is fixed (schedules/tree.py), whatever the warps that hold it: plans the planner
+    runs wide (plan.LONG_SPLIT_WARPS' and LONG_ROW_STAGES' notes: 16 warps on long rows and long splits)
+    give the bits of the same plan on 4 warps: the sum modes and the extrema, the strategies those plans
+    are for."""
+    for shape in [(512, 65536), (1, 2 ** 24)]:
+        x, runs = _reductions_by_plan(shape, 1, dtype, device)
+        for mode, run in runs[:2 * len(precred.MODES):2] + runs[-4:]:   # sums (not means) and extrema
+            _, planned = plan_for(x, (1,), mode, x.dtype)
+            narrower = replace(planned, passes=(replace(planned.passes[0], num_warps=4), *planned.passes[1:]))
+            _assert_same_bits(run(narrower, mode), run(planned, mode), mode)
 
 
 @pytest.mark.parametrize("shape,dtype", [((16, 262144), torch.float32), ((16, 262144), torch.bfloat16),

@@ -7,7 +7,7 @@ import torch
 
 from precred import plan as plan_module
 from precred.layout import reduction_view
-from precred.plan import (LONG_SPLIT_PROGRAMS_PER_SM, LONG_SPLIT_WARPS, LOOP_STAGES, PIPELINE_MIN_TILES,
+from precred.plan import (LONG_ROW_STAGES, LONG_SPLIT_PROGRAMS_PER_SM, LONG_SPLIT_WARPS, LOOP_STAGES, PIPELINE_MIN_TILES,
                           PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
                           SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS, TILE_BYTES,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
@@ -102,6 +102,36 @@ def test_long_splits_run_wide_interleaved_programs_where_asked():
                        short_part_tiles=short)
         assert plan_reduction(*shape, inner, **options, wide_long_splits=True, interleave_long_splits=True) == \
             plan_reduction(*shape, inner, **options)
+
+
+def test_unsplit_long_rows_take_wide_programs_or_fewer_stages_where_asked():
+    # plan.LONG_ROW_STAGES' note: an inner first pass of one row per program, unsplit, whose lanes run at
+    # least LONG_SPLIT_MIN_TILES tiles (1024 x 65536) runs LONG_SPLIT_WARPS warps where wide_long_rows asks
+    # and the tile gives every thread 16-byte vectors, and at most long_row_stages stages where asked; the
+    # lanes, chunks and parts (the order of the operations) stay those of the plan not asked.
+    options = dict(inner_contiguous=False, whole_tree=False, sm_count=H100_SMS, pipelined=True)
+    for element_size in (4, 2):
+        plain = plan_reduction(1024, 65536, 1, element_size=element_size, **options)
+        wide = plan_reduction(1024, 65536, 1, element_size=element_size, wide_long_rows=True, **options)
+        assert len(plain.passes) == 1 and plain.passes[0].num_warps == 8
+        assert wide.passes[0] == replace(plain.passes[0], num_warps=LONG_SPLIT_WARPS)
+        staged = plan_reduction(1024, 65536, 1, element_size=element_size, long_row_stages=LONG_ROW_STAGES,
+                                **options)
+        if element_size == 4:   # 16-bit rows of one part keep plain loops (plan_16bit_rows is not asked here)
+            assert plain.passes[0].loop_stages == LOOP_STAGES["inner"] > LONG_ROW_STAGES
+        assert staged.passes[0] == replace(plain.passes[0],
+                                           loop_stages=min(plain.passes[0].loop_stages, LONG_ROW_STAGES))
+    # 8-byte vectors on 16 warps (an fp64 accumulator's 2048 lanes over 16-bit input) keep their plan
+    fp64 = dict(options, element_size=2, accumulator_size=8)
+    assert plan_reduction(1024, 65536, 1, wide_long_rows=True, **fp64) == plan_reduction(1024, 65536, 1, **fp64)
+    # rows of fewer tiles per lane, several rows per program, split rows, outer passes and pairwise keep
+    # their plans
+    for shape, inner, contiguous, whole_tree in [((8192, 8192), 1, False, False), ((65536, 1024), 1, False, False),
+                                                 ((16, 262144), 1, False, False), ((1, 2 ** 28), 1, False, False),
+                                                 ((1, 1024), 65536, True, False), ((1024, 65536), 1, False, True)]:
+        asked = dict(options, inner_contiguous=contiguous, whole_tree=whole_tree)
+        assert plan_reduction(*shape, inner, wide_long_rows=True, long_row_stages=2, **asked) == \
+            plan_reduction(*shape, inner, **asked), shape
 
 
 @pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28), (3, 10 ** 7)])

@@ -208,6 +208,22 @@ def test_long_splits_interleave_for_the_chained_strategies(dtype):
         assert first.parts > 1 and first.interleaved == expected, (case, first)
 
 
+def test_unsplit_long_rows_take_the_measured_warps_and_stages():
+    # plan.LONG_ROW_STAGES' note: unsplit rows of at least LONG_SPLIT_MIN_TILES tiles per lane run the plain
+    # sums over 16-bit input on LONG_SPLIT_WARPS warps, and kahan and the extrema over 4-byte input with
+    # at most LONG_ROW_STAGES stages; the fp32 plain sums keep 8 warps and LOOP_STAGES["inner"]. Planning
+    # only (the kernels run these plans in test_pipelined_loops_give_the_same_bits and on the GPU).
+    rows = {dtype: torch.empty((4, 65536), dtype=dtype) for dtype in (torch.float32, torch.bfloat16)}
+    def first(dtype, mode):
+        return plan_for(rows[dtype], (1,), mode, sm_count=1)[1].passes[0]
+    assert first(torch.bfloat16, get_mode("fast")).num_warps == precred.plan.LONG_SPLIT_WARPS
+    plain_fp32 = first(torch.float32, get_mode("fast"))
+    assert (plain_fp32.num_warps, plain_fp32.loop_stages) == (8, precred.plan.LOOP_STAGES["inner"])
+    for mode in (get_mode("kahan"), precred.modes.MAXIMUM_MODE, precred.modes.MAXIMUM_VALUE_MODE):
+        p = first(torch.float32, mode)
+        assert p.parts == 1 and p.num_warps == 8 and p.loop_stages == precred.plan.LONG_ROW_STAGES, (mode, p)
+
+
 def test_indexed_extrema_past_2_pow_31_keep_consecutive_parts():
     # An interleaved part counts its indices along the whole row in int32 (schedules/steps.py): the
     # indexed extrema of rows of 2^31 - 1 elements or more keep the plan before the long splits
