@@ -389,7 +389,9 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # 2236 -> 2185 -> 2264, 1024x65536 2179 -> 2194 -> 2289; 16x262144 636 -> 649 -> 633 (noise: its split
 # parts are plain loops anyway). Left out: vector lanes on fp32 rows (8192^2 2644 -> 2551) and on
 # pipelined 16-bit rows (8192^2 2191 -> 2159), 4096- and 8192-element tiles (2238, 2164 on 8192^2),
-# the plain loop without prefetch (within 1% of it).
+# the plain loop without prefetch (within 1% of it). Rows of 65536 (H100, 2026-11-27, two runs, GB/s, tiles
+# of 2048 -> 4096 -> 8192): 1024x65536 2319/2313 -> 2293/2292 -> 2276/2276 (fast 2536-2570, on the 16
+# warps of LONG_ROW_STAGES' note).
 # Rows of at most EXACT_VECTOR_SHORT_ROWS_MAX_RED take tiles of EXACT_VECTOR_SHORT_ROWS_TILE: more,
 # smaller programs (8192^2: 8192 programs of one row on 2 warps instead of 4096 of two rows on 4;
 # 65536x1024: 16384 of 4 rows instead of 4096 of 16. ncu of the 8192^2 filter before, H100: 52.5 us,
