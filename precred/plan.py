@@ -301,7 +301,7 @@ LONG_SPLIT_MIN_TILES = 16
 # Unsplit long rows: an inner first pass of one part, one row per program, whose lanes run at least
 # LONG_SPLIT_MIN_TILES tiles (1024 x 65536). H100, bench/sweep_outer.py --dim -1 --shapes 1024x65536, GB/s,
 # repeated runs (torch 2607 sum / 2609 amax / 2467 argmax fp32, 2233 sum bf16):
-# - plain sums over 16-bit rows (plan_reduction's wide_long_rows) on LONG_SPLIT_WARPS warps where the tile
+# - plain sums over 16-bit rows (plan_reduction's long_row_warps) on LONG_SPLIT_WARPS warps where the tile
 #   still gives every thread 16-byte vectors: bf16 fast 2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan
 #   bf16 2305/2303 -> 2330/2329, not taken; fp32 fast lost, 2608/2623 -> 2581/2579; amax / argmax fp32 no
 #   faster: 2592/2581 -> 2564/2562, 2480/2479 -> 2483/2493);
@@ -310,6 +310,9 @@ LONG_SPLIT_MIN_TILES = 16
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and
 #   pairwise 2622/2644 -> 2607/2608 not taken; 2 stages: amax 2593/2598).
 LONG_ROW_STAGES = 3
+# Sweep knobs (0: off): the long rows' warps for Welford and the stable exponential sum.
+WELFORD_LONG_ROW_WARPS = 0
+EXP_LONG_ROW_WARPS = 0
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
@@ -539,7 +542,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
                    registers_first_stages: int | None = None, long_row_part: int = 0,
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
-                   wide_long_rows: bool = False, long_row_stages: int | None = None) -> Plan:
+                   long_row_warps: int = 0, long_row_stages: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -573,8 +576,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     wide_long_splits: a long split of a chained inner first pass runs fewer, wider programs
     (LONG_SPLIT_WARPS' note); interleave_long_splits: its parts interleaved too -- for the strategies
     measured so, whose kernels take interleaved parts (precred.launch.plan_for).
-    wide_long_rows: an unsplit inner first pass over long rows runs LONG_SPLIT_WARPS warps where its tile
-    gives every thread 16-byte vectors; long_row_stages: the most stages of such a pass (LONG_ROW_STAGES'
+    long_row_warps: an unsplit inner first pass over long rows runs this many warps where its tile
+    gives every thread 16-byte vectors (0: the tile's warps); long_row_stages: the most stages of such a pass (LONG_ROW_STAGES'
     note; None: LOOP_STAGES["inner"]).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
@@ -652,8 +655,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                             interleaved=INTERLEAVE_PARTS and interleave_long_splits)
     long_row = (passes[0].schedule == "inner" and not whole_tree and passes[0].parts == 1
                 and passes[0].block_kept == 1 and red >= LONG_SPLIT_MIN_TILES * passes[0].lanes)
-    if long_row and wide_long_rows and passes[0].lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS:
-        passes[0] = replace(passes[0], num_warps=LONG_SPLIT_WARPS)
+    if long_row and long_row_warps and passes[0].lanes * element_size >= 16 * 32 * long_row_warps:
+        passes[0] = replace(passes[0], num_warps=long_row_warps)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 

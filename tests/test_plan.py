@@ -106,13 +106,13 @@ def test_long_splits_run_wide_interleaved_programs_where_asked():
 
 def test_unsplit_long_rows_take_wide_programs_or_fewer_stages_where_asked():
     # plan.LONG_ROW_STAGES' note: an inner first pass of one row per program, unsplit, whose lanes run at
-    # least LONG_SPLIT_MIN_TILES tiles (1024 x 65536) runs LONG_SPLIT_WARPS warps where wide_long_rows asks
+    # least LONG_SPLIT_MIN_TILES tiles (1024 x 65536) runs long_row_warps warps where asked
     # and the tile gives every thread 16-byte vectors, and at most long_row_stages stages where asked; the
     # lanes, chunks and parts (the order of the operations) stay those of the plan not asked.
     options = dict(inner_contiguous=False, whole_tree=False, sm_count=H100_SMS, pipelined=True)
     for element_size in (4, 2):
         plain = plan_reduction(1024, 65536, 1, element_size=element_size, **options)
-        wide = plan_reduction(1024, 65536, 1, element_size=element_size, wide_long_rows=True, **options)
+        wide = plan_reduction(1024, 65536, 1, element_size=element_size, long_row_warps=LONG_SPLIT_WARPS, **options)
         assert len(plain.passes) == 1 and plain.passes[0].num_warps == 8
         assert wide.passes[0] == replace(plain.passes[0], num_warps=LONG_SPLIT_WARPS)
         staged = plan_reduction(1024, 65536, 1, element_size=element_size, long_row_stages=LONG_ROW_STAGES,
@@ -123,14 +123,14 @@ def test_unsplit_long_rows_take_wide_programs_or_fewer_stages_where_asked():
                                            loop_stages=min(plain.passes[0].loop_stages, LONG_ROW_STAGES))
     # 8-byte vectors on 16 warps (an fp64 accumulator's 2048 lanes over 16-bit input) keep their plan
     fp64 = dict(options, element_size=2, accumulator_size=8)
-    assert plan_reduction(1024, 65536, 1, wide_long_rows=True, **fp64) == plan_reduction(1024, 65536, 1, **fp64)
+    assert plan_reduction(1024, 65536, 1, long_row_warps=LONG_SPLIT_WARPS, **fp64) == plan_reduction(1024, 65536, 1, **fp64)
     # rows of fewer tiles per lane, several rows per program, split rows, outer passes and pairwise keep
     # their plans
     for shape, inner, contiguous, whole_tree in [((8192, 8192), 1, False, False), ((65536, 1024), 1, False, False),
                                                  ((16, 262144), 1, False, False), ((1, 2 ** 28), 1, False, False),
                                                  ((1, 1024), 65536, True, False), ((1024, 65536), 1, False, True)]:
         asked = dict(options, inner_contiguous=contiguous, whole_tree=whole_tree)
-        assert plan_reduction(*shape, inner, wide_long_rows=True, long_row_stages=2, **asked) == \
+        assert plan_reduction(*shape, inner, long_row_warps=LONG_SPLIT_WARPS, long_row_stages=2, **asked) == \
             plan_reduction(*shape, inner, **asked), shape
 
 
