@@ -111,10 +111,6 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(plain_16bit_rows=True)
     if mode.strategy == PLAIN and x.element_size() == 2:
         options.update(long_row_warps=planning.LONG_SPLIT_WARPS)   # measured in plan.LONG_ROW_STAGES' note
-    if mode.strategy == WELFORD and planning.WELFORD_LONG_ROW_WARPS:
-        options.update(long_row_warps=planning.WELFORD_LONG_ROW_WARPS)
-    if mode.strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.EXP_LONG_ROW_WARPS:
-        options.update(long_row_warps=planning.EXP_LONG_ROW_WARPS)
     if mode.strategy in (COMPENSATED, *EXTREMA, *VALUE_EXTREMA) and x.element_size() == 4:
         options.update(long_row_stages=planning.LONG_ROW_STAGES)   # measured in its note
     sixteen_bit_rows = x.element_size() == 2 and not outer_schedule

@@ -310,9 +310,12 @@ LONG_SPLIT_MIN_TILES = 16
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and
 #   pairwise 2622/2644 -> 2607/2608 not taken; 2 stages: amax 2593/2598).
 LONG_ROW_STAGES = 3
-# Sweep knobs (0: off): the long rows' warps for Welford and the stable exponential sum.
-WELFORD_LONG_ROW_WARPS = 0
-EXP_LONG_ROW_WARPS = 0
+# Not taken (same sweep, 1024 x 65536, two runs unless said): Welford's long rows on 4 / 8 / 16 warps
+# (var fast bf16 2354/2350 on 2 -> 2368/2367, 2244/2226, 2351/2350; fp32 on 4 warps 2617/2617 -> 8:
+# 2626/2626, 16: 2586/2587; fp64 within 1%); the stable exponential sum's on 8 / 16 warps (logsumexp
+# fast fp32 2595 on 4 -> 2572, 2592; fp64 fp32 1707 -> 1602, 1707; bf16 fast 2260 -> 2257, 2289, one
+# run) or on the default tile instead of STABLE_EXP_TILE (bf16 fast 2260 -> 2329, with 16 warps 2360,
+# one run; fp32 fast 2595 -> 2561, fp64 1707 -> 1366).
 # logsumexp's fp64 mode over 16-bit rows (its fp32 filter, then the recompute) splits rows of at least
 # twice CERTIFIED_EXP_16BIT_ROW_PART elements into parts of that many (plan_reduction's long_row_part),
 # where the rows alone would fill the GPU: 1024x65536 bf16 runs 8192 programs of 8192 elements instead
