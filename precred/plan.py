@@ -266,7 +266,10 @@ SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # 703/736/699 -> 776/773/734, pairwise 657/655/629 -> 720/683/688 (torch 963, 599). var and logsumexp fp64
 # measured slower that way (fp32 var fast 893/933 -> 823/858, logsumexp fp64 763 -> 650): they keep 16. The
 # extrema take 8 too (sweep_outer --op amax|argmax, H200, 16 -> 8, GB/s: amax fp32 1288 -> 1331/1331, bf16 718
-# -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost).
+# -> 747/751; argmax fp32 1192 -> 1248/1251, bf16 760 -> 730/771; 4 lost). Their pipelined loops (cp.async,
+# which drops the evict_first hint) against plain loops with the hint (PIPELINE_MIN_TILES 16 / 32), H100,
+# 2026-11-27, four runs, fp32 GB/s: amax 1157-1163 -> 974-1016 (8 tiles), 958-1001 (16), 1112-1173 (4 tiles
+# a part); sum fast 1120-1178 -> 993-1036, kahan 1085-1147 -> 969-1018, 719-743 (16 tiles): they stay.
 SUM_SHORT_PART_TILES = 8
 # (Splitting the sums' and the extrema's long rows into parts, as CERTIFIED_EXP_16BIT_ROW_PART does, lost:
 # bench/sweep_outer.py --dim -1 --shapes 1024x65536, H100, two runs, GB/s whole rows -> parts of 32768 /
