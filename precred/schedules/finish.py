@@ -121,7 +121,12 @@ def to_accumulator(raw, ACC_DTYPE: tl.constexpr):
     elements) left logsumexp within 1% and lost sum fast 8192^2 / 65536x1024 3-4%, var 65536x1024 4.5%;
     in the exact filter alone (its bf16 8192^2 rows loop 142 -> 123 instructions per 16 elements; H100,
     2026-11-27, bench/sweep_outer.py --op sum --modes fast,exact --dtypes bfloat16, old/new twice) exact
-    moved +0.5-1% on rows and not at all over dim 0: that loop is not bound by its instructions."""
+    moved +0.5-1% on rows and not at all over dim 0: that loop is not bound by its instructions. Nor by
+    its fp32 -> fp64 conversions (ncu: the XU pipe 33-35% busy on bf16 rows): building the fp64 value
+    from the bf16 bits instead (the bits shifted into an fp64 scaled by 2^-896, exact for every finite
+    input, the filter's sums unscaled once a part; H100, 2026-11-27, a probe, same results) lost: bf16
+    rows 8192^2 2370/2367 -> 2324/2330 GB/s, 65536x1024 2406/2408 -> 2330/2347, 1024x65536 2331/2335 ->
+    2305/2312 (the ALU's extra shifts and masks)."""
     if raw.dtype == tl.int16:
         bits = raw.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
         value = bits.to(tl.float32, bitcast=True).to(ACC_DTYPE)
