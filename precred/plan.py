@@ -305,7 +305,7 @@ LONG_SPLIT_MIN_TILES = 16
 # LONG_SPLIT_MIN_TILES tiles (1024 x 65536). H100, bench/sweep_outer.py --dim -1 --shapes 1024x65536, GB/s,
 # repeated runs (torch 2607 sum / 2609 amax / 2467 argmax fp32, 2233 sum bf16):
 # - plain sums over 16-bit rows (plan_reduction's long_row_warps) on LONG_SPLIT_WARPS warps where the tile
-#   still gives every thread 16-byte vectors: bf16 fast 2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan
+#   still gives every thread 16-byte vectors (fp16 by the same bytes; bf16 measured): bf16 fast 2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan
 #   bf16 2305/2303 -> 2330/2329, not taken; fp32 fast lost, 2608/2623 -> 2581/2579; amax / argmax fp32 no
 #   faster: 2592/2581 -> 2564/2562, 2480/2479 -> 2483/2493);
 # - the extrema and kahan over 4-byte rows (long_row_stages) with LONG_ROW_STAGES stages, not
@@ -583,8 +583,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     (LONG_SPLIT_WARPS' note); interleave_long_splits: its parts interleaved too -- for the strategies
     measured so, whose kernels take interleaved parts (precred.launch.plan_for).
     long_row_warps: an unsplit inner first pass over long rows runs this many warps where its tile
-    gives every thread 16-byte vectors (0: the tile's warps); long_row_stages: the most stages of such a pass (LONG_ROW_STAGES'
-    note; None: LOOP_STAGES["inner"]).
+    gives every thread 16-byte vectors (0: the tile's warps); long_row_stages: the most stages of such
+    a pass (LONG_ROW_STAGES' note; None: LOOP_STAGES["inner"]).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
