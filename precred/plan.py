@@ -305,9 +305,10 @@ LONG_SPLIT_MIN_TILES = 16
 # LONG_SPLIT_MIN_TILES tiles (1024 x 65536). H100, bench/sweep_outer.py --dim -1 --shapes 1024x65536, GB/s,
 # repeated runs (torch 2607 sum / 2609 amax / 2467 argmax fp32, 2233 sum bf16):
 # - plain sums over 16-bit rows (plan_reduction's long_row_warps) on LONG_SPLIT_WARPS warps where the tile
-#   still gives every thread 16-byte vectors (fp16 by the same bytes; bf16 measured): bf16 fast 2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan
-#   bf16 2305/2303 -> 2330/2329, not taken; fp32 fast lost, 2608/2623 -> 2581/2579; amax / argmax fp32 no
-#   faster: 2592/2581 -> 2564/2562, 2480/2479 -> 2483/2493);
+#   still gives every thread 16-byte vectors (bf16 measured; fp16 taken for its same bytes): bf16 fast
+#   2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan bf16 2305/2303 -> 2330/2329, not taken; fp32 fast
+#   lost, 2608/2623 -> 2581/2579; amax / argmax fp32 no faster: 2592/2581 -> 2564/2562, 2480/2479 ->
+#   2483/2493);
 # - the extrema and kahan over 4-byte rows (long_row_stages) with LONG_ROW_STAGES stages, not
 #   LOOP_STAGES["inner"]: amax fp32 2592/2581 -> 2626/2612, argmax fp32 2480/2479 -> 2518/2519, kahan fp32
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and

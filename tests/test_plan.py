@@ -123,7 +123,8 @@ def test_unsplit_long_rows_take_wide_programs_or_fewer_stages_where_asked():
                                            loop_stages=min(plain.passes[0].loop_stages, LONG_ROW_STAGES))
     # 8-byte vectors on 16 warps (an fp64 accumulator's 2048 lanes over 16-bit input) keep their plan
     fp64 = dict(options, element_size=2, accumulator_size=8)
-    assert plan_reduction(1024, 65536, 1, long_row_warps=LONG_SPLIT_WARPS, **fp64) == plan_reduction(1024, 65536, 1, **fp64)
+    assert (plan_reduction(1024, 65536, 1, long_row_warps=LONG_SPLIT_WARPS, **fp64)
+            == plan_reduction(1024, 65536, 1, **fp64))
     # rows of fewer tiles per lane, several rows per program, split rows, outer passes and pairwise keep
     # their plans
     for shape, inner, contiguous, whole_tree in [((8192, 8192), 1, False, False), ((65536, 1024), 1, False, False),
