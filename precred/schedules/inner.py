@@ -196,7 +196,9 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
     (x, 0, its key)) and the lanes are BLOCK_N // VECTOR vector states -- a VECTOR-th of the state's
     registers for the same loads and fp64 additions (2 per element: the leaf merges add |s| to t = 0).
     The order of the filter's additions is free: t bounds the error of whichever order they took, and
-    what the filter certifies is the correctly rounded sum."""
+    what the filter certifies is the correctly rounded sum. Loading two tiles ahead instead of one
+    measured slower (H100, 2026-11-27, sweep_outer --op sum --modes fast,exact, two runs, GB/s, bf16 rows:
+    8192^2 2374/2364 -> 2347/2351, 65536x1024 2411/2409 -> 2347/2355, 1024x65536 2331/2328 -> 2306/2311)."""
     SUMS: tl.constexpr = BLOCK_N // VECTOR
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
