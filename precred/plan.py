@@ -270,6 +270,13 @@ SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # which drops the evict_first hint) against plain loops with the hint (PIPELINE_MIN_TILES 16 / 32), H100,
 # 2026-11-27, four runs, fp32 GB/s: amax 1157-1163 -> 974-1016 (8 tiles), 958-1001 (16), 1112-1173 (4 tiles
 # a part); sum fast 1120-1178 -> 993-1036, kahan 1085-1147 -> 969-1018, 719-743 (16 tiles): they stay.
+# More, shorter parts (H100, 2026-11-27, sweep_outer --dim -1 --shapes 16x262144, SHORT_SPLIT_PROGRAMS_PER_SM
+# 4 / 8 / 16 / 32 with SUM_SHORT_PART_TILES 8 / 4 / 2 / 1), fp32 GB/s: amax 1101/1092 -> 1081-1170 (two
+# runs), argmax 1088 -> 975-1072, sum fast 1170 -> 1081-1155, kahan 1072 -> 935-1087, fp64 1096 -> 1070-1157:
+# nothing steadily faster. The same process timed amax (16, 262144) on three fresh inputs at 1101 / 1152 /
+# 1156 GB/s (torch 930 / 877 / 874: 1.18x / 1.31x / 1.32x); a bare one-launch kernel writing the 16 x 16
+# partial maxima of the same tiles read 1276-1355: the fused merge's last program (its atomic, the partial
+# states' loads, the store) is the rest of this ~11 us call.
 SUM_SHORT_PART_TILES = 8
 # (Splitting the sums' and the extrema's long rows into parts, as CERTIFIED_EXP_16BIT_ROW_PART does, lost:
 # bench/sweep_outer.py --dim -1 --shapes 1024x65536, H100, two runs, GB/s whole rows -> parts of 32768 /
