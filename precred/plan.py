@@ -278,7 +278,9 @@ SHORT_SPLIT_PROGRAMS_PER_SM = 2
 # partial maxima of the same tiles read 1276-1355: the fused merge's last program (its atomic, the partial
 # states' loads, the store) is the rest of this ~11 us call. Bare kernels of 128 / 256 one-tile parts read
 # 1355-1477, but inside the op (plans injected, two inputs) they lost: amax fp32 1099/1146 -> 1022-1055,
-# argmax 995/1051 -> 782-804 (the arrival counter and the merge over 128-256 partial states a row).
+# argmax 995/1051 -> 782-804 (the arrival counter and the merge over 128-256 partial states a row). Nor
+# does a merge by 64-bit compare-and-swap on (key << 32 | arrivals) a row pay (a bare amax probe, the last
+# arrival writing the result: 957-984 GB/s with 16 parts, 404-416 with 64, against the op's 1082-1145).
 SUM_SHORT_PART_TILES = 8
 # (Splitting the sums' and the extrema's long rows into parts, as CERTIFIED_EXP_16BIT_ROW_PART does, lost:
 # bench/sweep_outer.py --dim -1 --shapes 1024x65536, H100, two runs, GB/s whole rows -> parts of 32768 /
