@@ -546,6 +546,11 @@ def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
     return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, warps, tile_counter=whole_tree)
 
 
+def _vector_loads(lanes: int, element_size: int, warps: int) -> bool:
+    """Whether a tile of `lanes` elements still gives each thread of `warps` warps 16-byte vectors."""
+    return lanes * element_size >= 16 * 32 * warps
+
+
 def _programs(p: Pass) -> int:
     per_part = p.outer * p.inner
     return -(-per_part // p.block_kept) if p.schedule == "inner" else p.outer * -(-p.inner // p.block_kept)
@@ -655,7 +660,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # LONG_SPLIT_MIN_TILES tiles per lane.
     wide = (wide_long_splits and LONG_SPLIT_WARPS > 0 and single.schedule == "inner" and not whole_tree
             and parts_wanted > 1 and not short and not long_rows
-            and single.lanes * element_size >= 16 * 32 * LONG_SPLIT_WARPS)
+            and _vector_loads(single.lanes, element_size, LONG_SPLIT_WARPS))
     if wide:
         wide_parts = max(2, min(LONG_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single), -(-red // single.lanes)))
         wide = -(-red // wide_parts) >= LONG_SPLIT_MIN_TILES * single.lanes
@@ -673,7 +678,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                             interleaved=INTERLEAVE_PARTS and interleave_long_splits)
     long_row = (passes[0].schedule == "inner" and not whole_tree and passes[0].parts == 1
                 and passes[0].block_kept == 1 and red >= LONG_SPLIT_MIN_TILES * passes[0].lanes)
-    if long_row and long_row_warps and passes[0].lanes * element_size >= 16 * 32 * long_row_warps:
+    if long_row and long_row_warps and _vector_loads(passes[0].lanes, element_size, long_row_warps):
         passes[0] = replace(passes[0], num_warps=long_row_warps)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
