@@ -13,7 +13,8 @@ multiplies') and its fp64 adds, multiplies and FMAs.
     layer_norm/precise:float32:8192x8192:-1 rms_norm:bfloat16:4096x4096:-1 (forward and backward; DIM
     is ignored: the norms normalize the last dim)
 
-KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans). KERNEL_ERRORS=1
+KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans), KERNEL_SASS_DIR=DIR its
+SASS (nvdisasm; to read a loop body's instructions). KERNEL_ERRORS=1
 prints the traceback of a kernel that fails to compile (the table shows only its last line).
 
 (bench/compile_check.py compiles every variant with unspecialized ints: it catches front-end errors,
@@ -86,6 +87,10 @@ def describe(c):
         os.makedirs(os.environ["KERNEL_PTX_DIR"], exist_ok=True)
         with open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ptx"), "w") as f:
             f.write(ptx)
+    if os.environ.get("KERNEL_SASS_DIR"):
+        os.makedirs(os.environ["KERNEL_SASS_DIR"], exist_ok=True)
+        with open(os.path.join(os.environ["KERNEL_SASS_DIR"], f"{len(SEEN)}-{c.metadata.name}.sass"), "w") as f:
+            f.write(sass)
     loads = sorted(set(re.findall(r"ld\.global[\.\w]*", ptx)))
     return (f"regs={regs.group(1) if regs else '?'} spill={spill.group(1) if spill else '?'} "
             f"smem={c.metadata.shared} cp.async={ptx.count('cp.async.cg') + ptx.count('cp.async.ca')} loads={loads} "

@@ -701,7 +701,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
-                      PREFETCH=strategy == EXACT and not src_is_state and p.loop_stages == 1,
+                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)
+                                or (strategy == COMPENSATED and planning.KAHAN_PREFETCH)
+                                or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.EXP_PREFETCH)) and not src_is_state
+                      and p.loop_stages == 1,
                       INTERLEAVED=p.interleaved)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

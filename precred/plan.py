@@ -161,6 +161,10 @@ KAHAN_VECTOR_SUMS = True
 # PLAIN_16BIT_ROWS_MIN_RED (bf16 fast 1024x65536 2216 -> 2324, 65536x1024 2218 -> 2311, 4096^2 1507 ->
 # 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
+# (sweep knob) Welford's plain loops over the input load a tile ahead (schedules/inner.py welford_vector_part).
+WELFORD_PREFETCH = False
+KAHAN_PREFETCH = False
+EXP_PREFETCH = False
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

@@ -169,7 +169,13 @@ def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr
 def counted_values(ptrs, mask, shift, ACC_DTYPE: tl.constexpr):
     """A partial tile of Welford's input as single-value states: (x - shift where `mask`, else 0; the
     count, 1.0 or 0.0 in fp64) -- the leaves of the counted tree that merges a part's last tile."""
-    values = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), ACC_DTYPE)
+    return counted_tile(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), mask, shift, ACC_DTYPE)
+
+
+@triton.jit
+def counted_tile(raw, mask, shift, ACC_DTYPE: tl.constexpr):
+    """counted_values of a tile already loaded (`raw`, loaded under `mask`)."""
+    values = to_accumulator(raw, ACC_DTYPE)
     return tl.where(mask, values - shift, 0.0), tl.where(mask, 1.0, 0.0).to(tl.float64)
 
 
