@@ -714,6 +714,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                                                  device_sm_count(dst[0].device))
             if cap is not None:
                 consts.update(maxnreg=cap)
+        if strategy == WELFORD and not src_is_state and planning.WELFORD_MAX_REGISTERS:   # (sweep knob)
+            consts.update(maxnreg=planning.WELFORD_MAX_REGISTERS)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

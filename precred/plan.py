@@ -164,6 +164,7 @@ WELFORD_VECTOR_MOMENTS = True
 # (sweep knob) Welford's plain loops over the input load a tile ahead (schedules/inner.py welford_vector_part).
 WELFORD_PREFETCH = False
 KAHAN_PREFETCH = False
+WELFORD_MAX_REGISTERS = 0
 EXP_PREFETCH = False
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
