@@ -701,9 +701,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
-                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)
-                                or (strategy == COMPENSATED and planning.KAHAN_PREFETCH)
-                                or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.EXP_PREFETCH)) and not src_is_state
+                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)) and not src_is_state
                       and p.loop_stages == 1,
                       INTERLEAVED=p.interleaved)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
@@ -714,8 +712,6 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                                                  device_sm_count(dst[0].device))
             if cap is not None:
                 consts.update(maxnreg=cap)
-        if strategy == WELFORD and not src_is_state and planning.WELFORD_MAX_REGISTERS:   # (sweep knob)
-            consts.update(maxnreg=planning.WELFORD_MAX_REGISTERS)
     else:
         kernel = outer_kernel
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)

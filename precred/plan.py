@@ -109,9 +109,12 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # of these tiles. With the vector moments (WELFORD_VECTOR_MOMENTS; a TREE_VEC-th of the state) fp64 went
 # 4 -> 8 KiB, 16-bit rows from 32768 elements (sweep_outer --op var --dim -1, H100, GB/s): fp32 262144x256 2473 -> 2561,
 # 8192^2 2616 -> 2641, bf16 1024x65536 1906 -> 2002 -- but bf16 8192^2 2068 -> 1889 (16 KiB: 2093);
-# 16 and 32 KiB lost up to 17% elsewhere.
+# 16 and 32 KiB lost up to 17% elsewhere. With the plain loop loading a tile ahead (WELFORD_PREFETCH) the
+# fp32 accumulator's small tile starts at rows of 8192 (2026-11-27, sweep_outer --op var --dim -1, H100,
+# two runs, GB/s: bf16 fast 8192^2 2182/2182 -> 2227/2248 with the prefetch -> 2305/2305 with 8 KiB too;
+# the other rows and fp64 within 1%).
 WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 8192}
-WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 32768, 8: 32768}
+WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 8192, 8: 32768}
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -161,11 +164,18 @@ KAHAN_VECTOR_SUMS = True
 # PLAIN_16BIT_ROWS_MIN_RED (bf16 fast 1024x65536 2216 -> 2324, 65536x1024 2218 -> 2311, 4096^2 1507 ->
 # 1670, 8192^2 even; fp64 1024x65536 1876 -> 1416, fp32 rows lost up to 6%): precred.launch.plan_for.
 WELFORD_VECTOR_MOMENTS = True
-# (sweep knob) Welford's plain loops over the input load a tile ahead (schedules/inner.py welford_vector_part).
-WELFORD_PREFETCH = False
-KAHAN_PREFETCH = False
-WELFORD_MAX_REGISTERS = 0
-EXP_PREFETCH = False
+# Welford's plain loops over the input (the fp32 accumulator over 16-bit rows, above) load the next tile
+# into registers while this one is folded (schedules/inner.py welford_vector_part; the exact filter's
+# loads). bench/sweep_outer.py --op var --dim -1 --modes fast, H100, 2026-11-27, two runs each, GB/s:
+# bf16 8192^2 2189/2191 -> 2255/2256, 65536x1024 2337/2335 -> 2366/2388, 1024x65536 2344/2348 -> 2368/2368
+# (pipelined plans -- fp32 rows, fp64, 262144x256 -- unchanged). ncu before it (bf16 8192^2): DRAM 74% of
+# peak, issue slots 52% busy, 86 registers: 5 programs (20 warps) per SM. Measured and not taken in the
+# same sweeps: ptxas register caps of 64 / 72 for these passes (spills; bf16 fast 65536x1024 2382 ->
+# 1612 / 1931, fp32 fast 4-9% slower); the same tile-ahead loop for kahan's vector sums over bf16 rows
+# (262144x256 2367/2422 -> 2480/2483, 8192^2 2378/2382 -> 2415/2368, 1024x65536 2360/2395 -> 2339/2386)
+# and for logsumexp's vector states (bf16 fast 8192^2 2365/2339 -> 2313/1304, 65536x1024 2441/2439 ->
+# 2375/2372, 1024x65536 2264/2259 -> 2307/2306; fp64 within 2%).
+WELFORD_PREFETCH = True
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 import precred
 from precred.launch import plan_for, reduce_moments
 from precred.modes import get_var_mode
+from precred.strategies import WELFORD
 from validation import generators as gen
 from validation.moments import exact_sqrt, reference_moments
 from validation.oracle import format_info, ulp_error
@@ -127,18 +128,30 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
     """Welford's first passes over the input keep lanes of 16-byte vectors' (mean, m2)
     (plan.WELFORD_VECTOR_MOMENTS, schedules/inner.py welford_vector_part): with and without them, rows of
     several tiles per lane and a partial last tile (1999 elements) stay within every mode's bound at the
-    plan's depth; with them also split (one tile per lane, a partial tile in the last part)."""
+    plan's depth; with them also split (one tile per lane, a partial tile in the last part) and plain
+    loops, which load a tile ahead (plan.WELFORD_PREFETCH; the last load is the partial tile)."""
     from precred import launch, plan
     rng = np.random.default_rng(zlib.crc32(f"vector {family} {dtype}".encode()))
     x = torch.stack([_family(family, 1999, rng, dtype) for _ in range(2)])
     split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
-    for vector_moments, planners in ((True, ({}, split)), (False, ({},))):
+    plain = dict(tile_elements=256, pipelined=False)
+    prefetched = []
+    original = launch._launch
+
+    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
+        if consts.get("STRATEGY") == WELFORD and consts.get("VECTOR_SUMS"):
+            prefetched.append(consts["PREFETCH"])
+        return original(kernel, grid, pointers, scalars, num_warps, **consts)
+
+    monkeypatch.setattr(launch, "_launch", spy)
+    for vector_moments, planners in ((True, ({}, split, plain)), (False, ({},))):
         monkeypatch.setattr(plan, "WELFORD_VECTOR_MOMENTS", vector_moments)
         launch._RECIPES.clear()
         for mode in VAR_MODES:
             for planner in planners:
                 check_moments_within_bound(x, (1,), mode, device=device, planner=planner, std=False)
     launch._RECIPES.clear()
+    assert True in prefetched and False in prefetched, prefetched   # both loops ran
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

@@ -44,8 +44,8 @@ from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors
-from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
-                    programmatic_launch_points, tile_weights, value_tail, write_result)
+from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
+                    load_shift, programmatic_launch_points, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
 from .recompute import certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
@@ -130,7 +130,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                                    BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC, PREFETCH)
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
-                                      BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first", PREFETCH)   # read once
+                                      BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
     if STRATEGY == 7 and PREFETCH:
         return exact_input_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
                                 TREE_VEC if VECTOR_SUMS else 1)
@@ -143,27 +143,14 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         SUMS: tl.constexpr = BLOCK_N // TREE_VEC
         hi = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
         lo = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
-        if PREFETCH:   # the plain loop loading a tile ahead (exact_input_part's loads)
-            raw_next = tl.load(hi_ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                               eviction_policy="evict_first")
-            for start in range(part_start, part_end, BLOCK_N):
-                raw = raw_next
-                hi_ptrs += step
-                raw_next = tl.load(hi_ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
-                                   other=0, eviction_policy="evict_first")
-                values = to_accumulator(raw, ACC_DTYPE)
-                tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
-                                                            STRATEGY, SUMS)
-                hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
-        else:
-            for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
-                mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-                raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
-                values = to_accumulator(raw, ACC_DTYPE)
-                tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
-                                                            STRATEGY, SUMS)
-                hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
-                hi_ptrs += step
+        for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
+            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
+            raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
+            values = to_accumulator(raw, ACC_DTYPE)
+            tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
+                                                        STRATEGY, SUMS)
+            hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
+            hi_ptrs += step
         row_hi, row_lo, _ = tree_reduce_last_axis(hi, lo, hi, BLOCK_M, SUMS, STRATEGY)
         return row_hi, row_lo, tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
@@ -236,7 +223,7 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
 @triton.jit
 def welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr):
-    """Fold a full tile (`raw`, the tile at `start`) into the lanes' vector states (mean, m2)."""
+    """Fold the full tile `raw` (the one at `start`) into the lanes' vector states (mean, m2)."""
     values = to_accumulator(raw, ACC_DTYPE) - shift_tile
     # each vector's (mean, m2): the lane tree's first levels, every value a state of count 1
     tile_mean, tile_m2, _ = tree_reduce_last_axis(values, tl.zeros_like(values),
@@ -263,10 +250,11 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     m2 = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
     full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
     if PREFETCH:
-        # The plain loop loading a tile ahead (exact_input_part's loads); after the full tiles raw_next
-        # holds the partial last tile, masked (nothing is read where the part has none).
+        # The plain loop loading the next tile while this one is folded (exact_input_part's loads,
+        # plan.WELFORD_PREFETCH); after the full tiles raw_next holds the partial last tile, masked
+        # (nothing is read where the part has none).
         raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                           eviction_policy="evict_first")
+                           eviction_policy="evict_first")   # read once
         for start in range(part_start, full_end, BLOCK_N):
             raw = raw_next
             ptrs += step
@@ -337,7 +325,7 @@ def stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE: tl.constexpr, BLOCK_M: t
 @triton.jit
 def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                           TREE_VEC: tl.constexpr, EVICTION: tl.constexpr, PREFETCH: tl.constexpr = False):
+                           TREE_VEC: tl.constexpr, EVICTION: tl.constexpr):
     """reduce_part for the stable exponential sum over the input with lanes of TREE_VEC-element
     vectors: per-row (s, -, m) of the part. Each tile is folded into the lanes' states
     (stable_exp_fold_vectors), and the BLOCK_N // TREE_VEC lanes merged by the tree at the end: an
@@ -350,27 +338,13 @@ def stable_exp_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, AC
     s = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
     m = tl.full([BLOCK_M, SUMS], float("-inf"), ACC_DTYPE)
     full_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
-    if PREFETCH:
-        # The plain loop loading a tile ahead (welford_vector_part's); raw_next ends as the partial tile.
-        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                           eviction_policy=EVICTION)
-        for start in range(part_start, full_end, BLOCK_N):
-            raw = raw_next
-            ptrs += step
-            raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
-                               other=0, eviction_policy=EVICTION)
-            s, m = stable_exp_fold_vectors(s, m, raw, row_mask[:, None], ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, False)
-    else:
-        for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
-            raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy=EVICTION)
-            s, m = stable_exp_fold_vectors(s, m, raw, row_mask[:, None], ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, False)
-            ptrs += step
+    for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
+        raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy=EVICTION)
+        s, m = stable_exp_fold_vectors(s, m, raw, row_mask[:, None], ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, False)
+        ptrs += step
     if full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
-        if PREFETCH:
-            raw = raw_next
-        else:
-            raw = tl.load(ptrs, mask=mask, other=0, eviction_policy=EVICTION)
+        raw = tl.load(ptrs, mask=mask, other=0, eviction_policy=EVICTION)
         s, m = stable_exp_fold_vectors(s, m, raw, mask, ACC_DTYPE, BLOCK_M, BLOCK_N, TREE_VEC, True)
     row_s, _, row_m = tree_reduce_last_axis(s, s, m, BLOCK_M, SUMS, _STABLE_EXP)
     return row_s, tl.zeros([BLOCK_M], ACC_DTYPE), row_m
@@ -409,7 +383,7 @@ def inner_kernel(
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
-    PREFETCH: tl.constexpr = False,     # the exact filter over the input in a plain loop: exact_input_part
+    PREFETCH: tl.constexpr = False,     # plain loops loading a tile ahead: exact_input_part, welford_vector_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
