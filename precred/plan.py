@@ -174,7 +174,12 @@ WELFORD_VECTOR_MOMENTS = True
 # 1612 / 1931, fp32 fast 4-9% slower); the same tile-ahead loop for kahan's vector sums over bf16 rows
 # (262144x256 2367/2422 -> 2480/2483, 8192^2 2378/2382 -> 2415/2368, 1024x65536 2360/2395 -> 2339/2386)
 # and for logsumexp's vector states (bf16 fast 8192^2 2365/2339 -> 2313/1304, 65536x1024 2441/2439 ->
-# 2375/2372, 1024x65536 2264/2259 -> 2307/2306; fp64 within 2%).
+# 2375/2372, 1024x65536 2264/2259 -> 2307/2306; fp64 within 2%). Not measured: each vector's moments by
+# two passes over its registers (its sum, then the squared deviations from its mean) instead of the
+# equal-count merges -- the sm_90 loop of var fp64 over bf16 8192^2 went from 112 to 116 fp64 additions,
+# products and FMAs per 16 elements (bench/kernel_resources.py with KERNEL_SASS_DIR): no fewer. That
+# loop is near the fp64 pipe's rate (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu
+# issue slots 64% busy, DRAM 71%): 85% of the copy bandwidth over bf16 needs fewer of them.
 WELFORD_PREFETCH = True
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
