@@ -32,12 +32,6 @@ from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
 
-# The exact filter's first passes (bench/sweep_state.py exact, H200): 1024-element tiles over many rows,
-# and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048 (16-bit) elements.
-EXACT_ROWS_TILE = 1024
-EXACT_ROWS_MIN_OUTPUTS = 1024
-EXACT_OUTER_TILE = {4: 4096, 2: 2048}
-EXACT_OUTER_MIN_INNER = 512
 # Strategies whose long loops are software-pipelined (plan.LOOP_STAGES): measured faster with it
 # (bench/sweep_stages.py; the others keep plain loops until measured). H100, 17 cases each, plain ->
 # pipelined GB/s: var_mean fast 2^28 fp32 2412 -> 2801, 8192^2 dim 0 bf16 1107 -> 1783; fp64
@@ -166,18 +160,18 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # dim 0) keep the heavy default.
         outputs = view.outer * view.inner
         if outer_schedule:
-            if view.inner >= EXACT_OUTER_MIN_INNER:
-                options.update(heavy_state=False, tile_elements=EXACT_OUTER_TILE[x.element_size()])
-        elif outputs >= EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
+            if view.inner >= planning.EXACT_OUTER_MIN_INNER:
+                options.update(heavy_state=False, tile_elements=planning.EXACT_OUTER_TILE[x.element_size()])
+        elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
             # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes
             # and its tile (plan.EXACT_VECTOR_SUMS' note)
-            tile = EXACT_ROWS_TILE
+            tile = planning.EXACT_ROWS_TILE
             if view.red >= planning.PLAIN_16BIT_ROWS_MIN_RED:
                 tile = (planning.EXACT_VECTOR_SHORT_ROWS_TILE if view.red <= planning.EXACT_VECTOR_SHORT_ROWS_MAX_RED
                         else planning.EXACT_VECTOR_ROWS_TILE)
             options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=tile)
-        elif outputs >= EXACT_ROWS_MIN_OUTPUTS:
-            options.update(heavy_state=x.element_size() == 4, tile_elements=EXACT_ROWS_TILE)
+        elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS:
+            options.update(heavy_state=x.element_size() == 4, tile_elements=planning.EXACT_ROWS_TILE)
         else:
             # Few long rows (16 x 262144) keep the split measured for the filter (bench/sweep_state.py).
             # The short-parts split measured no faster: bench/sweep_outer.py --dim -1 --shapes 16x262144,

@@ -367,6 +367,8 @@ CERTIFIED_EXP_16BIT_ROW_PART = 8192
 FUSE_INNER_MERGE = True
 # Outer first passes in the registers layout narrow their column block down to this many warps, then
 # split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
+# (sweep knob) programs per SM below which a first pass gives each program fewer outputs.
+FIRST_PASS_MIN_PROGRAMS_PER_SM = 2
 OUTER_MIN_WARPS = 4
 # Chained (non-pairwise) outer first passes may take the registers layout too (the sweep toggles
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
@@ -421,6 +423,13 @@ PIPELINE_MIN_TILES = 8
 # 256 MiB read 2665 GB/s in 1024 programs of 256 KiB against 2735 in 8192 of 32 KiB; splitting
 # 1024x65536's rows into such parts did not gain in the library (CERTIFIED_EXP_16BIT_ROW_PART's note).
 PLAIN_16BIT_ROWS_MIN_RED = 1024
+# The exact filter's first passes (bench/sweep_state.py exact, H200; precred.launch.plan_for): 1024-element
+# tiles over many rows, and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048
+# (16-bit) elements.
+EXACT_ROWS_TILE = 1024
+EXACT_ROWS_MIN_OUTPUTS = 1024
+EXACT_OUTER_TILE = {4: 4096, 2: 2048}
+EXACT_OUTER_MIN_INNER = 512
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
 # elements, on tiles of EXACT_VECTOR_ROWS_TILE), any plain loop of the filter over the input loads a
@@ -657,7 +666,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     block_limit = 1 << 30
     single = first_pass(1, block_limit)
     floor = 1 if single.schedule == "inner" else 32 * vector * OUTER_MIN_WARPS if registers_layout else 128
-    while _programs(single) < 2 * sm_count and single.block_kept > floor:
+    while _programs(single) < FIRST_PASS_MIN_PROGRAMS_PER_SM * sm_count and single.block_kept > floor:
         block_limit = single.block_kept // 2
         single = first_pass(1, block_limit)
     parts_wanted = 1
