@@ -367,7 +367,12 @@ CERTIFIED_EXP_16BIT_ROW_PART = 8192
 FUSE_INNER_MERGE = True
 # Outer first passes in the registers layout narrow their column block down to this many warps, then
 # split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
-# (sweep knob) programs per SM below which a first pass gives each program fewer outputs.
+# A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
+# outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
+# 16 x 262144 over dim 0 (bench/sweep_outer.py, H100, 2026-11-27, three runs, GB/s, 2 -> 4 -> 8): exact
+# fp32 1163/1163/1165 -> 1183/1189/1186 -> 832/813/564 (fast 1369-1376 at 2; the 0.9x goal asks 1238),
+# but exact bf16 734-736 -> 213-372 -> 487-494, fast bf16 848-913 -> 643-679, argmax bf16 810-874 ->
+# 538-553; var, logsumexp and the other sum modes within noise or lost: 2 stays.
 FIRST_PASS_MIN_PROGRAMS_PER_SM = 2
 OUTER_MIN_WARPS = 4
 # Chained (non-pairwise) outer first passes may take the registers layout too (the sweep toggles
