@@ -34,6 +34,12 @@ class Pass:
                                  # the row instead of `chunk` consecutive elements (LONG_SPLIT_WARPS' note)
 
     @property
+    def part_tail(self) -> bool:
+        """Whether a part can end in a partial tile: only the row's last, where `red` is not a multiple of
+        `lanes` (every chunk is one)."""
+        return self.red % self.lanes != 0
+
+    @property
     def tiles_per_lane(self) -> int:
         """Tiles a program streams per part: the longest chain of sequential updates of a lane, or the
         leaves of the binary counter (tile_counter)."""
@@ -181,6 +187,7 @@ WELFORD_VECTOR_MOMENTS = True
 # loop is near the fp64 pipe's rate (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu
 # issue slots 64% busy, DRAM 71%): 85% of the copy bandwidth over bf16 needs fewer of them.
 WELFORD_PREFETCH = True
+PART_TAIL_SPECIALIZED = True   # (sweep knob)
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

@@ -78,7 +78,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
-                INTERLEAVED: tl.constexpr = False, tiles_apart=1):
+                INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -89,7 +89,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     tiles; then, once, the tree's levels across threads.
     INTERLEAVED (plan.Pass.interleaved): the part's tiles are every tiles_apart-th tile of the row from
     part_start, its first tile's position, to part_end, the row's end; the chained loop of the sums and
-    the extrema only."""
+    the extrema only. PART_TAIL: a part may end in a partial tile (else every part is whole tiles and
+    the Welford vector part's tail is not compiled: its counted tree held most of that kernel's
+    registers)."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -127,7 +129,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     if VECTOR_SUMS and STRATEGY == 2:
         return welford_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE,
-                                   BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC, PREFETCH)
+                                   BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC, PREFETCH, PART_TAIL)
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
@@ -236,14 +238,14 @@ def welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE
 @triton.jit
 def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                        TREE_VEC: tl.constexpr, PREFETCH: tl.constexpr):
+                        TREE_VEC: tl.constexpr, PREFETCH: tl.constexpr, PART_TAIL: tl.constexpr):
     """reduce_part for Welford over the input with lanes of TREE_VEC-element vectors: per-row (mean, m2,
     count) of the part, shifted by shift_tile. The tree is reduce_part's, its first log2(TREE_VEC)
     levels taken on every tile: the vector levels, the lane's chain over its tiles (the first merge
     takes the vector's state exactly), the tree over the BLOCK_N // TREE_VEC vector lanes -- so the
     depth the bounds count (precred.plan.Pass.depth) is unchanged. Full tiles: every value counted,
     equal-count merges (strategies.welford.welford_equal_combine, welford_merge_vectors), and the lane
-    tree of equal counts. The last, partial tile: its own tree of counted merges
+    tree of equal counts. The last, partial tile (only where PART_TAIL): its own tree of counted merges
     (welford_combine; masked values count 0), then merged into the row's state."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     mean = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
@@ -276,7 +278,7 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
     row_mean, row_m2, _ = tree_reduce_last_axis(mean, m2, tl.zeros([BLOCK_M, SUMS], tl.float64) + full_count, BLOCK_M,
                                                 SUMS, _EQUAL_COUNTS)
     row_cnt = tl.zeros([BLOCK_M], tl.float64) + full_count * SUMS
-    if full_end < part_end:
+    if PART_TAIL and full_end < part_end:
         mask = row_mask[:, None] & ((full_end + lanes) < part_end)[None, :]
         if PREFETCH:
             values, counts = counted_tile(raw_next, mask, shift_tile, ACC_DTYPE)
@@ -384,6 +386,7 @@ def inner_kernel(
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
     VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
     PREFETCH: tl.constexpr = False,     # plain loops loading a tile ahead: exact_input_part, welford_vector_part
+    PART_TAIL: tl.constexpr = True,     # some part ends in a partial tile (reduce_part)
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
@@ -407,7 +410,7 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts)
+                                          TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
