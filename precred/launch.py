@@ -697,7 +697,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
                       PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)) and not src_is_state
                       and p.loop_stages == 1,
-                      INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not planning.PART_TAIL_SPECIALIZED)
+                      INTERLEAVED=p.interleaved,
+                      PART_TAIL=p.part_tail or not planning.PART_TAIL_SPECIALIZED[workspace.acc_dtype.itemsize])
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

@@ -177,6 +177,21 @@ def test_outer_merge_passes_fill_the_gpu_without_changing_their_tree(shape, pair
         assert plan.passes[1].block_kept < full.passes[1].block_kept   # 8192^2 .. 262144x256 narrow
 
 
+@pytest.mark.parametrize("red", [256, 1024, 4096, 65536, 2 ** 20, 1999, 4097, 65536 + 8])
+def test_a_part_ends_in_a_partial_tile_only_where_the_row_does(red):
+    """Pass.part_tail (schedules/inner.py PART_TAIL: the Welford vector part's partial-tile code is
+    compiled only where it is set) holds wherever some part of the pass ends in a partial tile: the
+    parts' ends are chunk multiples (whole tiles) but the row's, so the last tile of the last part."""
+    for rows, tile in ((8, None), (1, None), (4, 64)):
+        plan = plan_reduction(rows, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                              tile_elements=tile, split_min_bytes=0)
+        for p in plan.passes:
+            ends = [min((part + 1) * p.chunk, p.red) for part in range(p.parts)]
+            partial = any(end - part * p.chunk < p.chunk and (end - part * p.chunk) % p.lanes
+                          for part, end in enumerate(ends))
+            assert p.part_tail == partial, (red, p)
+
+
 def test_many_rows_are_not_split():
     plan = plan_reduction(65536, 1024, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert len(plan.passes) == 1 and plan.passes[0].block_kept >= 1

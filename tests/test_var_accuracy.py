@@ -155,6 +155,40 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dtype, monkeypatch):
+    """Passes whose parts are whole tiles run without the vector part's partial-tile code where the
+    planner says so (plan.PART_TAIL_SPECIALIZED: the fp64 accumulator), as the PART_TAIL constexpr tells
+    the launch: the same bits as the kernel with that code (never run there), within the bound; a row
+    with a partial tile keeps the code."""
+    from precred import launch, plan
+    seen = []
+    original = launch._launch
+
+    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
+        if consts.get("STRATEGY") == WELFORD and consts.get("VECTOR_SUMS"):
+            seen.append(consts["PART_TAIL"])
+        return original(kernel, grid, pointers, scalars, num_warps, **consts)
+
+    monkeypatch.setattr(launch, "_launch", spy)
+    rng = np.random.default_rng(zlib.crc32(f"whole tiles {dtype}".encode()))
+    for n, tail in ((2048, False), (2047, True)):
+        x = torch.stack([_family("offset1e4", n, rng, dtype) for _ in range(2)])
+        results = {}
+        for specialized in (True, False):
+            monkeypatch.setattr(plan, "PART_TAIL_SPECIALIZED", {8: specialized, 4: False})
+            launch._RECIPES.clear()
+            seen.clear()
+            _, got = check_moments_within_bound(x, (1,), "fp64", device=device, planner=dict(tile_elements=256),
+                                                std=False)
+            assert seen and all(part_tail == (tail or not specialized) for part_tail in seen), (n, seen)
+            results[specialized] = [t.cpu() for t in reduce_moments(x.to(device), (1,), get_var_mode("fp64"),
+                                                                   x.dtype, 1.0, False, True)]
+        for a, b in zip(results[True], results[False]):
+            assert torch.equal(a, b), (n, a, b)
+    launch._RECIPES.clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("family", ["normal", "offset1e6", "huge"])
 def test_outer_tile_moments_within_bound(device, family, dtype):
     """Over a strided axis with the lanes in registers (schedules/outer.py welford_tile_part: each tile's
