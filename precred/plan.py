@@ -187,8 +187,8 @@ WELFORD_VECTOR_MOMENTS = True
 # loop is near the fp64 pipe's rate (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu
 # issue slots 64% busy, DRAM 71%): 85% of the copy bandwidth over bf16 needs fewer of them.
 WELFORD_PREFETCH = True
-# Whether a pass whose parts are whole tiles (Pass.part_tail false) is compiled without the partial-tile
-# code, by accumulator bytes (schedules/inner.py PART_TAIL; only Welford's vector part has such code).
+# Whether a Welford pass whose parts are whole tiles (Pass.part_tail false) is compiled without the
+# partial-tile code of its vector part, by accumulator bytes (schedules/inner.py PART_TAIL).
 # The tail's counted tree held most of the kernel's registers (sm_90, bench/kernel_resources.py: var fast
 # fp32 8192^2 80 -> 37, fp64 fp32 8192^2 -> 52, fp64 bf16 82 -> 68). bench/sweep_outer.py --op var --dim -1,
 # H100, 2026-11-27, two runs, GB/s with the tail code -> without: fp64 mode bf16 8192^2 2082/2066 ->
@@ -197,7 +197,9 @@ WELFORD_PREFETCH = True
 # 2572/2573 -> 2514/2522. The fp32 accumulator lost without it (more programs per SM): fast bf16
 # 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32 262144x256 2561/2568 ->
 # 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only.
-PART_TAIL_SPECIALIZED = {8: True, 4: False}
+WELFORD_PART_TAIL_SPECIALIZED = {8: True, 4: False}
+# (sweep knob) the same for amax / amin's value_tail.
+VALUE_EXTREMA_PART_TAIL_SPECIALIZED = False
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the
