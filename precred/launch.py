@@ -426,14 +426,6 @@ def _register_cap(cap: int | None) -> dict:
     return {} if cap is None else {"maxnreg": cap}
 
 
-def _part_tail_specialized(strategy: int, acc_dtype: torch.dtype) -> bool:
-    """Whether an inner pass over whole-tile parts is compiled without its partial-tile code (measured in
-    plan.WELFORD_PART_TAIL_SPECIALIZED's note)."""
-    if strategy == WELFORD:
-        return planning.WELFORD_PART_TAIL_SPECIALIZED[acc_dtype.itemsize]
-    return strategy in VALUE_EXTREMA and planning.VALUE_EXTREMA_PART_TAIL_SPECIALIZED
-
-
 def _launch(kernel, grid, pointers, scalars, num_warps, **consts):
     """Launch kernel; (compiled kernel or None under the interpreter, grid, the arguments after the
     pointers in the kernel's parameter order -- scalars, then constexprs -- as Triton's launcher
@@ -706,7 +698,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)) and not src_is_state
                       and p.loop_stages == 1,
                       INTERLEAVED=p.interleaved,
-                      PART_TAIL=p.part_tail or not _part_tail_specialized(strategy, workspace.acc_dtype))
+                      PART_TAIL=p.part_tail or not (strategy == WELFORD and planning.WELFORD_PART_TAIL_SPECIALIZED[
+                          workspace.acc_dtype.itemsize]))
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

@@ -196,10 +196,11 @@ WELFORD_PREFETCH = True
 # 1445/1442; fp32 65536x1024 2553/2565 -> 2610/2626, 1024x65536 2565/2554 -> 2583/2565, 262144x256
 # 2572/2573 -> 2514/2522. The fp32 accumulator lost without it (more programs per SM): fast bf16
 # 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32 262144x256 2561/2568 ->
-# 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only.
+# 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only. amax / amin's value_tail
+# left out the same way (sm_90: fp32 16x262144 47 -> 36 registers) lost too (same sweep --op amax, three
+# runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536 2630 -> 2534/2538, bf16 262144x256 1920/1938 ->
+# 1853/1854 (65536x1024 and bf16 1024x65536 +1%): not taken.
 WELFORD_PART_TAIL_SPECIALIZED = {8: True, 4: False}
-# (sweep knob) the same for amax / amin's value_tail.
-VALUE_EXTREMA_PART_TAIL_SPECIALIZED = False
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

@@ -90,8 +90,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     INTERLEAVED (plan.Pass.interleaved): the part's tiles are every tiles_apart-th tile of the row from
     part_start, its first tile's position, to part_end, the row's end; the chained loop of the sums and
     the extrema only. PART_TAIL: a part may end in a partial tile (else every part is whole tiles and
-    the partial-tile code of the Welford vector part and of the value extrema is not compiled: it held
-    many of those kernels' registers; plan.WELFORD_PART_TAIL_SPECIALIZED)."""
+    the Welford vector part's partial-tile code is not compiled: its counted tree held most of that
+    kernel's registers; plan.WELFORD_PART_TAIL_SPECIALIZED)."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
@@ -175,10 +175,9 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         has_tail = loop_end < part_end   # a partial last tile, where the pointers stopped ...
         if INTERLEAVED:   # ... unless this part's tiles stepped past it: then it is another part's
             has_tail = has_tail & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0)
-        if PART_TAIL:
-            if has_tail:
-                mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
-                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+        if has_tail:
+            mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
+            hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
                               (BLOCK_M, BLOCK_N))
