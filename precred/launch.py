@@ -5,6 +5,7 @@ asks the planner for a plan, and runs the plan's passes, the last of which write
 or the sum divided by the element count (sum strategies), or the variance / standard deviation and
 optionally the mean (Welford's strategy). `reduce_sum` and `reduce_moments` name those two uses.
 """
+import math
 from dataclasses import dataclass
 
 import torch
@@ -698,8 +699,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)) and not src_is_state
                       and p.loop_stages == 1,
                       INTERLEAVED=p.interleaved,
-                      PART_TAIL=p.part_tail or not (strategy == WELFORD and planning.WELFORD_PART_TAIL_SPECIALIZED[
-                          workspace.acc_dtype.itemsize]))
+                      PART_TAIL=p.part_tail or not (strategy == WELFORD and p.red >= planning.WELFORD_TAIL_FREE_MIN_RED.get(
+                          workspace.acc_dtype.itemsize, math.inf)))
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

@@ -187,20 +187,22 @@ WELFORD_VECTOR_MOMENTS = True
 # loop is near the fp64 pipe's rate (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu
 # issue slots 64% busy, DRAM 71%): 85% of the copy bandwidth over bf16 needs fewer of them.
 WELFORD_PREFETCH = True
-# Whether a Welford pass whose parts are whole tiles (Pass.part_tail false) is compiled without the
-# partial-tile code of its vector part, by accumulator bytes (schedules/inner.py PART_TAIL).
+# A Welford pass whose parts are whole tiles (Pass.part_tail false) is compiled without the partial-tile
+# code of its vector part (schedules/inner.py PART_TAIL) on rows of at least
+# WELFORD_TAIL_FREE_MIN_RED[accumulator bytes] elements (no entry: never).
 # The tail's counted tree held most of the kernel's registers (sm_90, bench/kernel_resources.py: var fast
 # fp32 8192^2 80 -> 37, fp64 fp32 8192^2 -> 52, fp64 bf16 82 -> 68). bench/sweep_outer.py --op var --dim -1,
 # H100, 2026-11-27, two runs, GB/s with the tail code -> without: fp64 mode bf16 8192^2 2082/2066 ->
 # 2137/2159, 65536x1024 2176/2178 -> 2203/2204, 1024x65536 1994/2015 -> 2055/2034, 4096^2 1380/1378 ->
-# 1445/1442; fp32 65536x1024 2553/2565 -> 2610/2626, 1024x65536 2565/2554 -> 2583/2565, 262144x256
-# 2572/2573 -> 2514/2522. The fp32 accumulator lost without it (more programs per SM): fast bf16
+# 1445/1442; fp32 65536x1024 2553/2565 -> 2610/2626, 1024x65536 2565/2554 -> 2583/2565; but rows of 256
+# lost 2% (fp32 262144x256 2572/2573 -> 2514/2522, bf16 2000/1982 -> 1954/1952; var_suite: fp32 2591 ->
+# 2528, below 85% of the copy), hence the row length. The fp32 accumulator lost without it (more programs per SM): fast bf16
 # 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32 262144x256 2561/2568 ->
 # 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only. amax / amin's value_tail
 # left out the same way (sm_90: fp32 16x262144 47 -> 36 registers) lost too (same sweep --op amax, three
 # runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536 2630 -> 2534/2538, bf16 262144x256 1920/1938 ->
 # 1853/1854 (65536x1024 and bf16 1024x65536 +1%): not taken.
-WELFORD_PART_TAIL_SPECIALIZED = {8: True, 4: False}
+WELFORD_TAIL_FREE_MIN_RED = {8: 1024}
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

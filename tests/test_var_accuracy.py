@@ -157,7 +157,7 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dtype, monkeypatch):
     """Passes whose parts are whole tiles run without the vector part's partial-tile code where the
-    planner says so (plan.WELFORD_PART_TAIL_SPECIALIZED: the fp64 accumulator), as the PART_TAIL constexpr tells
+    planner says so (plan.WELFORD_TAIL_FREE_MIN_RED: the fp64 accumulator's longer rows), as the PART_TAIL constexpr tells
     the launch: the same bits as the kernel with that code (never run there), within the bound; a row
     with a partial tile keeps the code."""
     from precred import launch, plan
@@ -175,7 +175,7 @@ def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dty
         x = torch.stack([_family("offset1e4", n, rng, dtype) for _ in range(2)])
         results = {}
         for specialized in (True, False):
-            monkeypatch.setattr(plan, "WELFORD_PART_TAIL_SPECIALIZED", {8: specialized, 4: False})
+            monkeypatch.setattr(plan, "WELFORD_TAIL_FREE_MIN_RED", {8: 1024} if specialized else {})
             launch._RECIPES.clear()
             seen.clear()
             _, got = check_moments_within_bound(x, (1,), "fp64", device=device, planner=dict(tile_elements=256),

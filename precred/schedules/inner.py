@@ -91,7 +91,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     part_start, its first tile's position, to part_end, the row's end; the chained loop of the sums and
     the extrema only. PART_TAIL: a part may end in a partial tile (else every part is whole tiles and
     the Welford vector part's partial-tile code is not compiled: its counted tree held most of that
-    kernel's registers; plan.WELFORD_PART_TAIL_SPECIALIZED)."""
+    kernel's registers; plan.WELFORD_TAIL_FREE_MIN_RED)."""
     lanes = tl.arange(0, BLOCK_N)
     # int64 offsets of the part's first tile (a tensor may hold more than 2^31 elements); the loop only
     # advances the pointers by a scalar step.
