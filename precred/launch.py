@@ -5,7 +5,6 @@ asks the planner for a plan, and runs the plan's passes, the last of which write
 or the sum divided by the element count (sum strategies), or the variance / standard deviation and
 optionally the mean (Welford's strategy). `reduce_sum` and `reduce_moments` name those two uses.
 """
-import math
 from dataclasses import dataclass
 
 import torch
@@ -686,6 +685,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         state_vec = 16 // workspace.acc_dtype.itemsize
         tree_vec = state_vec if src_is_state else 16 // src[0].element_size()
+        # Welford's vector part compiled without its partial-tile code (plan.WELFORD_TAIL_FREE_MIN_RED)
+        tail_free_min_red = planning.WELFORD_TAIL_FREE_MIN_RED.get(workspace.acc_dtype.itemsize)
+        tail_free = strategy == WELFORD and tail_free_min_red is not None and p.red >= tail_free_min_red
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
@@ -696,11 +698,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                           or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
                           or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
-                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH)) and not src_is_state
-                      and p.loop_stages == 1,
-                      INTERLEAVED=p.interleaved,
-                      PART_TAIL=p.part_tail or not (strategy == WELFORD and p.red >= planning.WELFORD_TAIL_FREE_MIN_RED.get(
-                          workspace.acc_dtype.itemsize, math.inf)))
+                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH))
+                      and not src_is_state and p.loop_stages == 1,
+                      INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

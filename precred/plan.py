@@ -196,9 +196,10 @@ WELFORD_PREFETCH = True
 # 2137/2159, 65536x1024 2176/2178 -> 2203/2204, 1024x65536 1994/2015 -> 2055/2034, 4096^2 1380/1378 ->
 # 1445/1442; fp32 65536x1024 2553/2565 -> 2610/2626, 1024x65536 2565/2554 -> 2583/2565; but rows of 256
 # lost 2% (fp32 262144x256 2572/2573 -> 2514/2522, bf16 2000/1982 -> 1954/1952; var_suite: fp32 2591 ->
-# 2528, below 85% of the copy), hence the row length. The fp32 accumulator lost without it (more programs per SM): fast bf16
-# 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32 262144x256 2561/2568 ->
-# 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only. amax / amin's value_tail
+# 2528, below 85% of the copy), hence the row length. The fp32 accumulator lost without it (more
+# programs per SM): fast bf16 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32
+# 262144x256 2561/2568 -> 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only
+# (no entry for 4 bytes). amax / amin's value_tail
 # left out the same way (sm_90: fp32 16x262144 47 -> 36 registers) lost too (same sweep --op amax, three
 # runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536 2630 -> 2534/2538, bf16 262144x256 1920/1938 ->
 # 1853/1854 (65536x1024 and bf16 1024x65536 +1%): not taken.

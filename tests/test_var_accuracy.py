@@ -122,6 +122,21 @@ def test_every_var_mode_within_bound(device, family, dtype, planner):
                                    planner=PLANNER_SETTINGS[planner], std=not tiny)
 
 
+def _record_vector_launches(monkeypatch, const: str) -> list:
+    """The list that each launch of Welford's vector part over the input appends its `const` to."""
+    from precred import launch
+    seen = []
+    original = launch._launch
+
+    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
+        if consts.get("STRATEGY") == WELFORD and consts.get("VECTOR_SUMS"):
+            seen.append(consts[const])
+        return original(kernel, grid, pointers, scalars, num_warps, **consts)
+
+    monkeypatch.setattr(launch, "_launch", spy)
+    return seen
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
@@ -135,15 +150,7 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
     x = torch.stack([_family(family, 1999, rng, dtype) for _ in range(2)])
     split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
     plain = dict(tile_elements=256, pipelined=False)
-    prefetched = []
-    original = launch._launch
-
-    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
-        if consts.get("STRATEGY") == WELFORD and consts.get("VECTOR_SUMS"):
-            prefetched.append(consts["PREFETCH"])
-        return original(kernel, grid, pointers, scalars, num_warps, **consts)
-
-    monkeypatch.setattr(launch, "_launch", spy)
+    prefetched = _record_vector_launches(monkeypatch, "PREFETCH")
     for vector_moments, planners in ((True, ({}, split, plain)), (False, ({},))):
         monkeypatch.setattr(plan, "WELFORD_VECTOR_MOMENTS", vector_moments)
         launch._RECIPES.clear()
@@ -157,19 +164,11 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dtype, monkeypatch):
     """Passes whose parts are whole tiles run without the vector part's partial-tile code where the
-    planner says so (plan.WELFORD_TAIL_FREE_MIN_RED: the fp64 accumulator's longer rows), as the PART_TAIL constexpr tells
-    the launch: the same bits as the kernel with that code (never run there), within the bound; a row
-    with a partial tile keeps the code."""
+    planner says so (plan.WELFORD_TAIL_FREE_MIN_RED: the fp64 accumulator's longer rows), as the
+    PART_TAIL constexpr tells the launch: the same bits as the kernel with that code (never run there),
+    within the bound; a row with a partial tile keeps the code."""
     from precred import launch, plan
-    seen = []
-    original = launch._launch
-
-    def spy(kernel, grid, pointers, scalars, num_warps, **consts):
-        if consts.get("STRATEGY") == WELFORD and consts.get("VECTOR_SUMS"):
-            seen.append(consts["PART_TAIL"])
-        return original(kernel, grid, pointers, scalars, num_warps, **consts)
-
-    monkeypatch.setattr(launch, "_launch", spy)
+    seen = _record_vector_launches(monkeypatch, "PART_TAIL")
     rng = np.random.default_rng(zlib.crc32(f"whole tiles {dtype}".encode()))
     for n, tail in ((2048, False), (2047, True)):
         x = torch.stack([_family("offset1e4", n, rng, dtype) for _ in range(2)])
@@ -178,8 +177,7 @@ def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dty
             monkeypatch.setattr(plan, "WELFORD_TAIL_FREE_MIN_RED", {8: 1024} if specialized else {})
             launch._RECIPES.clear()
             seen.clear()
-            _, got = check_moments_within_bound(x, (1,), "fp64", device=device, planner=dict(tile_elements=256),
-                                                std=False)
+            check_moments_within_bound(x, (1,), "fp64", device=device, planner=dict(tile_elements=256), std=False)
             assert seen and all(part_tail == (tail or not specialized) for part_tail in seen), (n, seen)
             results[specialized] = [t.cpu() for t in reduce_moments(x.to(device), (1,), get_var_mode("fp64"),
                                                                    x.dtype, 1.0, False, True)]
