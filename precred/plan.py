@@ -199,10 +199,9 @@ WELFORD_PREFETCH = True
 # 2528, below 85% of the copy), hence the row length. The fp32 accumulator lost without it (more
 # programs per SM): fast bf16 262144x256 1955/1971 -> 1657/1668, 8192^2 2307/2338 -> 2243/2261, fp32
 # 262144x256 2561/2568 -> 2451/2464, 1024x65536 2635/2636 -> 2565/2565. So the fp64 accumulator only
-# (no entry for 4 bytes). amax / amin's value_tail
-# left out the same way (sm_90: fp32 16x262144 47 -> 36 registers) lost too (same sweep --op amax, three
-# runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536 2630 -> 2534/2538, bf16 262144x256 1920/1938 ->
-# 1853/1854 (65536x1024 and bf16 1024x65536 +1%): not taken.
+# (no entry for 4 bytes). amax / amin's value_tail left out the same way (sm_90: fp32 16x262144 47 -> 36
+# registers) lost too (same sweep --op amax, three runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536
+# 2630 -> 2534/2538, bf16 262144x256 1920/1938 -> 1853/1854 (65536x1024, bf16 1024x65536 +1%): not taken.
 WELFORD_TAIL_FREE_MIN_RED = {8: 1024}
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
@@ -388,8 +387,6 @@ CERTIFIED_EXP_16BIT_ROW_PART = 8192
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
 # on every split of few rows (16 x 262144, 2^28). The flag lets bench/ sweeps time both.
 FUSE_INNER_MERGE = True
-# Outer first passes in the registers layout narrow their column block down to this many warps, then
-# split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
 # 16 x 262144 over dim 0 (bench/sweep_outer.py, H100, 2026-11-27, three runs, GB/s, 2 -> 4 -> 8): exact
@@ -397,6 +394,8 @@ FUSE_INNER_MERGE = True
 # but exact bf16 734-736 -> 213-372 -> 487-494, fast bf16 848-913 -> 643-679, argmax bf16 810-874 ->
 # 538-553; var, logsumexp and the other sum modes within noise or lost: 2 stays.
 FIRST_PASS_MIN_PROGRAMS_PER_SM = 2
+# Outer first passes in the registers layout narrow their column block down to this many warps, then
+# split (bench/sweep_outer.py, H100: 4 was best or near it on every dim=0 shape).
 OUTER_MIN_WARPS = 4
 # Chained (non-pairwise) outer first passes may take the registers layout too (the sweep toggles
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
