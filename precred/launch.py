@@ -678,9 +678,6 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                   DST_IS_STATE=dst_is_state, DIVIDE=output.divide, USES_LO=workspace.uses_lo,
                   TAKE_SQRT=output.take_sqrt, WRITE_MEAN=output.with_mean, LAUNCH_DEPENDENTS=launch_dependents,
                   **_programmatic(dependent))
-    # Welford's passes over the input compiled without their partial-tile code (plan.WELFORD_TAIL_FREE_MIN_RED)
-    tail_free_min_red = planning.WELFORD_TAIL_FREE_MIN_RED.get(workspace.acc_dtype.itemsize)
-    tail_free = strategy == WELFORD and tail_free_min_red is not None and p.red >= tail_free_min_red
     if p.schedule == "inner":
         kernel = inner_kernel
         rows = p.outer * p.inner
@@ -688,6 +685,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         scalars = [rows, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         state_vec = 16 // workspace.acc_dtype.itemsize
         tree_vec = state_vec if src_is_state else 16 // src[0].element_size()
+        # Welford's vector part compiled without its partial-tile code (plan.WELFORD_TAIL_FREE_MIN_RED)
+        tail_free_min_red = planning.WELFORD_TAIL_FREE_MIN_RED.get(workspace.acc_dtype.itemsize)
+        tail_free = strategy == WELFORD and tail_free_min_red is not None and p.red >= tail_free_min_red
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
@@ -719,8 +719,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
-            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])),
-            PART_TAIL=p.part_tail or not (tail_free and planning.WELFORD_OUTER_TAIL_FREE))
+            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

@@ -203,7 +203,6 @@ WELFORD_PREFETCH = True
 # registers) lost too (same sweep --op amax, three runs): fp32 16x262144 1147 -> 1112/1113, 1024x65536
 # 2630 -> 2534/2538, bf16 262144x256 1920/1938 -> 1853/1854 (65536x1024, bf16 1024x65536 +1%): not taken.
 WELFORD_TAIL_FREE_MIN_RED = {8: 1024}
-WELFORD_OUTER_TAIL_FREE = True   # (sweep knob)
 # logsumexp's first inner passes over the input (the fp32 filter of its fp64 mode included) keep lanes of
 # 16-byte vectors' (s, m) (schedules/inner.py stable_exp_vector_part): each vector's maximum, then one
 # exponential and two additions an element, and one merge per lane and tile; over a strided axis with the

@@ -54,7 +54,6 @@ def outer_kernel(
                                           # registers: welford_tile_part / stable_exp_tile_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
-    PART_TAIL: tl.constexpr = True,       # some part ends in a partial tile (welford_tile_part's tail)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
@@ -110,8 +109,7 @@ def outer_kernel(
                                                            ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
         elif TILE_MOMENTS:
             col_hi, col_lo, col_cnt = welford_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
-                                                        shift_tile, ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES,
-                                                        PART_TAIL)
+                                                        shift_tile, ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
         else:
             col_hi, col_lo, col_cnt = chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start,
                                                    part_end, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
@@ -158,15 +156,13 @@ def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, 
 
 @triton.jit
 def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_tile, ACC_DTYPE: tl.constexpr,
-                      BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                      PART_TAIL: tl.constexpr):
+                      BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr):
     """chained_part for Welford over the input when each thread holds all BLOCK_R lanes of its columns
     (TILE_MOMENTS): each full tile's lanes are merged first, by the fixed tree with equal counts (no
     division; in registers), and the columns keep one state each, merged with every tile's by Chan's
     merge with the tile's scalar weights (strategies.welford.welford_merge_vectors). An element goes
     through the tree's log2(BLOCK_R) levels, then the chain: the depth plan.Pass.depth counts. A partial
-    last tile (compiled only where PART_TAIL: plan.WELFORD_TAIL_FREE_MIN_RED): the same tree with counts
-    (welford_combine), merged into the columns' states."""
+    last tile: the same tree with counts (welford_combine), merged into the columns' states."""
     mean = tl.zeros([BLOCK_I], ACC_DTYPE)
     m2 = tl.zeros([BLOCK_I], ACC_DTYPE)
     full_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
@@ -180,7 +176,7 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
         mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, BLOCK_R)
         ptrs += step
     cnt = tl.zeros([BLOCK_I], tl.float64) + (full_end - part_start).to(tl.float64)
-    if PART_TAIL and full_end < part_end:
+    if full_end < part_end:
         mask = ((full_end + lanes) < part_end)[:, None] & col_mask[None, :]
         values, counts = counted_values(ptrs, mask, shift_tile, ACC_DTYPE)
         tail_mean, tail_m2, tail_cnt = tree_reduce_first_axis(values, tl.zeros_like(values), counts, BLOCK_R,
