@@ -187,8 +187,7 @@ def test_a_part_ends_in_a_partial_tile_only_where_the_row_does(red):
                               tile_elements=tile, split_min_bytes=0)
         for p in plan.passes:
             ends = [min((part + 1) * p.chunk, p.red) for part in range(p.parts)]
-            partial = any(end - part * p.chunk < p.chunk and (end - part * p.chunk) % p.lanes
-                          for part, end in enumerate(ends))
+            partial = any((end - part * p.chunk) % p.lanes for part, end in enumerate(ends))
             assert p.part_tail == partial, (red, p)
 
 
