@@ -61,7 +61,8 @@ def device_sm_count(device: torch.device) -> int:
 def programmatic_dependent_launch(device: torch.device) -> bool:
     """Whether launches on `device` can be programmatic dependents of the launch before them (PDL: the
     PTX griddepcontrol instructions): GPUs of compute capability 9.0 and above; never the interpreter.
-    Which launches are: precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH, PASS_PROGRAMMATIC_LAUNCH."""
+    Which launches are: precred.plan.RECOMPUTE_PROGRAMMATIC_LAUNCH, PASS_PROGRAMMATIC_LAUNCH,
+    PROGRAMMATIC_MERGE_STRATEGIES."""
     if device.type != "cuda":
         return False
     properties = _cuda_properties(device)
@@ -178,6 +179,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # H100, three runs, GB/s, this split -> short parts of 8 / 16 tiles per lane: fp32 1059/1061/1061
             # -> 1030/989/1032, 995/982/1004; bf16 636/633/636 -> 643/646/646, 624/624/627.
             options.update(heavy_state=False, short_part_tiles=0, wide_long_splits=True)
+    if mode.strategy in planning.PROGRAMMATIC_MERGE_STRATEGIES and programmatic_dependent_launch(x.device):
+        options.update(dependent_merge=True)   # measured in plan.PROGRAMMATIC_MERGE_STRATEGIES' note
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)
@@ -521,12 +524,13 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
-    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32.
+    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32, and the
+    # second of a plan's two inner passes where it is a dependent merge (Plan.dependent_merge).
     programmatic = programmatic_dependent_launch(x.device)
     dependent_recompute = (programmatic and mode.strategy in FILTERS and not one_launch
                            and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH)
-    dependent_passes = (programmatic and mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH
-                        and workspace.acc_dtype == torch.float32)
+    dependent_passes = programmatic and (plan.dependent_merge or (mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH
+                                                                  and workspace.acc_dtype == torch.float32))
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):

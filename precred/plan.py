@@ -63,6 +63,10 @@ class Plan:
     # its partial state, and the last of a row's parts to arrive merges them exactly as passes[1]
     # would (same lanes, same order, so the same bits). Only for two inner passes.
     fused_merge: bool = False
+    # Instead, passes[1] launches as a programmatic dependent of passes[0] (on a GPU that has them):
+    # its programs are resident while the first pass runs and wait for its writes. Only for two inner
+    # passes (PROGRAMMATIC_MERGE_STRATEGIES).
+    dependent_merge: bool = False
 
     @property
     def depth(self) -> int:
@@ -390,6 +394,15 @@ CERTIFIED_EXP_16BIT_ROW_PART = 8192
 # row's partial states (Plan.fused_merge). Saves a launch -- host time and the gap between kernels --
 # on every split of few rows (16 x 262144, 2^28). The flag lets bench/ sweeps time both.
 FUSE_INNER_MERGE = True
+# Except for these strategies (precred.strategies ids: amax, amin), whose second inner pass launches as
+# a programmatic dependent of the first where the GPU has programmatic launches (Plan.dependent_merge).
+# H100, 2026-11-28, bench/sweep_outer.py --op amax --dim -1 --shapes 16x262144, three runs, GB/s fused ->
+# two ordinary launches -> two launches, the second dependent: fp32 1104-1108 -> 1070-1077 -> 1186-1192,
+# bf16 695-736 -> 662-664 -> 749-753. Measured the same way and kept fused: argmax fp32 1085 -> 1066-1068
+# (bf16 668-703 -> 688-699), sum fast fp32 1126-1228 -> 1140-1181, kahan fp32 1101-1155 -> 1016-1021,
+# exact fp32 706-1061 -> 454-534, logsumexp fast fp32 1058-1101 -> 1095-1099 but bf16 660-694 -> 676-679,
+# var fast fp32 1040-1085 -> 984-1018.
+PROGRAMMATIC_MERGE_STRATEGIES = frozenset({8, 9})
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
 # 16 x 262144 over dim 0 (bench/sweep_outer.py, H100, 2026-11-27, three runs, GB/s, 2 -> 4 -> 8): exact
@@ -624,7 +637,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
                    registers_first_stages: int | None = None, long_row_part: int = 0,
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
-                   long_row_warps: int = 0, long_row_stages: int | None = None) -> Plan:
+                   long_row_warps: int = 0, long_row_stages: int | None = None,
+                   dependent_merge: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -661,6 +675,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     long_row_warps: an unsplit inner first pass over long rows runs this many warps where its tile
     gives every thread 16-byte vectors (0: the tile's warps); long_row_stages: the most stages of such
     a pass (LONG_ROW_STAGES' note; None: LOOP_STAGES["inner"]).
+    dependent_merge: two inner passes run as two launches, the second a programmatic dependent of the
+    first (Plan.dependent_merge), instead of one with a fused merge -- for the strategies of
+    PROGRAMMATIC_MERGE_STRATEGIES on a GPU with programmatic launches (precred.launch.plan_for).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -765,8 +782,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size, plain_16bit_rows,
                                                       first_stages if i == 0 else None))
                   for i, p in enumerate(passes)]
-    fused = FUSE_INNER_MERGE and len(passes) == 2 and all(p.schedule == "inner" for p in passes)
-    return Plan(tuple(passes), fused_merge=fused)
+    two_inner = len(passes) == 2 and all(p.schedule == "inner" for p in passes)
+    dependent = dependent_merge and two_inner
+    return Plan(tuple(passes), fused_merge=FUSE_INNER_MERGE and two_inner and not dependent,
+                dependent_merge=dependent)
 
 
 # The extrema's atomic schedule (schedules/atomic.py) replaces the split's merging pass with int64

@@ -213,21 +213,26 @@ def test_warps_of_a_pass_do_not_change_its_bits(device, dtype):
 
 @pytest.mark.parametrize("shape,dtype", [((16, 262144), torch.float32), ((16, 262144), torch.bfloat16),
                                          ((1, 2 ** 24), torch.float32)])
-def test_fused_merge_gives_the_bits_of_two_launches(device, shape, dtype):
-    """Plan.fused_merge: the split's merge run by the last program of each row (schedules/inner.py)
-    returns the second launch's bits for every strategy, on the GPU's own plans -- three times in a
-    row, so a counter left non-zero would show as a missing output."""
+def test_fused_and_dependent_merges_give_the_bits_of_two_launches(device, shape, dtype):
+    """Plan.fused_merge: the split's merge run by the last program of each row (schedules/inner.py),
+    and Plan.dependent_merge: the merging pass launched as a programmatic dependent of the first (amax,
+    amin on sm_90: plan.PROGRAMMATIC_MERGE_STRATEGIES), return the bits of two ordinary launches for
+    every strategy, on the GPU's own plans -- three times in a row, so a counter left non-zero or a
+    merge that read the partial states before they were written would show."""
+    from precred import launch, plan as planning
     x, runs = _reductions_by_plan(shape, 1, dtype, device)
-    fused_seen = 0
+    programmatic = launch.programmatic_dependent_launch(torch.device(device))
+    merged_seen = 0
     for mode, run in runs:
         _, plan = plan_for(x, (1,), mode, x.dtype)
-        if not plan.fused_merge:
+        assert plan.dependent_merge == (programmatic and mode.strategy in planning.PROGRAMMATIC_MERGE_STRATEGIES)
+        if not (plan.fused_merge or plan.dependent_merge):
             continue
-        fused_seen += 1
-        want = run(replace(plan, fused_merge=False), mode)
+        merged_seen += 1
+        want = run(replace(plan, fused_merge=False, dependent_merge=False), mode)
         for _ in range(3):
             _assert_same_bits(run(plan, mode), want, mode)
-    assert fused_seen == len(runs)
+    assert merged_seen == len(runs)
 
 
 @pytest.mark.parametrize("shape", [(65536, 1024), (262144, 256), (8192, 8192)])

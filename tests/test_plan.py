@@ -138,7 +138,7 @@ def test_unsplit_long_rows_take_wide_programs_or_fewer_stages_where_asked():
 @pytest.mark.parametrize("shape", DESIGN_SHAPES + [(1, 2 ** 28), (3, 10 ** 7)])
 @pytest.mark.parametrize("reduce_dim", [1, 0])
 @pytest.mark.parametrize("pairwise", [False, True])
-def test_exactly_the_two_pass_inner_splits_fuse_their_merge(shape, reduce_dim, pairwise):
+def test_exactly_the_two_pass_inner_splits_fuse_or_depend_their_merge(shape, reduce_dim, pairwise):
     # Plan.fused_merge: the merge runs in the first launch for a split of two inner passes, and only
     # there (outer passes and longer chains keep their launches).
     rows, cols = shape
@@ -146,7 +146,13 @@ def test_exactly_the_two_pass_inner_splits_fuse_their_merge(shape, reduce_dim, p
     plan = plan_reduction(outer, red, inner, inner_contiguous=reduce_dim == 0, whole_tree=pairwise,
                           sm_count=H100_SMS)
     two_inner = len(plan.passes) == 2 and all(p.schedule == "inner" for p in plan.passes)
-    assert plan.fused_merge == two_inner
+    assert plan.fused_merge == two_inner and not plan.dependent_merge
+    # Plan.dependent_merge (plan.PROGRAMMATIC_MERGE_STRATEGIES on sm_90): the same passes, the merge a
+    # second launch instead of fused, on exactly those plans.
+    dependent = plan_reduction(outer, red, inner, inner_contiguous=reduce_dim == 0, whole_tree=pairwise,
+                               sm_count=H100_SMS, dependent_merge=True)
+    assert dependent.passes == plan.passes
+    assert (dependent.dependent_merge, dependent.fused_merge) == (two_inner, False)
     if rows * cols >= 2 ** 22 and rows <= 16 and reduce_dim == 1 and not pairwise:
         assert plan.fused_merge, plan   # few long rows: the cases the fusion is for (pairwise's 2^28
                                         # tree takes three passes)
