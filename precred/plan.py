@@ -403,6 +403,15 @@ FUSE_INNER_MERGE = True
 # exact fp32 706-1061 -> 454-534, logsumexp fast fp32 1058-1101 -> 1095-1099 but bf16 660-694 -> 676-679,
 # var fast fp32 1040-1085 -> 984-1018.
 PROGRAMMATIC_MERGE_STRATEGIES = frozenset({8, 9})
+# With that merge, amax / amin split few long rows into more, shorter parts than the sums: (programs per
+# SM, tiles per lane of a part) of the short split. H100, 2026-11-28, bench/sweep_outer.py --op amax
+# --dim -1, two runs, GB/s (2, 8) as the sums -> (4, 4) -> (8, 2): fp32 16x262144 1189 -> 1183-1189 ->
+# 1225-1228, 32x131072 1189 -> 1049-1051 -> 1186-1189, 8x1048576 1542-1544 -> 1515 -> 1628-1631,
+# 4x4194304 1806-1813 -> 1786-1788 -> 1788-1789, 128x65536 1489-1494 -> 1603 -> 1598-1606; bf16
+# 16x262144 751-753 -> 790-792 -> 745-747, 32x131072 747-751 -> 699 -> 753-755, 8x1048576 1092-1099 ->
+# 1140 -> 1152-1157, 4x4194304 1467-1473 -> 1415-1421 -> 1413-1415, 128x65536 1106-1111 -> 1135-1143
+# -> 1135. (Measured with the dependent merge only: the fused merge keeps the sums' split.)
+VALUE_EXTREMA_SHORT_SPLIT = (8, 2)
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
 # 16 x 262144 over dim 0 (bench/sweep_outer.py, H100, 2026-11-27, three runs, GB/s, 2 -> 4 -> 8): exact
@@ -638,7 +647,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    registers_first_stages: int | None = None, long_row_part: int = 0,
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
                    long_row_warps: int = 0, long_row_stages: int | None = None,
-                   dependent_merge: bool = False) -> Plan:
+                   dependent_merge: bool = False, short_split_programs_per_sm: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -678,10 +687,14 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     dependent_merge: two inner passes run as two launches, the second a programmatic dependent of the
     first (Plan.dependent_merge), instead of one with a fused merge -- for the strategies of
     PROGRAMMATIC_MERGE_STRATEGIES on a GPU with programmatic launches (precred.launch.plan_for).
+    short_split_programs_per_sm: the programs per SM of a short split (default
+    SHORT_SPLIT_PROGRAMS_PER_SM; VALUE_EXTREMA_SHORT_SPLIT's note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
     short_part_tiles = SHORT_PART_TILES if short_part_tiles is None else short_part_tiles
+    if short_split_programs_per_sm is None:
+        short_split_programs_per_sm = SHORT_SPLIT_PROGRAMS_PER_SM
     acc_tile_bytes = ACC_TILE_BYTES if acc_tile_bytes is None else acc_tile_bytes
     first_tile = tile_elements or min((TILE_BYTES // (2 if heavy_state else 1)) // element_size,
                                       (PAIRWISE_ACC_TILE_BYTES if whole_tree else acc_tile_bytes) // accumulator_size)
@@ -730,7 +743,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     short = (short_part_tiles > 0 and parts_wanted > 1 and single.schedule == "inner" and not long_rows
              and -(-red // parts_wanted) < short_part_tiles * single.lanes)
     if short:
-        parts_wanted = max(2, SHORT_SPLIT_PROGRAMS_PER_SM * sm_count // _programs(single))
+        parts_wanted = max(2, short_split_programs_per_sm * sm_count // _programs(single))
     # A long split (not the short parts, decided at PROGRAMS_PER_SM as without it) runs fewer, wider
     # programs where LONG_SPLIT_WARPS warps still load 16-byte vectors and its parts keep
     # LONG_SPLIT_MIN_TILES tiles per lane.

@@ -11,6 +11,7 @@ from precred.plan import (LONG_ROW_STAGES, LONG_SPLIT_PROGRAMS_PER_SM, LONG_SPLI
                           PIPELINE_SMEM_BYTES, ROW_LOOP_MAX_ROW_BYTES,
                           SHORT_PART_TILES, SHORT_SPLIT_PROGRAMS_PER_SM, STATE_PASS_MIN_COLUMNS, TILE_BYTES,
                           ROW_LOOP_MIN_ROWS_PER_SM, SINGLE_READ_MAX_ROW, SINGLE_READ_MAX_STRIDED_ROW, SINGLE_READ_MIN_COLUMNS,
+                          VALUE_EXTREMA_SHORT_SPLIT,
                           plan_norm_backward, plan_reduction, plan_row_loop, plan_single_read)
 
 H100_SMS = 132
@@ -61,6 +62,15 @@ def test_few_long_rows_are_split_to_fill_the_gpu():
     programs = 16 * first.parts
     assert H100_SMS <= programs <= SHORT_SPLIT_PROGRAMS_PER_SM * H100_SMS
     assert first.tiles_per_lane >= SHORT_PART_TILES
+    # The split asked of amax / amin with a dependent merge (plan.VALUE_EXTREMA_SHORT_SPLIT): more,
+    # shorter parts -- more programs than the default's, at most that many per SM, lanes narrowed to
+    # (at least) that many tiles.
+    programs_per_sm, part_tiles = VALUE_EXTREMA_SHORT_SPLIT
+    extrema = plan_reduction(16, 262144, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                             short_part_tiles=part_tiles, short_split_programs_per_sm=programs_per_sm,
+                             dependent_merge=True)
+    assert programs < 16 * extrema.passes[0].parts <= programs_per_sm * H100_SMS, extrema
+    assert extrema.passes[0].tiles_per_lane >= part_tiles and extrema.dependent_merge
     full = plan_reduction(1, 2 ** 28, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS)
     assert full.passes[0].parts >= 4 * H100_SMS // 2
     # Depth of the fast/kahan tree stays far below n: lanes chains plus two trees.
