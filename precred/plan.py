@@ -411,6 +411,11 @@ PROGRAMMATIC_MERGE_STRATEGIES = frozenset({8, 9})
 # 16x262144 751-753 -> 790-792 -> 745-747, 32x131072 747-751 -> 699 -> 753-755, 8x1048576 1092-1099 ->
 # 1140 -> 1152-1157, 4x4194304 1467-1473 -> 1415-1421 -> 1413-1415, 128x65536 1106-1111 -> 1135-1143
 # -> 1135. (Measured with the dependent merge only: the fused merge keeps the sums' split.)
+# argmax measured the same way (H100, 2026-11-28, two runs, GB/s) and keeps the fused merge and the sums'
+# split: fused -> dependent merge -> dependent with (8, 2) -> with (4, 4): fp32 16x262144 1046/1085 ->
+# 1053/1004 -> 1034 -> 1088-1090, 8x1048576 1447-1450 -> 1427 -> 1387-1389 -> 1326, 4x4194304 1655 ->
+# 1658 -> 1511 -> 1539 (torch 1589), 128x65536 1312/1344 -> 1344-1351 -> 1415 -> 1417; bf16 16x262144
+# 665-667 -> 692-694 -> 611 -> 697-699, 4x4194304 1346-1376 -> 1350 -> 1205-1211 -> 1200.
 VALUE_EXTREMA_SHORT_SPLIT = (8, 2)
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
