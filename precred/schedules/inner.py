@@ -45,7 +45,7 @@ from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS,
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors
 from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
-                    load_shift, programmatic_launch_points, tile_weights, value_tail, write_result)
+                    load_shift, programmatic_launch_points, tile_at, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
 from .recompute import certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
@@ -205,13 +205,11 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
     m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
-    raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                       eviction_policy="evict_first")
+    raw_next = tile_at(ptrs, row_mask, lanes, part_start, part_end)
     for start in range(part_start, part_end, BLOCK_N):
         raw = raw_next
         ptrs += step
-        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
-                           other=0, eviction_policy="evict_first")
+        raw_next = tile_at(ptrs, row_mask, lanes, start + BLOCK_N, part_end)
         x32 = to_accumulator(raw, tl.float32)   # masked elements are 0: no term, no magnitude
         if VECTOR > 1:
             tile_s, tile_t, tile_m = tree_reduce_last_axis(x32.to(tl.float64), tl.zeros([BLOCK_M, BLOCK_N], tl.float64),
@@ -255,13 +253,11 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
         # The plain loop loading the next tile while this one is folded (exact_input_part's loads,
         # plan.WELFORD_PREFETCH); after the full tiles raw_next holds the partial last tile, masked
         # (nothing is read where the part has none).
-        raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((part_start + lanes) < part_end)[None, :], other=0,
-                           eviction_policy="evict_first")   # read once
+        raw_next = tile_at(ptrs, row_mask, lanes, part_start, part_end)
         for start in range(part_start, full_end, BLOCK_N):
             raw = raw_next
             ptrs += step
-            raw_next = tl.load(ptrs, mask=row_mask[:, None] & ((start + BLOCK_N + lanes) < part_end)[None, :],
-                               other=0, eviction_policy="evict_first")
+            raw_next = tile_at(ptrs, row_mask, lanes, start + BLOCK_N, part_end)
             mean, m2 = welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE, BLOCK_M, BLOCK_N,
                                             TREE_VEC)
     else:

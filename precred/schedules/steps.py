@@ -166,6 +166,15 @@ def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr
 
 
 @triton.jit
+def tile_at(ptrs, row_mask, lanes, start, part_end):
+    """The input tile at `start` of a part that ends at part_end (ptrs: its [rows, lanes] addresses):
+    the rows of row_mask, the lanes before part_end, 0 elsewhere; read once (the L2 evict_first hint).
+    The plain loops that load a tile ahead (exact_input_part, welford_vector_part) read through it."""
+    return tl.load(ptrs, mask=row_mask[:, None] & ((start + lanes) < part_end)[None, :], other=0,
+                   eviction_policy="evict_first")
+
+
+@triton.jit
 def counted_values(ptrs, mask, shift, ACC_DTYPE: tl.constexpr):
     """A partial tile of Welford's input as single-value states: (x - shift where `mask`, else 0; the
     count, 1.0 or 0.0 in fp64) -- the leaves of the counted tree that merges a part's last tile."""
