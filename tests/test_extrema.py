@@ -205,6 +205,25 @@ def test_zero_signs(device):
         reduce_extremum(x, (1,), MAXIMUM_VALUE_MODE, True)
 
 
+@pytest.mark.parametrize("with_index", [True, False])
+def test_atomic_schedule_leaves_its_keys_empty(device, with_index, monkeypatch):
+    # The finish kernel resets every key to INT64_MIN (schedules/atomic.py), the state the merge kernel
+    # needs on entry: a CUDA call's launch recipe reuses the keys (precred.launch._AtomicRecipe).
+    from precred import launch
+    made = []
+    empty_keys = launch._empty_keys
+    monkeypatch.setattr(launch, "_empty_keys", lambda rows, dev: made.append(empty_keys(rows, dev)) or made[-1])
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 700, generator=g).to(device)
+    options = {k: v for k, v in SCHEDULES["atomic"].items() if k != "schedule"}
+    values, index = reduce_extremum(x, (1,), MAXIMUM_MODE, with_index, schedule="atomic", **options)
+    assert len(made) == 1 and torch.all(made[0] == -(2 ** 63))
+    want = torch.max(x, 1)
+    assert torch.equal(values, want.values) and (index is None) == (not with_index)
+    if with_index:
+        assert torch.equal(index, want.indices)
+
+
 def test_edge_cases_follow_torch(device):
     scalar = torch.tensor(2.5, device=device)
     assert precred.amax(scalar).item() == 2.5 and precred.argmax(scalar).item() == 0

@@ -146,6 +146,27 @@ def test_extrema_on_gpu_sized_plans_match_torch(device, shape, dim):
             assert torch.equal(i, ti) and equal_with_nan(v, tv)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_atomic_schedule_replays_see_their_keys_empty(device, dtype):
+    """A CUDA call on the atomic schedule leaves a launch recipe (precred.launch._AtomicRecipe) that
+    reuses its keys per stream: each replay must find them at INT64_MIN again (the finish kernel's
+    reset) -- inputs of decreasing maxima, so a key left by the call before would win."""
+    from precred import launch
+    launch._RECIPES.clear()
+    g = torch.Generator(device=device).manual_seed(11)
+    base = torch.randn(16, 262144, generator=g, device=device)
+    for step in range(4):
+        x = (base - 8 * step).to(dtype)
+        for mode, theirs in ((MAXIMUM_MODE, torch.max), (MINIMUM_MODE, torch.min)):
+            for with_index in (True, False):
+                values, index = reduce_extremum(x, (1,), mode, with_index, schedule="atomic")
+                want = theirs(x, 1)
+                assert torch.equal(values, want.values) and (index is None) == (not with_index)
+                if with_index:
+                    assert torch.equal(index, want.indices)
+    assert sum(1 for key in launch._RECIPES if key[0] == "atomic") == 4   # replayed, not planned anew
+
+
 @pytest.mark.parametrize("shape,dim,dtype", [((1, 2 ** 24), 1, torch.float32), ((16384, 512), 1, torch.bfloat16),
                                              ((8192, 1024), 1, torch.float32), ((512, 65536), 1, torch.float32),
                                              ((4096, 4096), 0, torch.float32),

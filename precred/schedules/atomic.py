@@ -13,7 +13,8 @@ is the extremum's order and merges it with `atomic_max` into the row's key (init
 * low 32 bits: 2^32 - 1 - index, so among equal values the smaller index has the larger key.
 Rows of at most 2^32 elements, fp32/bf16/fp16 only (an fp64 value does not fit beside an index).
 A finishing launch unpacks the index and copies the element at that index from the input, bit for bit
-(its sign of zero and NaN payload are the input's), as the value.
+(its sign of zero and NaN payload are the input's), as the value, and leaves every key at INT64_MIN
+again: a CUDA call's launch recipe reuses the keys, per stream, with no fill launch.
 
 Bytes moved: every input element once; 8 bytes per row and program (atomics), then one element and one
 index per row.
@@ -26,6 +27,7 @@ from .steps import accumulate_tile, finished_index, initial_state, lane_position
 from .tree import tree_reduce_last_axis
 
 INDEX_MASK = tl.constexpr(0xFFFFFFFF)
+KEY_EMPTY = tl.constexpr(-(2 ** 63))   # INT64_MIN: below every key, what the keys hold between calls
 
 
 @triton.jit
@@ -70,7 +72,7 @@ def atomic_extremum_kernel(
 @triton.jit
 def atomic_finish_kernel(
     src_ptr,       # input elements (any dtype: copied bit for bit)
-    key_ptr,       # int64 [n_rows]: the packed winners
+    key_ptr,       # int64 [n_rows]: the packed winners; left at INT64_MIN
     values_ptr,    # [n_rows], the input's dtype
     index_ptr,     # int64 [n_rows] (WITH_INDEX)
     n_rows, inner_size, stride_outer, stride_inner, stride_red,
@@ -79,6 +81,7 @@ def atomic_finish_kernel(
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = rows < n_rows
     index = INDEX_MASK - (tl.load(key_ptr + rows, mask=mask, other=0) & INDEX_MASK)
+    tl.store(key_ptr + rows, tl.full([BLOCK], KEY_EMPTY, tl.int64), mask=mask)   # ready for the next call
     row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner
     tl.store(values_ptr + rows, tl.load(src_ptr + row_base + index * stride_red, mask=mask), mask=mask)
     if WITH_INDEX:
