@@ -814,9 +814,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
 # of four cases (276 / 143 / 178 / 57 vs 235 / 476 / 330 / 106): the key fill and the gather are
 # launches too. Those early figures, and the suite's until 2026-11-28 (0.11-0.25x torch on 16 x 262144),
 # timed the atomic path through Triton's JIT launcher; with launch recipes and keys reset by the finish
-# kernel (no fill), H100, bench/extrema_suite.py, GB/s split -> atomic: amax (indexed kernel) 16x262144
-# fp32 1216 (value kernel) -> 672, bf16 745 -> 471; argmax fp32 1051 -> 672, bf16 707 -> 466; 2^28 amax
-# fp32 3006 -> 2764, bf16 2813 -> 2516, argmax fp32 2976 -> 2757, bf16 2792 -> 2508: still off.
+# kernel (no fill), H100, bench/extrema_suite.py, GB/s planned -> atomic (amax's planned kernel keeps
+# the value alone, its atomic one the index too): 16x262144 amax fp32 1216 -> 672, bf16 745 -> 471;
+# argmax fp32 1051 -> 672, bf16 707 -> 466; 2^28 amax fp32 3006 -> 2764, bf16 2813 -> 2516, argmax
+# fp32 2976 -> 2757, bf16 2792 -> 2508: still off.
 ATOMIC_EXTREMA = False
 ATOMIC_MAX_RED = 2 ** 32
 
