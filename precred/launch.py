@@ -184,6 +184,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         if mode.strategy in VALUE_EXTREMA:   # measured in plan.VALUE_EXTREMA_SHORT_SPLIT's note
             programs_per_sm, part_tiles = planning.VALUE_EXTREMA_SHORT_SPLIT
             options.update(short_split_programs_per_sm=programs_per_sm, short_part_tiles=part_tiles)
+    if mode.strategy in EXTREMA and planning.INDEXED_EXTREMA_SHORT_SPLIT is not None:
+        programs_per_sm, part_tiles = planning.INDEXED_EXTREMA_SHORT_SPLIT
+        options.update(short_split_programs_per_sm=programs_per_sm, short_part_tiles=part_tiles)
     options.update(planner_overrides)
     plan = plan_reduction(view.outer, view.red, view.inner, inner_contiguous=view.stride_inner == 1,
                           whole_tree=mode.whole_tree, **options)

@@ -417,6 +417,8 @@ PROGRAMMATIC_MERGE_STRATEGIES = frozenset({8, 9})
 # 1658 -> 1511 -> 1539 (torch 1589), 128x65536 1312/1344 -> 1344-1351 -> 1415 -> 1417; bf16 16x262144
 # 665-667 -> 692-694 -> 611 -> 697-699, 4x4194304 1346-1376 -> 1350 -> 1205-1211 -> 1200.
 VALUE_EXTREMA_SHORT_SPLIT = (8, 2)
+# The indexed extrema's short split, where set (else the sums'): under measurement.
+INDEXED_EXTREMA_SHORT_SPLIT = None
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on
 # 16 x 262144 over dim 0 (bench/sweep_outer.py, H100, 2026-11-27, three runs, GB/s, 2 -> 4 -> 8): exact

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from ..strategies.compensated import compensated_combine
 from ..strategies.exact import exact_combine
-from ..strategies.extremum import extremum_combine
+from ..strategies.extremum import extremum_combine, extremum_reduce
 from ..strategies.extremum_value import value_max_combine
 from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
@@ -40,9 +40,12 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
     magnitudes); the other strategies return it untouched (unused). TO_WIDTH > 1: only the tree's first
     levels, down to [ROWS, TO_WIDTH] (the merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's
     vector when that is its size)."""
+    if STRATEGY == 4 or STRATEGY == 5:   # the extremum: order-free (extremum_reduce), no tree
+        hi, cnt = extremum_reduce(hi, cnt, 1)
+        lo = tl.zeros([ROWS, 1], lo.dtype)
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > TO_WIDTH:
+        if (WIDTH >> level) > TO_WIDTH and not (STRATEGY == 4 or STRATEGY == 5):
             hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
             lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
             if STRATEGY == 2:
@@ -54,9 +57,6 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
             elif STRATEGY == 3 or STRATEGY == 10:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
-            elif STRATEGY == 4 or STRATEGY == 5:
-                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, extremum_combine)
             elif STRATEGY == 7:
                 cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
                 hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)

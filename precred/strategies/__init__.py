@@ -22,7 +22,7 @@ from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
 from .welford import welford_combine, welford_equal_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
-from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_update, oriented
+from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_reduce, extremum_update, oriented
 from .extremum_value import key_value, lowest_key, value_key, value_max_combine
 from .product import product_combine
 from .exact import NO_MAGNITUDE, exact_combine, exact_finish, exact_update, magnitude_key
@@ -85,7 +85,7 @@ def state_finalize(hi, lo, STRATEGY: tl.constexpr):
 __all__ = [
     "PLAIN", "COMPENSATED", "WELFORD", "state_update", "state_combine", "state_finalize", "two_sum",
     "welford_update", "welford_combine", "welford_lane_counts", "STABLE_EXP", "stable_exp_update",
-    "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine",
+    "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine", "extremum_reduce",
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
     "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",

@@ -16,6 +16,8 @@ value -inf included, because its index is smaller.
 import triton
 import triton.language as tl
 
+from .extremum_value import value_key
+
 # Index of the identity state: above any real index, so a real element of equal value (-inf) wins.
 # First passes keep int32 indices relative to their part's start (half the registers of int64; the
 # schedules make them absolute, int64, before writing), whose identity is INDEX_NONE_32.
@@ -57,6 +59,32 @@ def extremum_combine(v_a, lo_a, i_a, v_b, lo_b, i_b):
     identical states tie on both value and index)."""
     a_wins = extremum_beats(v_a, i_a, v_b, i_b)
     return tl.where(a_wins, v_a, v_b), lo_a, tl.where(a_wins, i_a, i_b)
+
+
+@triton.jit
+def extremum_reduce(v, i, AXIS: tl.constexpr):
+    """Merge the states (v, i) of a tile along AXIS into the winner of the order above, as three
+    order-free reductions instead of a tree of extremum_combine: the largest key (value_key, every NaN
+    the canonical NaN's, above +inf; -0.0's key, -1, taken as 0.0's: they tie), the smallest index among
+    the lanes of that key, and the bits of v at that index. Integer maxima and minima give the same
+    result in any order (Triton chooses it), and the winner of a total order is unique, so these are
+    the bits the tree gave. The index is unique among the lanes but for empty lanes (INDEX_NONE /
+    INDEX_NONE_32), whose v are all -inf: the bits of v at the winning index are one value."""
+    key = value_key(v)
+    key = tl.where(key == -1, 0, key)
+    top = tl.max(key, AXIS)
+    if i.dtype == tl.int32:
+        first = tl.min(tl.where(key == tl.expand_dims(top, AXIS), i, INDEX_NONE_32), AXIS)
+    else:
+        first = tl.min(tl.where(key == tl.expand_dims(top, AXIS), i, INDEX_NONE), AXIS)
+    if v.dtype == tl.float64:
+        bits = v.to(tl.int64, bitcast=True)
+        lowest = -(2**63)
+    else:
+        bits = v.to(tl.int32, bitcast=True)
+        lowest = -(2**31)
+    winner = tl.max(tl.where(i == tl.expand_dims(first, AXIS), bits, lowest), AXIS)
+    return winner.to(v.dtype, bitcast=True), first
 
 
 @triton.jit
