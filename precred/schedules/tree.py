@@ -43,9 +43,12 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
     if STRATEGY == 4 or STRATEGY == 5:   # the extremum: order-free (extremum_reduce), no tree
         hi, cnt = extremum_reduce(hi, cnt, 1)
         lo = tl.zeros([ROWS, 1], lo.dtype)
+    elif STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: its largest key, order-free
+        hi = tl.max(hi, 1)
+        lo = tl.zeros([ROWS, 1], lo.dtype)
     # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
     for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > TO_WIDTH and not (STRATEGY == 4 or STRATEGY == 5):
+        if (WIDTH >> level) > TO_WIDTH and not (STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 8 or STRATEGY == 9):
             hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
             lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
             if STRATEGY == 2:
