@@ -417,7 +417,13 @@ PROGRAMMATIC_MERGE_STRATEGIES = frozenset({8, 9})
 # 1658 -> 1511 -> 1539 (torch 1589), 128x65536 1312/1344 -> 1344-1351 -> 1415 -> 1417; bf16 16x262144
 # 665-667 -> 692-694 -> 611 -> 697-699, 4x4194304 1346-1376 -> 1350 -> 1205-1211 -> 1200.
 VALUE_EXTREMA_SHORT_SPLIT = (8, 2)
-# The indexed extrema's short split, where set (else the sums'): under measurement.
+# The indexed extrema's short split (programs per SM, tiles per lane), where set; None: the sums'. With
+# the lanes merged by extremum_reduce, H100, 2026-11-28, bench/sweep_outer.py --op argmax --dim -1, three
+# runs, GB/s None -> (4, 4) -> (8, 2): fp32 16x262144 1063/1063/1111 -> 1088/1088/1137 -> 1120-1176,
+# 8x1048576 1473-1477 -> 1378-1382 -> 1536-1558, 4x4194304 1729-1732 -> 1632-1638 -> 1608-1631 (torch
+# ~1580), 128x65536 1360-1402 -> 1499-1551 -> 1494-1549, 32x131072 1052-1101 -> 1019-1057 -> 1072-1090;
+# bf16 16x262144 708-709 -> 704-716 -> 647-660, 4x4194304 1364-1415 -> 1265-1299 -> 1265-1301,
+# 32x131072 672-707 -> 643-681 -> 629-659. No setting wins everywhere: None.
 INDEXED_EXTREMA_SHORT_SPLIT = None
 # A first pass with fewer than FIRST_PASS_MIN_PROGRAMS_PER_SM programs per SM gives each program fewer
 # outputs (down to OUTER_MIN_WARPS' column block), then splits (plan_reduction). 4 and 8 measured on

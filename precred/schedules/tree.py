@@ -14,6 +14,15 @@ fp64 tiles.) The interpreter runs the plain strategy's levels as tl.sum of each 
 two values, the same one addition -- because its tl.reduce calls the combine element by element (a
 logsumexp test of 64 rows of 8192: 90 s -> 7 s); the GPU keeps tl.reduce, whose code that choice would
 change (ptxas scheduled the bf16 sum's loop differently).
+The extrema take no tree along the last axis (the lanes across threads): their order is total, so
+order-free reductions give the tree's bits in fewer instructions (strategies/extremum.extremum_reduce;
+tl.max of amax's keys). H100, bench/sweep_outer.py --dim -1, GB/s, tree -> order-free: argmax fp32
+16x262144 1085 -> 1113, 4x4194304 1658 -> 1732, 128x65536 1311 -> 1364, 8192x8192 2546 -> 2568, bf16
+16x262144 670 -> 712, 8192x8192 2187 -> 2261 (1024x65536 bf16 2270 -> 2233, 8x1048576 1044 -> 1010);
+amax fp32 8x1048576 1601-1613 -> 1631-1638, 4x4194304 1785-1794 -> 1827-1828, 32x131072 1168-1186 ->
+1205-1209, the unsplit shapes within 1%. Along the first axis (a few rows of the outer schedule's tile,
+inside each thread) the extremum keeps the tree: three reductions there took more instructions and
+registers (ptxas, sm_90: argmax fp64 8192^2 over dim 0, 48 -> 68 registers).
 """
 import triton
 import triton.language as tl
