@@ -1307,6 +1307,15 @@ PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
 # 32 registers a thread); the kernel's registers still grow (sm_90, 64x4096 fp32: 63 -> 108), which
 # small inputs do not feel.
 EXACT_ONE_LAUNCH_MAX_BYTES = SPLIT_MIN_BYTES
+# Measured, not taken: what the recompute launch costs where the filter certifies everything. H100,
+# 2026-11-28, three rounds, GB/s of precred.sum(mode="exact") on N(0, 1) data with the recompute launch
+# -> without it (timing only): 16x262144 dim=-1 fp32 1042-1044 -> 1083-1147 (torch 889-926), bf16
+# 629-630 -> 664-705; dim=0 fp32 1125 -> 1181-1251, bf16 716-720 -> 762-819; 1024x65536 bf16 2331-2343
+# -> 2363-2378; 262144x256 bf16 2105-2107 -> 2165-2169. The split's fused merge could finish its row
+# with certify_or_recompute (one launch, as above), but then one program recomputes a whole uncertified
+# row: a 1 MiB row of 16x262144 on one program's 128 lanes instead of recompute_kernel's chunks across
+# the GPU (docs/exact.md: one cancelling row of 16x262144 costs 39 us today) -- tens of times slower
+# on the inputs exact exists for.
 
 
 def exact_in_one_launch(plan: Plan, input_bytes: int) -> bool:
