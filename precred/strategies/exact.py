@@ -14,10 +14,10 @@ State (s, t, m), for fp32 / bf16 / fp16 inputs (each exact in fp64):
 The bound. Every fp64 addition rounds to nearest, so its error is at most u64 * |its rounded result|
 (the model fl(a + b) = (a + b) / (1 + d), |d| <= u64; a sum in the subnormal range is exact). The
 exact sum V therefore lies within u64 * T of s, T = sum_k |s_k| exactly. t is T summed in fp64:
-nonnegative terms through at most n + 100 additions each (a lane's chain of tiles, the lanes' merge --
-the tree, or on the GPU Triton's reduction: a thread's lanes in a chain (at most 64) and a level per
-halving across threads and warps --, the passes' merges, masked lanes included), so T <= t * (1 + gamma_(n+100)) <= t * (1 + 2^-14) for
-n <= 2^37, and E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
+nonnegative terms through at most n + L + 100 additions each (a lane's chain of tiles, the lanes'
+merge -- the tree, or on the GPU Triton's reduction: the L lanes a thread holds in a chain, L < 2^14,
+then a level per halving across threads and warps --, the passes' merges, masked lanes included), so
+T <= t * (1 + gamma_(n+L+100)) <= t * (1 + 2^-14) for n <= 2^37, and E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
 
 Exactly known. Every input is an fp32 value (bf16 and fp16 ones too), hence a multiple of its fp32
 ulp, which is a multiple of q = the fp32 ulp of m: every partial sum is a multiple of q, and an fp64
