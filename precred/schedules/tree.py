@@ -48,7 +48,8 @@ _INTERPRETED = tl.constexpr(KERNELS_INTERPRETED)
 @triton.jit
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr,
                           TO_WIDTH: tl.constexpr = 1):
-    """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree.
+    """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree -- but
+    for the extrema, and the exact filter on the GPU, whose merges are order-free (module docstring).
     `cnt` is merged by Welford's strategy (counts; WELFORD_EQUAL_COUNTS: states of equal counts), the
     stable exponential sum's (maxima) and the extremum's (indices) and the exact filter's (smallest
     magnitudes); the other strategies return it untouched (unused). TO_WIDTH > 1: only the tree's first
@@ -62,34 +63,32 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
         lo = tl.zeros([ROWS, 1], lo.dtype)
     elif STRATEGY == 7 and TO_WIDTH == 1 and not _INTERPRETED:   # the exact filter: in Triton's order
         hi, lo, cnt = tl.reduce((hi, lo, cnt), 1, exact_combine)
-    # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
-    for level in tl.static_range(0, 24):
-        if (WIDTH >> level) > TO_WIDTH and not (STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 8 or STRATEGY == 9
-                                                  or (STRATEGY == 7 and TO_WIDTH == 1 and not _INTERPRETED)):
-            hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
-            lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
-            if STRATEGY == 2:
-                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
-            elif STRATEGY == 11:
-                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_equal_combine)
-            elif STRATEGY == 3 or STRATEGY == 10:
-                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
-            elif STRATEGY == 7:
-                cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
-            elif STRATEGY == 8 or STRATEGY == 9:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, value_max_combine)
-            elif STRATEGY == 6:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
-            elif STRATEGY == 1:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
-            elif _INTERPRETED:   # plain_combine's one addition, as numpy's sum of the pair (see above)
-                hi, lo = tl.sum(hi_pairs, 2), tl.sum(lo_pairs, 2)
-            else:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
+    else:
+        # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
+        for level in tl.static_range(0, 24):
+            if (WIDTH >> level) > TO_WIDTH:
+                hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
+                lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
+                if STRATEGY == 2:
+                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
+                elif STRATEGY == 11:
+                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_equal_combine)
+                elif STRATEGY == 3 or STRATEGY == 10:
+                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
+                elif STRATEGY == 7:
+                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
+                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
+                elif STRATEGY == 6:
+                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
+                elif STRATEGY == 1:
+                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
+                elif _INTERPRETED:   # plain_combine's one addition, as numpy's sum of the pair (see above)
+                    hi, lo = tl.sum(hi_pairs, 2), tl.sum(lo_pairs, 2)
+                else:
+                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
     if TO_WIDTH == 1:
         if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
                 or STRATEGY == 11):
