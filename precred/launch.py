@@ -770,6 +770,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
+            or (strategy == EXACT and planning.EXACT_OUTER_TILE_MOMENTS)
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)

@@ -498,6 +498,7 @@ EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
 EXACT_OUTER_TILE = {4: 4096, 2: 2048}
 EXACT_OUTER_MIN_INNER = 512
+EXACT_OUTER_TILE_MOMENTS = False
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
 # elements, on tiles of EXACT_VECTOR_ROWS_TILE), any plain loop of the filter over the input loads a

@@ -18,7 +18,8 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 import triton
 import triton.language as tl
 
-from ..strategies import PLAIN, WELFORD_EQUAL_COUNTS, stable_exp_combine, welford_combine, welford_lane_counts
+from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combine, magnitude_key, stable_exp_combine,
+                          welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_vectors
 from .finish import to_accumulator
@@ -104,7 +105,10 @@ def outer_kernel(
         else:
             shift = 0.0
             shift_tile = 0.0
-        if TILE_MOMENTS and (STRATEGY == 3 or STRATEGY == 10):
+        if TILE_MOMENTS and STRATEGY == 7:
+            col_hi, col_lo, col_cnt = exact_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end, BLOCK_R,
+                                                      BLOCK_I, LOOP_STAGES)
+        elif TILE_MOMENTS and (STRATEGY == 3 or STRATEGY == 10):
             col_hi, col_lo, col_cnt = stable_exp_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
                                                            ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
         elif TILE_MOMENTS:
@@ -183,6 +187,28 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
                                                               BLOCK_I, 2)
         mean, m2, cnt = welford_combine(mean, m2, cnt, tail_mean, tail_m2, tail_cnt)
     return mean, m2, cnt
+
+
+@triton.jit
+def exact_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
+                    LOOP_STAGES: tl.constexpr):
+    """chained_part for the exact filter over the input when each thread holds all BLOCK_R lanes of its
+    columns (TILE_MOMENTS): each tile's lanes are merged first, in registers, by the tree of exact_combine
+    (every element a state (x, 0, its key); the leaf merges add |s| to t = 0), and the columns keep one
+    state each, merged with every tile's -- the same fp64 additions as the lanes' chains (2 an element),
+    on a BLOCK_R-th of their state registers. The filter's order is free (strategies/exact.py: t bounds
+    the error of whichever order the additions took). Masked elements load as 0: no term, no magnitude."""
+    s = tl.zeros([BLOCK_I], tl.float64)
+    t = tl.zeros([BLOCK_I], tl.float64)
+    m = tl.full([BLOCK_I], NO_MAGNITUDE, tl.uint32)
+    for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
+        mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
+        x32 = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), tl.float32)
+        tile_s, tile_t, tile_m = tree_reduce_first_axis(x32.to(tl.float64), tl.zeros([BLOCK_R, BLOCK_I], tl.float64),
+                                                        magnitude_key(x32), BLOCK_R, BLOCK_I, 7)
+        s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
+        ptrs += step
+    return s, t, m
 
 
 @triton.jit
