@@ -663,9 +663,9 @@ def _launch_exp_recompute(view, source, out, flags, dependent):
 
 class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
-    (accumulator dtype; lo only for strategies that use it; a third fp64 array for Welford's counts,
-    the stable exponential sum's maxima; int64 for the extremum's indices and the exact filter's
-    smallest-magnitude keys). A filter's second output is its int8 certification flags (none where the
+    (accumulator dtype; lo only for strategies that use it, fp32 for the exact filter's bound; a third
+    fp64 array for Welford's counts, the stable exponential sum's maxima; int64 for the extremum's
+    indices, int32 for the exact filter's smallest-magnitude keys). A filter's second output is its int8 certification flags (none where the
     exact filter recomputes in its own launch: flags=False)."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean, flags=True):
@@ -675,7 +675,10 @@ class _Workspace:
         # Welford's counts, or the stable exponential sum's running maxima (exact in fp64), or the
         # extremum's indices (int64), or the exact filter's smallest nonzero |x|.
         self.uses_cnt = strategy in (WELFORD, STABLE_EXP, CERTIFIED_EXP, EXACT, *EXTREMA)
-        self.cnt_dtype = torch.int64 if strategy in (EXACT, *EXTREMA) else torch.float64
+        self.cnt_dtype = torch.int64 if strategy in EXTREMA else torch.int32 if strategy == EXACT else torch.float64
+        # The exact filter's partial states: t rounded up to fp32 and the uint32 key's bits in int32 --
+        # 16 bytes a state instead of 24 (strategies/exact.py, "Partial states").
+        self.lo_dtype = torch.float32 if strategy == EXACT else acc_dtype
         # The second output: the extremum's indices, a filter's flags, or a second value.
         if strategy in EXTREMA:
             self.second_dtype = torch.int64
@@ -708,7 +711,7 @@ class _Workspace:
             dst = _bits_if_bf16(out)
             return dst, (_bits_if_bf16(mean) if mean is not None else dst), dst
         hi = torch.empty(parts * self.n_out, dtype=self.acc_dtype, device=out.device)
-        lo = torch.empty_like(hi) if self.uses_lo else hi
+        lo = torch.empty(hi.shape, dtype=self.lo_dtype, device=out.device) if self.uses_lo else hi
         cnt = torch.empty(hi.shape, dtype=self.cnt_dtype, device=out.device) if self.uses_cnt else hi
         return hi, lo, cnt
 

@@ -12,11 +12,14 @@ import zlib
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import precred
 from precred import launch
 from precred.launch import plan_for, reduce_sum
 from precred.modes import get_mode
+from precred.strategies import bound_up_to_fp32
 from validation import generators as gen
 from validation.oracle import reference_mean, reference_sum
 
@@ -238,6 +241,42 @@ def test_overflow_rounds_to_inf_as_correct_rounding_says(device, dtype, stage_fl
     x32 = torch.tensor([[65504.0, 16.0], [65504.0, 15.99]], dtype=torch.float32)
     got, want = _exact(x32, (1,), out_dtype=torch.float16, device=device)
     assert got.tolist() == [math.inf, 65504.0] and torch.equal(_bits(got), _bits(want))
+
+
+@triton.jit
+def _bound_up_kernel(t_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    t = tl.load(t_ptr + offsets, mask=offsets < n)
+    tl.store(out_ptr + offsets, bound_up_to_fp32(t), mask=offsets < n)
+
+
+def test_partial_states_bound_rounds_up_to_the_next_fp32(device):
+    """A split's partial states keep the filter's bound t in fp32 rounded up (strategies/exact.py,
+    "Partial states"): the result is the smallest fp32 value >= t -- exact where t is one, one step
+    above where rounding to nearest fell below t, subnormals included, inf beyond fp32's range."""
+    tiny, top = 2.0 ** -149, float(torch.finfo(torch.float32).max)
+    values = [0.0, 1.0, 1.0 + 2.0 ** -30, 1.0 - 2.0 ** -30, 1.0 + 2.0 ** -24, 3.0 * tiny, 2.5 * tiny, 0.4 * tiny,
+              2.0 ** -126 * (1 - 2.0 ** -30), 1e30 / 3, top, top * (1 + 2.0 ** -30), 1e300]
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    out = torch.empty(len(values), dtype=torch.float32, device=device)
+    _bound_up_kernel[(1,)](t, out, len(values), BLOCK=16)
+    got = out.cpu().double().numpy()
+    below = np.nextafter(out.cpu().numpy(), np.float32(-np.inf)).astype(np.float64)
+    for v, r, b in zip(values, got, below):
+        assert r >= v and b < v or (v == 0.0 and r == 0.0), f"{v!r} -> {r!r} (one step below: {b!r})"
+    assert got[-1] == math.inf and got[-2] == math.inf and got[-3] == top
+
+
+def test_split_parts_whose_bound_leaves_fp32_are_recomputed(device, stage_flags):
+    """A part's bound beyond fp32's range is stored as inf: its row is not certified, and the
+    superaccumulator rounds it (here: +-max cancelling in every part, and one 1.0 -- exactly 1)."""
+    seen, _ = stage_flags
+    top = float(torch.finfo(torch.float32).max)
+    row = [top, -top] * 64 + [1.0]
+    x = torch.tensor([row, row[::-1]], dtype=torch.float32)
+    got, want = _exact(x, (1,), device=device, planner=PLANNERS["split+chains"])
+    assert got.tolist() == [1.0, 1.0] and torch.equal(_bits(got), _bits(want))
+    assert not bool(seen[-1].any()), "a bound of inf certifies nothing"
 
 
 def test_specials_follow_torch(device):

@@ -10,8 +10,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, exact_combine, exact_finish,
-                          exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
+from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, bound_up_to_fp32, exact_combine,
+                          exact_finish, exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
                           stable_exp_combine, stable_exp_update, state_combine, state_update, value_key,
                           welford_combine, welford_update)
 from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
@@ -88,9 +88,9 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
         else:              # masked elements are -inf (strategies/stable_exp.py: harmless)
             hi, cnt = stable_exp_update(hi, cnt, tl.where(mask, x_hi, float("-inf")))
     elif STRATEGY == 7:   # masked elements load 0 (the minimum skips it), partial states (0, 0, no magnitude)
-        if SRC_IS_STATE:
-            x_lo = tl.load(lo_ptrs, mask=mask, other=0.0)
-            x_min = tl.load(cnt_ptrs, mask=mask, other=NO_MAGNITUDE).to(tl.uint32)
+        if SRC_IS_STATE:   # t stored in fp32 (rounded up), the key's bits in int32 (-1: no magnitude)
+            x_lo = tl.load(lo_ptrs, mask=mask, other=0.0).to(tl.float64)
+            x_min = tl.load(cnt_ptrs, mask=mask, other=-1).to(tl.uint32, bitcast=True)
             hi, lo, cnt = exact_combine(hi, lo, cnt, x_hi, x_lo, x_min)
         else:
             hi, lo, cnt = exact_update(hi, lo, cnt, x_hi, magnitude_key(to_accumulator(raw, tl.float32)))
@@ -221,9 +221,12 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         if STRATEGY == 8 or STRATEGY == 9:   # the value the key stands for (keyed again on load)
             hi = key_value(hi)
         tl.store(dst_hi_ptr + state_index, hi, mask=mask)
-        if USES_LO:
+        if STRATEGY == 7:   # the exact filter's bound rounded up to fp32, its key's bits as int32
+            tl.store(dst_lo_ptr + state_index, bound_up_to_fp32(lo), mask=mask)
+            tl.store(dst_cnt_ptr + state_index, cnt.to(tl.int32, bitcast=True), mask=mask)
+        elif USES_LO:
             tl.store(dst_lo_ptr + state_index, lo, mask=mask)
-        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10:
+        if STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 10:
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 7:
         # The exact mode's filter: the rounded value and, in dst_lo (int8), whether it is certified.

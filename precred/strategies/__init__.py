@@ -25,7 +25,7 @@ from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_reduce, extremum_update, oriented
 from .extremum_value import key_value, lowest_key, value_key, value_max_combine
 from .product import product_combine
-from .exact import NO_MAGNITUDE, exact_combine, exact_finish, exact_update, magnitude_key
+from .exact import NO_MAGNITUDE, bound_up_to_fp32, exact_combine, exact_finish, exact_update, magnitude_key
 
 # Strategy ids (compile-time constants in kernels).
 PLAIN = 0
