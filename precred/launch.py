@@ -160,9 +160,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
         # dim 0) keep the heavy default.
         outputs = view.outer * view.inner
+        options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS)
         if outer_schedule:
             if view.inner >= planning.EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=planning.EXACT_OUTER_TILE[x.element_size()])
+                if x.element_size() in planning.EXACT_OUTER_TILE_MOMENTS:   # measured in its note
+                    options.update(split_programs_per_sm=planning.EXACT_OUTER_16BIT_PROGRAMS_PER_SM)
         elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
             # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes
             # and its tile (plan.EXACT_VECTOR_SUMS' note)
@@ -773,7 +776,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
-            or (strategy == EXACT and planning.EXACT_OUTER_TILE_MOMENTS)
+            or (strategy == EXACT and src[0].element_size() in planning.EXACT_OUTER_TILE_MOMENTS)
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)

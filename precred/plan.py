@@ -496,9 +496,23 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # (16-bit) elements.
 EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
-EXACT_OUTER_TILE = {4: 4096, 2: 2048}
+EXACT_OUTER_TILE = {4: 4096, 2: 8192}
 EXACT_OUTER_MIN_INNER = 512
-EXACT_OUTER_TILE_MOMENTS = False
+# The exact filter over a strided axis, 16-bit input (schedules/outer.py exact_tile_part): each tile's
+# lanes merged in registers first (EXACT_OUTER_TILE_MOMENTS: the input element sizes that take it), so a
+# column keeps one state (8192^2 dim 0 bf16: 121 -> 72 registers with tiles of 8192 instead of 2048),
+# on half the split's programs (EXACT_OUTER_16BIT_PROGRAMS_PER_SM: fewer parts, fewer partial states
+# to write and merge); and every exact plan's merging outer passes narrow their column block down to
+# EXACT_STATE_PASS_MIN_COLUMNS (8 fp64 states, 64 bytes) where the default stops at 32: the merge of
+# 521 parts of 65536x1024 over dim 0 ran on 32 programs (H200, ncu: 15.9 us of a 59 us call; fast's
+# 8.8). H100, bench/sweep_outer.py --op sum --modes fast,exact --dim 0, bf16, GB/s of exact (fast
+# 2120-2250 on the first three): default -> columns of 8 -> tile moments at 8192 and 2 programs per SM
+# with columns of 8: 65536x1024 1783 -> 1874 -> 1985, 8192^2 1974 -> 1987 -> 1999, 1024x65536 2053 ->
+# 2060 -> 2065, 262144x256 (narrower than EXACT_OUTER_MIN_INNER: neither tile moments nor the halved
+# split) 1592 -> 1654. Tile moments alone at 2048 / 4096 / 16384 elements: within 1-3% / +0-5% / -5-14%.
+EXACT_OUTER_TILE_MOMENTS = (2,)
+EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
+EXACT_STATE_PASS_MIN_COLUMNS = 8
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
 # elements, on tiles of EXACT_VECTOR_ROWS_TILE), any plain loop of the filter over the input loads a
@@ -664,7 +678,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    registers_first_stages: int | None = None, long_row_part: int = 0,
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
                    long_row_warps: int = 0, long_row_stages: int | None = None,
-                   dependent_merge: bool = False, short_split_programs_per_sm: int | None = None) -> Plan:
+                   dependent_merge: bool = False, short_split_programs_per_sm: int | None = None,
+                   split_programs_per_sm: int | None = None, state_pass_min_columns: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -706,6 +721,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     PROGRAMMATIC_MERGE_STRATEGIES on a GPU with programmatic launches (precred.launch.plan_for).
     short_split_programs_per_sm: the programs per SM of a short split (default
     SHORT_SPLIT_PROGRAMS_PER_SM; VALUE_EXTREMA_SHORT_SPLIT's note).
+    split_programs_per_sm: the programs per SM a split's first pass aims at (default PROGRAMS_PER_SM);
+    state_pass_min_columns: the narrowest column block of a later outer pass (default
+    STATE_PASS_MIN_COLUMNS) -- both for the exact filter (EXACT_OUTER_16BIT_PROGRAMS_PER_SM's note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -750,7 +768,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     input_bytes = outer * red * inner * element_size
     if (_programs(single) < 2 * sm_count and red > 4 * single.lanes
             and input_bytes >= split_min_bytes):
-        target = PROGRAMS_PER_SM * sm_count
+        target = (split_programs_per_sm or PROGRAMS_PER_SM) * sm_count
         parts_wanted = target // _programs(single) if SPLIT_PARTS_WITHIN_TARGET else -(-target // _programs(single))
         parts_wanted = min(parts_wanted, -(-red // single.lanes))
     long_rows = (long_row_part > 0 and parts_wanted == 1 and single.schedule == "inner"
@@ -797,7 +815,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             nxt = _inner_pass(prev.outer * prev.inner, prev.parts, 1, 1, whole_tree, state_tile, 1 << 30)
         else:
             nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile, 1 << 30, 0)
-            while _programs(nxt) < 2 * sm_count and nxt.block_kept > STATE_PASS_MIN_COLUMNS > 0:
+            min_columns = STATE_PASS_MIN_COLUMNS if state_pass_min_columns is None else state_pass_min_columns
+            while _programs(nxt) < 2 * sm_count and nxt.block_kept > min_columns > 0:
                 # Same lanes and parts, fewer columns: the same operations in the same order, the same
                 # bits (tests/test_gpu_only.py; Welford's FMAs are explicit for that, strategies/welford.py).
                 nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
