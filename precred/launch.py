@@ -160,7 +160,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
         # dim 0) keep the heavy default.
         outputs = view.outer * view.inner
-        options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS)
+        options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS,
+                       outer_min_warps=planning.EXACT_OUTER_MIN_WARPS, registers_first_stages=planning.EXACT_OUTER_STAGES)
         if outer_schedule:
             if view.inner >= planning.EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=planning.EXACT_OUTER_TILE[x.element_size()])

@@ -512,6 +512,8 @@ EXACT_OUTER_MIN_INNER = 512
 # split) 1592 -> 1654. Tile moments alone at 2048 / 4096 / 16384 elements: within 1-3% / +0-5% / -5-14%.
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
+EXACT_OUTER_STAGES = None        # registers_first_stages of the exact filter's outer first passes (None: default)
+EXACT_OUTER_MIN_WARPS = None     # outer_min_warps of its plans (None: OUTER_MIN_WARPS)
 EXACT_STATE_PASS_MIN_COLUMNS = 8
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
@@ -679,7 +681,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
                    long_row_warps: int = 0, long_row_stages: int | None = None,
                    dependent_merge: bool = False, short_split_programs_per_sm: int | None = None,
-                   split_programs_per_sm: int | None = None, state_pass_min_columns: int | None = None) -> Plan:
+                   split_programs_per_sm: int | None = None, state_pass_min_columns: int | None = None,
+                   outer_min_warps: int | None = None) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -723,7 +726,9 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     SHORT_SPLIT_PROGRAMS_PER_SM; VALUE_EXTREMA_SHORT_SPLIT's note).
     split_programs_per_sm: the programs per SM a split's first pass aims at (default PROGRAMS_PER_SM);
     state_pass_min_columns: the narrowest column block of a later outer pass (default
-    STATE_PASS_MIN_COLUMNS) -- both for the exact filter (EXACT_OUTER_16BIT_PROGRAMS_PER_SM's note).
+    STATE_PASS_MIN_COLUMNS); outer_min_warps: the narrowest kept axis, in warps, that takes the registers
+    layout (default OUTER_MIN_WARPS) -- the three for the exact filter (EXACT_OUTER_16BIT_PROGRAMS_PER_SM's
+    note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -745,7 +750,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # dim 0) measured faster in the wide layout (bench/sweep_outer.py, H100). Compensated passes were
     # kept wide until the pipelined loops; now the registers layout is faster on bf16 (kahan 8192^2
     # dim 0 1526 -> 2057 GB/s, 1024x65536 1820 -> 2102, 65536x1024 1670 -> 2009; fp32 8192^2 2406 -> 2517).
-    registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and inner >= 32 * vector * OUTER_MIN_WARPS
+    min_warps = OUTER_MIN_WARPS if outer_min_warps is None else outer_min_warps
+    registers_layout = whole_tree or (OUTER_CHAINS_IN_REGISTERS and inner >= 32 * vector * min_warps
                                       and red >= OUTER_REGISTERS_MIN_RED)
 
     def first_pass(parts_wanted, block_limit, short_part_tiles=0):
@@ -760,7 +766,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # the reduced axis across programs.
     block_limit = 1 << 30
     single = first_pass(1, block_limit)
-    floor = 1 if single.schedule == "inner" else 32 * vector * OUTER_MIN_WARPS if registers_layout else 128
+    floor = 1 if single.schedule == "inner" else 32 * vector * min_warps if registers_layout else 128
     while _programs(single) < FIRST_PASS_MIN_PROGRAMS_PER_SM * sm_count and single.block_kept > floor:
         block_limit = single.block_kept // 2
         single = first_pass(1, block_limit)
