@@ -158,14 +158,21 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # them: small tiles, halved warps for fp32 (1024x65536 3009 -> 3240 GB/s, 65536x1024 2781 -> 2888),
         # not for bf16 (1024x65536 1984 -> 2166); a wide strided axis: no halving, larger tiles (8192^2 dim 0
         # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
-        # dim 0) keep the heavy default.
+        # dim 0) keep the heavy default -- but for 16-bit input, which takes the registers layout from one
+        # warp wide (plan.EXACT_NARROW_OUTER_MIN_INNER).
         outputs = view.outer * view.inner
-        options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS,
-                       outer_min_warps=planning.EXACT_OUTER_MIN_WARPS, registers_first_stages=planning.EXACT_OUTER_STAGES)
+        options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS)
         if outer_schedule:
-            if view.inner >= planning.EXACT_OUTER_MIN_INNER:
+            tile_moments = x.element_size() in planning.EXACT_OUTER_TILE_MOMENTS
+            registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS
+            if tile_moments and planning.EXACT_NARROW_OUTER_MIN_INNER <= view.inner < registers_min_inner:
+                # measured in plan.EXACT_NARROW_OUTER_MIN_INNER's note
+                options.update(heavy_state=False, tile_elements=planning.EXACT_NARROW_OUTER_TILE, outer_min_warps=1,
+                               split_programs_per_sm=planning.EXACT_NARROW_OUTER_PROGRAMS_PER_SM,
+                               state_pass_min_columns=planning.EXACT_NARROW_STATE_PASS_MIN_COLUMNS)
+            elif view.inner >= planning.EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=planning.EXACT_OUTER_TILE[x.element_size()])
-                if x.element_size() in planning.EXACT_OUTER_TILE_MOMENTS:   # measured in its note
+                if tile_moments:   # measured in plan.EXACT_OUTER_16BIT_PROGRAMS_PER_SM's note
                     options.update(split_programs_per_sm=planning.EXACT_OUTER_16BIT_PROGRAMS_PER_SM)
         elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
             # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes

@@ -512,8 +512,21 @@ EXACT_OUTER_MIN_INNER = 512
 # split) 1592 -> 1654. Tile moments alone at 2048 / 4096 / 16384 elements: within 1-3% / +0-5% / -5-14%.
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
-EXACT_OUTER_STAGES = None        # registers_first_stages of the exact filter's outer first passes (None: default)
-EXACT_OUTER_MIN_WARPS = None     # outer_min_warps of its plans (None: OUTER_MIN_WARPS)
+# Narrow strided axes of 16-bit input (at least EXACT_NARROW_OUTER_MIN_INNER columns, fewer than
+# OUTER_MIN_WARPS warps of 16-byte vectors: 262144x256 over dim 0) take the registers layout too, from
+# one warp wide (plan_reduction's outer_min_warps), with tile moments on tiles of EXACT_NARROW_OUTER_TILE,
+# EXACT_NARROW_OUTER_PROGRAMS_PER_SM programs per SM of one or two warps, and merging passes narrowed
+# down to EXACT_NARROW_STATE_PASS_MIN_COLUMNS columns, instead of the wide layout's chains (16 lanes of
+# 128 columns: 232 registers, ncu on the H200: DRAM 50% busy, 56 us where fast's pass took 41).
+# H100, bench/sweep_outer.py --op sum --modes exact --dim 0, 262144x256 bf16, GB/s (fast 2000-2010), two
+# runs each: wide chains 1615-1647; registers layout at 2 / 4 / 8 / 12 / 16 programs per SM (tiles of
+# 8192, columns 8, 3 stages) 1186-1206 / 1723-1733 / 1865-1866 / -- / --; at 8 programs, tiles of 16384
+# and columns of 4: 4 stages 1902-1905, 3 stages 1914-1963; 12 / 16 programs there 1817 / 1660; tiles
+# of 8192 1888-1890; columns of 8 1879-1891.
+EXACT_NARROW_OUTER_MIN_INNER = 256
+EXACT_NARROW_OUTER_TILE = 16384
+EXACT_NARROW_OUTER_PROGRAMS_PER_SM = 8
+EXACT_NARROW_STATE_PASS_MIN_COLUMNS = 4
 EXACT_STATE_PASS_MIN_COLUMNS = 8
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED
