@@ -676,8 +676,8 @@ class _Workspace:
     """The arrays one call writes: the output(s), and the partial states of every pass but the last
     (accumulator dtype; lo only for strategies that use it, fp32 for the exact filter's bound; a third
     fp64 array for Welford's counts, the stable exponential sum's maxima; int64 for the extremum's
-    indices, int32 for the exact filter's smallest-magnitude keys). A filter's second output is its int8 certification flags (none where the
-    exact filter recomputes in its own launch: flags=False)."""
+    indices, int32 for the exact filter's smallest-magnitude keys). A filter's second output is its
+    int8 certification flags (none where the exact filter recomputes in its own launch: flags=False)."""
 
     def __init__(self, strategy, acc_dtype, out_dtype, n_out, with_mean, flags=True):
         self.acc_dtype, self.out_dtype, self.n_out = acc_dtype, out_dtype, n_out

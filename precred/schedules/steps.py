@@ -11,9 +11,9 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, bound_up_to_fp32, exact_combine,
-                          exact_finish, exact_update, extremum_combine, extremum_update, key_value, lowest_key, magnitude_key, oriented,
-                          stable_exp_combine, stable_exp_update, state_combine, state_update, value_key,
-                          welford_combine, welford_update)
+                          exact_finish, exact_update, extremum_combine, extremum_update, key_value, lowest_key,
+                          magnitude_key, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update,
+                          value_key, welford_combine, welford_update)
 from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
