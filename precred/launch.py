@@ -765,6 +765,11 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                               workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
                       PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH))
                       and not src_is_state and p.loop_stages == 1,
+                      # exact_word_part: contiguous 16-bit rows of even length, even offsets, 4-byte aligned
+                      WORD_LOADS=planning.EXACT_WORD_LOADS and strategy == EXACT and not src_is_state
+                      and p.loop_stages == 1 and src[0].element_size() == 2 and p.lanes >= 2 * tree_vec and stride_red == 1
+                      and p.red % 2 == 0
+                      and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

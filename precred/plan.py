@@ -552,6 +552,7 @@ EXACT_VECTOR_ROWS_TILE = 2048
 EXACT_VECTOR_SHORT_ROWS_TILE = 512
 EXACT_VECTOR_SHORT_ROWS_MAX_RED = 8192
 EXACT_VECTOR_SUMS = True
+EXACT_WORD_LOADS = False
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).

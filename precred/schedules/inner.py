@@ -78,7 +78,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 USES_LO: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
-                INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True):
+                INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True,
+                WORD_LOADS: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -133,6 +134,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
+    if STRATEGY == 7 and PREFETCH and WORD_LOADS:
+        return exact_word_part(src_hi_ptr, row_base, row_mask, part_start, part_end, BLOCK_M, BLOCK_N, TREE_VEC)
     if STRATEGY == 7 and PREFETCH:
         return exact_input_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
                                 TREE_VEC if VECTOR_SUMS else 1)
@@ -217,6 +220,63 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
             s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
         else:
             s, t, m = exact_update(s, t, m, x32.to(tl.float64), magnitude_key(x32))
+    return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
+
+
+@triton.jit
+def word_halves(words, BF16: tl.constexpr):
+    """The two 16-bit inputs of each int32 word (little-endian: element 2j in the low half), widened
+    exactly to fp32: bf16 by its bits alone (shifted into place), fp16 by conversion."""
+    if BF16:
+        low = (words << 16).to(tl.float32, bitcast=True)
+        high = (words & -65536).to(tl.float32, bitcast=True)
+    else:
+        low = (words & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        high = (words >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return low, high
+
+
+@triton.jit
+def exact_fold_words(s, t, m, words, BF16: tl.constexpr, BLOCK_M: tl.constexpr, WORDS: tl.constexpr,
+                     SUMS: tl.constexpr):
+    """Fold a [BLOCK_M, WORDS] tile of int32 words into the lanes' states (s, t, m) of SUMS vectors."""
+    low, high = word_halves(words, BF16)   # masked words: 0, 0
+    pair_s = low.to(tl.float64) + high.to(tl.float64)   # the leaf merge of (low, 0, key) and (high, 0, key)
+    pair_m = tl.minimum(magnitude_key(low), magnitude_key(high))
+    tile_s, tile_t, tile_m = tree_reduce_last_axis(pair_s, tl.abs(pair_s), pair_m, BLOCK_M, WORDS, 7, SUMS)
+    return exact_combine(s, t, m, tile_s, tile_t, tile_m)
+
+
+@triton.jit
+def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    VECTOR: tl.constexpr):
+    """exact_input_part over 16-bit rows read as int32 words (WORD_LOADS: contiguous rows of an even
+    length at 4-byte aligned, even offsets; precred.launch): the loop carries the next tile as the
+    loaded words, which the two widenings of word_halves take apart, instead of a 16-bit tile whose
+    lanes LLVM repacks right after its load -- where the warp then waits for it (sm_90 SASS: the PRMTs
+    of the prefetched registers sat in the iteration that loaded them). Each word's two elements are
+    one leaf merge, then the tree's first levels over a thread's vector, as exact_input_part."""
+    WORDS: tl.constexpr = BLOCK_N // 2
+    SUMS: tl.constexpr = BLOCK_N // VECTOR
+    word_index = tl.arange(0, WORDS)
+    ptrs = src_ptr.to(tl.pointer_type(tl.int32)) + (row_base // 2)[:, None] + (part_start // 2 + word_index)[None, :]
+    # Masks in words (part_end is even): their constancy lets the loads stay 16-byte vectors.
+    word_end = part_end // 2
+    s = tl.zeros([BLOCK_M, SUMS], tl.float64)
+    t = tl.zeros([BLOCK_M, SUMS], tl.float64)
+    m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
+    # Two tiles in flight, in two loop-carried buffers that alternate (ping-pong): with one, ptxas loaded
+    # the next tile into fresh registers and moved them into the carried ones at the loop's end -- where
+    # the warp waited for the load it had just issued (sm_90 SASS). An odd count of tiles ends on a
+    # tile past the part: masked, all zeros, which adds nothing (and only raises t).
+    first = tile_at(ptrs, row_mask, word_index, part_start // 2, word_end)
+    second = tile_at(ptrs + WORDS, row_mask, word_index, part_start // 2 + WORDS, word_end)
+    for start in range(part_start // 2, word_end, 2 * WORDS):
+        s, t, m = exact_fold_words(s, t, m, first, src_ptr.dtype.element_ty == tl.int16, BLOCK_M, WORDS, SUMS)
+        first = tile_at(ptrs + 2 * WORDS, row_mask, word_index, start + 2 * WORDS, word_end)
+        s, t, m = exact_fold_words(s, t, m, second, src_ptr.dtype.element_ty == tl.int16, BLOCK_M, WORDS, SUMS)
+        second = tile_at(ptrs + 3 * WORDS, row_mask, word_index, start + 3 * WORDS, word_end)
+        ptrs += 2 * WORDS
     return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
 
 
@@ -388,6 +448,7 @@ def inner_kernel(
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
+    WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -406,7 +467,8 @@ def inner_kernel(
     row_hi, row_lo, row_cnt = reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, part_start,
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
-                                          TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL)
+                                          TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL,
+                                          WORD_LOADS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
