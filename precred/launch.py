@@ -766,7 +766,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH))
                       and not src_is_state and p.loop_stages == 1,
                       # exact_word_part: contiguous 16-bit rows of even length, even offsets, 4-byte aligned
+                      # (measured in plan.EXACT_WORD_LOADS' note)
                       WORD_LOADS=planning.EXACT_WORD_LOADS and strategy == EXACT and not src_is_state
+                      and p.red <= planning.EXACT_WORD_LOADS_MAX_RED
                       and p.loop_stages == 1 and src[0].element_size() == 2 and p.lanes >= 2 * tree_vec and stride_red == 1
                       and p.red % 2 == 0
                       and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0,

@@ -552,7 +552,13 @@ EXACT_VECTOR_ROWS_TILE = 2048
 EXACT_VECTOR_SHORT_ROWS_TILE = 512
 EXACT_VECTOR_SHORT_ROWS_MAX_RED = 8192
 EXACT_VECTOR_SUMS = True
-EXACT_WORD_LOADS = False
+# 16-bit rows of at most EXACT_WORD_LOADS_MAX_RED elements (even lengths and offsets, 4-byte aligned) are
+# read as int32 words in two alternating buffers (schedules/inner.py exact_word_part). H100, 2026-11-28,
+# bench/sweep_outer.py --op sum --modes exact --dim -1 bf16, two rounds, GB/s, vector lanes -> words:
+# 65536x1024 2408/2406 -> 2477/2475, but 8192^2 2368/2364 -> 2351/2350 and 1024x65536 2337/2337 ->
+# 2093/2095 (48 -> 72 registers at its 2048-element tiles); rows between 1024 and 8192 not measured.
+EXACT_WORD_LOADS = True
+EXACT_WORD_LOADS_MAX_RED = 1024
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).

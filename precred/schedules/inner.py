@@ -251,11 +251,14 @@ def exact_fold_words(s, t, m, words, BF16: tl.constexpr, BLOCK_M: tl.constexpr, 
 def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     VECTOR: tl.constexpr):
     """exact_input_part over 16-bit rows read as int32 words (WORD_LOADS: contiguous rows of an even
-    length at 4-byte aligned, even offsets; precred.launch): the loop carries the next tile as the
-    loaded words, which the two widenings of word_halves take apart, instead of a 16-bit tile whose
-    lanes LLVM repacks right after its load -- where the warp then waits for it (sm_90 SASS: the PRMTs
-    of the prefetched registers sat in the iteration that loaded them). Each word's two elements are
-    one leaf merge, then the tree's first levels over a thread's vector, as exact_input_part."""
+    length at 4-byte aligned, even offsets; precred.launch; plan.EXACT_WORD_LOADS' note). Why: in
+    exact_input_part's loop (sm_90 SASS, bf16 8192^2) the tile loaded ahead is repacked (PRMT) or moved
+    into the loop-carried registers in the iteration that loads it, so the warp waits for that load
+    there and the prefetch hides nothing. Here the loop carries the loaded words themselves, which the
+    two widenings of word_halves take apart, in two alternating buffers: the second tile's latency
+    hides behind the first's folding (ptxas still moved one buffer on 512-element tiles). Each word's
+    two elements are one leaf merge, then the tree's first levels over a thread's vector, as
+    exact_input_part: the same state, any order (strategies/exact.py)."""
     WORDS: tl.constexpr = BLOCK_N // 2
     SUMS: tl.constexpr = BLOCK_N // VECTOR
     word_index = tl.arange(0, WORDS)
