@@ -493,7 +493,11 @@ PIPELINE_MIN_TILES = 8
 PLAIN_16BIT_ROWS_MIN_RED = 1024
 # The exact filter's first passes (bench/sweep_state.py exact, H200; precred.launch.plan_for): 1024-element
 # tiles over many rows, and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048
-# (16-bit) elements.
+# (16-bit) elements (since raised for 16-bit input: EXACT_OUTER_TILE_MOMENTS' note).
+# Rows shorter than PLAIN_16BIT_ROWS_MIN_RED keep the pipelined loop: H100, 2026-11-28, 262144x256 bf16,
+# bench/sweep_outer.py --modes exact --dim -1, two rounds, GB/s 2110-2114 against the plain loop with
+# vector lanes from rows of 256 (tiles of 512 / 1024 / 2048: 1925 / 1936 / 1838), rows tiles of 512 /
+# 2048 (2117-2125 / 2103-2105), 3 pipeline stages (2118-2122), 2 (1799-1800).
 EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
 EXACT_OUTER_TILE = {4: 4096, 2: 8192}
