@@ -753,25 +753,23 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         # Welford's vector part compiled without its partial-tile code (plan.WELFORD_TAIL_FREE_MIN_RED)
         tail_free_min_red = planning.WELFORD_TAIL_FREE_MIN_RED.get(workspace.acc_dtype.itemsize)
         tail_free = strategy == WELFORD and tail_free_min_red is not None and p.red >= tail_free_min_red
+        vector_sums = not src_is_state and p.lanes >= 2 * tree_vec and (
+            (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
+            or (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1 and planning.EXACT_VECTOR_SUMS)
+            or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
+            or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
+                workspace.acc_dtype.itemsize, src[0].element_size(), p.red)))
+        prefetch = ((strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH))
+                    and not src_is_state and p.loop_stages == 1)
+        # exact_word_part: the exact filter's vector lanes over contiguous 16-bit rows of even length, even
+        # offsets, 4-byte aligned (measured in plan.EXACT_WORD_LOADS' note)
+        word_loads = (vector_sums and prefetch and strategy == EXACT and planning.EXACT_WORD_LOADS
+                      and p.red <= planning.EXACT_WORD_LOADS_MAX_RED and p.red % 2 == 0 and stride_red == 1
+                      and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0)
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
-                      TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter,
-                      VECTOR_SUMS=not src_is_state and p.lanes >= 2 * tree_vec and (
-                          (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
-                          or (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1
-                              and planning.EXACT_VECTOR_SUMS)
-                          or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
-                          or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
-                              workspace.acc_dtype.itemsize, src[0].element_size(), p.red))),
-                      PREFETCH=(strategy == EXACT or (strategy == WELFORD and planning.WELFORD_PREFETCH))
-                      and not src_is_state and p.loop_stages == 1,
-                      # exact_word_part: contiguous 16-bit rows of even length, even offsets, 4-byte aligned
-                      # (measured in plan.EXACT_WORD_LOADS' note)
-                      WORD_LOADS=planning.EXACT_WORD_LOADS and strategy == EXACT and not src_is_state
-                      and p.red <= planning.EXACT_WORD_LOADS_MAX_RED
-                      and p.loop_stages == 1 and src[0].element_size() == 2 and p.lanes >= 2 * tree_vec and stride_red == 1
-                      and p.red % 2 == 0
-                      and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0,
+                      TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter, VECTOR_SUMS=vector_sums,
+                      PREFETCH=prefetch, WORD_LOADS=word_loads,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

@@ -261,6 +261,7 @@ def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: 
     exact_input_part: the same state, any order (strategies/exact.py)."""
     WORDS: tl.constexpr = BLOCK_N // 2
     SUMS: tl.constexpr = BLOCK_N // VECTOR
+    BF16: tl.constexpr = src_ptr.dtype.element_ty == tl.int16   # bf16 arrives as its int16 bits
     word_index = tl.arange(0, WORDS)
     ptrs = src_ptr.to(tl.pointer_type(tl.int32)) + (row_base // 2)[:, None] + (part_start // 2 + word_index)[None, :]
     # Masks in words (part_end is even): their constancy lets the loads stay 16-byte vectors.
@@ -275,9 +276,9 @@ def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: 
     first = tile_at(ptrs, row_mask, word_index, part_start // 2, word_end)
     second = tile_at(ptrs + WORDS, row_mask, word_index, part_start // 2 + WORDS, word_end)
     for start in range(part_start // 2, word_end, 2 * WORDS):
-        s, t, m = exact_fold_words(s, t, m, first, src_ptr.dtype.element_ty == tl.int16, BLOCK_M, WORDS, SUMS)
+        s, t, m = exact_fold_words(s, t, m, first, BF16, BLOCK_M, WORDS, SUMS)
         first = tile_at(ptrs + 2 * WORDS, row_mask, word_index, start + 2 * WORDS, word_end)
-        s, t, m = exact_fold_words(s, t, m, second, src_ptr.dtype.element_ty == tl.int16, BLOCK_M, WORDS, SUMS)
+        s, t, m = exact_fold_words(s, t, m, second, BF16, BLOCK_M, WORDS, SUMS)
         second = tile_at(ptrs + 3 * WORDS, row_mask, word_index, start + 3 * WORDS, word_end)
         ptrs += 2 * WORDS
     return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
