@@ -44,8 +44,8 @@ PIPELINED_STRATEGIES = frozenset({PLAIN, COMPENSATED, EXACT, WELFORD, STABLE_EXP
 # place of a second output, and a second stage recomputes the uncertified outputs.
 FILTERS = (EXACT, CERTIFIED_EXP)
 # Strategies whose unsplit 16-bit rows run plain loops, their loads keeping the evict_first hint
-# (precred.plan.PLAIN_16BIT_ROWS_MIN_RED; the exact filter measured faster pipelined, Welford too except
-# with the vector moments and the fp32 accumulator: plan_for).
+# (precred.plan.PLAIN_16BIT_ROWS_MIN_RED; the exact filter from its own minimum, Welford with the vector
+# moments and the fp32 accumulator: plan_for).
 PLAIN_16BIT_ROW_STRATEGIES = frozenset({PLAIN, COMPENSATED, STABLE_EXP, CERTIFIED_EXP, *EXTREMA, *VALUE_EXTREMA})
 
 # Stand-in SM count for the CPU interpreter: small, so that small test inputs still take the split path.
@@ -175,13 +175,14 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
                 if tile_moments:   # measured in plan.EXACT_OUTER_16BIT_PROGRAMS_PER_SM's note
                     options.update(split_programs_per_sm=planning.EXACT_OUTER_16BIT_PROGRAMS_PER_SM)
         elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS and x.element_size() == 2 and planning.EXACT_PLAIN_16BIT_ROWS:
-            # 16-bit rows: the plain loop (rows of at least plan.PLAIN_16BIT_ROWS_MIN_RED) with vector lanes
-            # and its tile (plan.EXACT_VECTOR_SUMS' note)
+            # 16-bit rows: the plain loop (rows of at least plan.EXACT_PLAIN_16BIT_ROWS_MIN_RED) with vector
+            # lanes, or word loads, and its tile (plan.EXACT_VECTOR_SUMS' and EXACT_WORD_LOADS' notes)
             tile = planning.EXACT_ROWS_TILE
-            if view.red >= planning.PLAIN_16BIT_ROWS_MIN_RED:
+            if view.red >= planning.EXACT_PLAIN_16BIT_ROWS_MIN_RED:
                 tile = (planning.EXACT_VECTOR_SHORT_ROWS_TILE if view.red <= planning.EXACT_VECTOR_SHORT_ROWS_MAX_RED
                         else planning.EXACT_VECTOR_ROWS_TILE)
-            options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=tile)
+            options.update(heavy_state=False, plain_16bit_rows=True, tile_elements=tile,
+                           plain_rows_min_red=planning.EXACT_PLAIN_16BIT_ROWS_MIN_RED)
         elif outputs >= planning.EXACT_ROWS_MIN_OUTPUTS:
             options.update(heavy_state=x.element_size() == 4, tile_elements=planning.EXACT_ROWS_TILE)
         else:

@@ -494,10 +494,10 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # The exact filter's first passes (bench/sweep_state.py exact, H200; precred.launch.plan_for): 1024-element
 # tiles over many rows, and over a strided axis wide enough for the registers layout 4096 (fp32) / 2048
 # (16-bit) elements (since raised for 16-bit input: EXACT_OUTER_TILE_MOMENTS' note).
-# Rows shorter than PLAIN_16BIT_ROWS_MIN_RED keep the pipelined loop: H100, 2026-11-28, 262144x256 bf16,
-# bench/sweep_outer.py --modes exact --dim -1, two rounds, GB/s 2110-2114 against the plain loop with
-# vector lanes from rows of 256 (tiles of 512 / 1024 / 2048: 1925 / 1936 / 1838), rows tiles of 512 /
-# 2048 (2117-2125 / 2103-2105), 3 pipeline stages (2118-2122), 2 (1799-1800).
+# 16-bit rows of 256 took the pipelined loop before the word loads (EXACT_PLAIN_16BIT_ROWS_MIN_RED's note):
+# H100, 2026-11-28, 262144x256 bf16, bench/sweep_outer.py --modes exact --dim -1, two rounds, GB/s
+# 2110-2114 against the plain loop with vector lanes (tiles of 512 / 1024 / 2048: 1925 / 1936 / 1838),
+# rows tiles of 512 / 2048 (2117-2125 / 2103-2105), 3 pipeline stages (2118-2122), 2 (1799-1800).
 EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
 EXACT_OUTER_TILE = {4: 4096, 2: 8192}
@@ -556,13 +556,25 @@ EXACT_VECTOR_ROWS_TILE = 2048
 EXACT_VECTOR_SHORT_ROWS_TILE = 512
 EXACT_VECTOR_SHORT_ROWS_MAX_RED = 8192
 EXACT_VECTOR_SUMS = True
-# 16-bit rows of at most EXACT_WORD_LOADS_MAX_RED elements (even lengths and offsets, 4-byte aligned) are
-# read as int32 words in two alternating buffers (schedules/inner.py exact_word_part). H100, 2026-11-28,
-# bench/sweep_outer.py --op sum --modes exact --dim -1 bf16, two rounds, GB/s, vector lanes -> words:
-# 65536x1024 2408/2406 -> 2477/2475, but 8192^2 2368/2364 -> 2351/2350 and 1024x65536 2337/2337 ->
-# 2093/2095 (48 -> 72 registers at its 2048-element tiles); rows between 1024 and 8192 not measured.
+# 16-bit rows of EXACT_PLAIN_16BIT_ROWS_MIN_RED to EXACT_WORD_LOADS_MAX_RED elements (even lengths and
+# offsets, 4-byte aligned) take the plain loop (tiles of EXACT_VECTOR_SHORT_ROWS_TILE) and are read as int32
+# words, four tiles in flight (schedules/inner.py exact_word_part). H100, 2026-11-28, bench/sweep_outer.py
+# --op sum --modes exact --dim -1 bf16, two rounds, GB/s, vector lanes -> words in two alternating
+# buffers: 65536x1024 2408/2406 -> 2477/2475, but 8192^2 2368/2364 -> 2351/2350 and 1024x65536 2337/2337
+# -> 2093/2095 (48 -> 72 registers at its 2048-element tiles). H200, 2026-11-28, same sweep, two rounds
+# (fast 3345-3558 on the three): rows of 256, pipelined -> words (two buffers) 2610-2621 -> 3068-3073
+# (the plain loop with vector lanes lost there, H100: 2110 -> 1925); then words converted to fp64 by
+# word_halves' F2F.F64.BF16, two buffers -> four: 262144x256 3077-3099 -> 3216-3231, 65536x1024
+# 3142-3166 -> 3279-3301; words at rows of 8192: 8192^2 3077-3084 -> 3277-3284 (fp16 3142-3151 ->
+# 3239-3254); at rows of 65536 none (1024x65536 bf16 3073-3082 -> 3066, fp16 3068-3075 -> 2521-2524;
+# tiles of 512 there 2977-2981 / 2909-2915). Measured, not taken: a register cap (maxnreg) of 40 / 32 /
+# 56 on the two-buffer loop (262144x256 3039 -> 2925 / 1680 / 3028), tiles of 1024 (262144x256 3039 ->
+# 2955, 65536x1024 3125 -> 3042), unmasked loads of whole tile pairs (the loop's masks: 119 -> 113
+# instructions per 16 elements, ptxas still moving a buffer; not run). Rows of fewer than 256 elements
+# keep the pipelined loop, not measured.
 EXACT_WORD_LOADS = True
-EXACT_WORD_LOADS_MAX_RED = 1024
+EXACT_WORD_LOADS_MAX_RED = 8192
+EXACT_PLAIN_16BIT_ROWS_MIN_RED = 256
 # Shared memory for the S - 1 tiles in flight: 192 KiB, what 3 stages of 4096-element tiles of the exact
 # filter's partial states (3 arrays of 8 bytes) took on the H200 next to the kernel's own scratch (the
 # hardware limit is 227 KiB per program; 4 stages asked for 288 KiB and failed to launch).
@@ -576,7 +588,7 @@ def state_bytes(accumulator_size: int) -> int:
 
 
 def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: int, plain_16bit_rows: bool,
-                 max_stages: int | None = None) -> int:
+                 plain_rows_min_red: int, max_stages: int | None = None) -> int:
     """Stages for pass p of a pipelined plan: max_stages (default LOOP_STAGES[schedule]), fewer when
     S - 1 tiles would not fit in PIPELINE_SMEM_BYTES (a tile: the input's elements in a first pass, else
     partial states of at most state_bytes(accumulator_size) each), 1 (a plain loop) for loops of fewer
@@ -584,7 +596,7 @@ def _loop_stages(p: "Pass", first: bool, element_size: int, accumulator_size: in
     if p.tiles_per_lane < PIPELINE_MIN_TILES:
         return 1
     if (plain_16bit_rows and first and p.schedule == "inner" and element_size == 2 and p.parts == 1
-            and p.red >= PLAIN_16BIT_ROWS_MIN_RED):
+            and p.red >= plain_rows_min_red):
         return 1
     tile_bytes = p.lanes * p.block_kept * (element_size if first else state_bytes(accumulator_size))
     return _stages_fitting(max_stages or LOOP_STAGES[p.schedule], tile_bytes, PIPELINE_SMEM_BYTES)
@@ -700,7 +712,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    split_min_bytes: int | None = None, heavy_state: bool = False,
                    accumulator_size: int = 4, pipelined: bool = False,
                    short_part_tiles: int | None = None, min_tiles_per_lane: int | None = None,
-                   plain_16bit_rows: bool = False, acc_tile_bytes: int | None = None,
+                   plain_16bit_rows: bool = False, plain_rows_min_red: int | None = None,
+                   acc_tile_bytes: int | None = None,
                    registers_first_stages: int | None = None, long_row_part: int = 0,
                    wide_long_splits: bool = False, interleave_long_splits: bool = False,
                    long_row_warps: int = 0, long_row_stages: int | None = None,
@@ -731,7 +744,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     measured faster that way; SUM_SHORT_PART_TILES for the sums and the extrema); 0: never (the exact
     filter keeps its own measured split).
     plain_16bit_rows: a pipelined plan keeps plain loops for unsplit 16-bit rows of at least
-    PLAIN_16BIT_ROWS_MIN_RED elements (their loads keep the evict_first hint).
+    plain_rows_min_red elements (default PLAIN_16BIT_ROWS_MIN_RED; their loads keep the evict_first hint).
     min_tiles_per_lane: the tiles each lane of a first inner pass runs at least (default
     MIN_TILES_PER_LANE; the plain sums take PLAIN_MIN_TILES_PER_LANE).
     long_row_part: an inner first pass the planner would not split, over rows of at least twice this
@@ -757,6 +770,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
     short_part_tiles = SHORT_PART_TILES if short_part_tiles is None else short_part_tiles
+    plain_rows_min_red = PLAIN_16BIT_ROWS_MIN_RED if plain_rows_min_red is None else plain_rows_min_red
     if short_split_programs_per_sm is None:
         short_split_programs_per_sm = SHORT_SPLIT_PROGRAMS_PER_SM
     acc_tile_bytes = ACC_TILE_BYTES if acc_tile_bytes is None else acc_tile_bytes
@@ -859,7 +873,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
         if long_row and long_row_stages:
             first_stages = long_row_stages
         passes = [replace(p, loop_stages=_loop_stages(p, i == 0, element_size, accumulator_size, plain_16bit_rows,
-                                                      first_stages if i == 0 else None))
+                                                      plain_rows_min_red, first_stages if i == 0 else None))
                   for i, p in enumerate(passes)]
     two_inner = len(passes) == 2 and all(p.schedule == "inner" for p in passes)
     dependent = dependent_merge and two_inner

@@ -246,6 +246,11 @@ def test_only_long_loops_of_pipelined_plans_are_pipelined(shape, pairwise, eleme
         rows = plan_reduction(outer, red, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                               element_size=element_size, pipelined=True, plain_16bit_rows=True)
         assert rows.passes[0].loop_stages == stages, (outer, red, element_size, rows)
+    # plain_rows_min_red moves that minimum (the exact filter's, plan.EXACT_PLAIN_16BIT_ROWS_MIN_RED)
+    for min_red, stages in ((256, 1), (257, LOOP_STAGES["inner"])):
+        rows = plan_reduction(65536, 256, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
+                              element_size=2, pipelined=True, plain_16bit_rows=True, plain_rows_min_red=min_red)
+        assert rows.passes[0].loop_stages == stages, (min_red, rows)
     rows = plan_reduction(1024, 65536, 1, inner_contiguous=False, whole_tree=False, sm_count=H100_SMS,
                           pipelined=True)
     assert rows.passes[0].loop_stages == LOOP_STAGES["inner"]

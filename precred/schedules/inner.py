@@ -226,12 +226,15 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
 @triton.jit
 def word_halves(words, BF16: tl.constexpr):
     """The two 16-bit inputs of each int32 word (little-endian: element 2j in the low half), widened
-    exactly to fp32: bf16 by its bits alone (shifted into place), fp16 by conversion."""
+    exactly to fp32 by conversion: sm_90 converts a half word straight to fp64 (F2F.F64.BF16 / .F16 of
+    the word or its .H1 half; SASS), which the fold asks for next -- where bf16 widened by its bits (a
+    shift, a mask) cost an instruction more per element and kept each loaded word live until its key,
+    so ptxas loaded the next tile into other registers and moved it back, waiting for it."""
     if BF16:
-        low = (words << 16).to(tl.float32, bitcast=True)
-        high = (words & -65536).to(tl.float32, bitcast=True)
+        low = words.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+        high = (words >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
     else:
-        low = (words & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        low = words.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
         high = (words >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
     return low, high
 
@@ -251,36 +254,42 @@ def exact_fold_words(s, t, m, words, BF16: tl.constexpr, BLOCK_M: tl.constexpr, 
 def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     VECTOR: tl.constexpr):
     """exact_input_part over 16-bit rows read as int32 words (WORD_LOADS: contiguous rows of an even
-    length at 4-byte aligned, even offsets; precred.launch; plan.EXACT_WORD_LOADS' note). Why: in
-    exact_input_part's loop (sm_90 SASS, bf16 8192^2) the tile loaded ahead is repacked (PRMT) or moved
-    into the loop-carried registers in the iteration that loads it, so the warp waits for that load
-    there and the prefetch hides nothing. Here the loop carries the loaded words themselves, which the
-    two widenings of word_halves take apart, in two alternating buffers: the second tile's latency
-    hides behind the first's folding (ptxas still moved one buffer on 512-element tiles). Each word's
+    length at 4-byte aligned, even offsets; precred.launch; plan.EXACT_WORD_LOADS' note), four tiles
+    in flight. Why: in exact_input_part's loop (sm_90 SASS, bf16 8192^2) the tile loaded ahead is
+    repacked (PRMT) or moved into the loop-carried registers in the iteration that loads it, so the
+    warp waits for that load there and the prefetch hides nothing. Here the loop carries the loaded
+    words themselves, which word_halves converts, in four buffers, each reloaded (four tiles ahead)
+    once it is folded: the loads of one iteration wait behind the folding of the others. Each word's
     two elements are one leaf merge, then the tree's first levels over a thread's vector, as
     exact_input_part: the same state, any order (strategies/exact.py)."""
     WORDS: tl.constexpr = BLOCK_N // 2
     SUMS: tl.constexpr = BLOCK_N // VECTOR
+    AHEAD: tl.constexpr = 4 * WORDS   # words from a buffer's tile to its next one
     BF16: tl.constexpr = src_ptr.dtype.element_ty == tl.int16   # bf16 arrives as its int16 bits
     word_index = tl.arange(0, WORDS)
     ptrs = src_ptr.to(tl.pointer_type(tl.int32)) + (row_base // 2)[:, None] + (part_start // 2 + word_index)[None, :]
     # Masks in words (part_end is even): their constancy lets the loads stay 16-byte vectors.
+    word_start = part_start // 2
     word_end = part_end // 2
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
     m = tl.full([BLOCK_M, SUMS], NO_MAGNITUDE, tl.uint32)
-    # Two tiles in flight, in two loop-carried buffers that alternate (ping-pong): with one, ptxas loaded
-    # the next tile into fresh registers and moved them into the carried ones at the loop's end -- where
-    # the warp waited for the load it had just issued (sm_90 SASS). An odd count of tiles ends on a
-    # tile past the part: masked, all zeros, which adds nothing (and only raises t).
-    first = tile_at(ptrs, row_mask, word_index, part_start // 2, word_end)
-    second = tile_at(ptrs + WORDS, row_mask, word_index, part_start // 2 + WORDS, word_end)
-    for start in range(part_start // 2, word_end, 2 * WORDS):
+    # Tiles past the part (the last iteration's, and the loads ahead of it) are masked: all zeros, which
+    # add nothing (and only raise t).
+    first = tile_at(ptrs, row_mask, word_index, word_start, word_end)
+    second = tile_at(ptrs + WORDS, row_mask, word_index, word_start + WORDS, word_end)
+    third = tile_at(ptrs + 2 * WORDS, row_mask, word_index, word_start + 2 * WORDS, word_end)
+    fourth = tile_at(ptrs + 3 * WORDS, row_mask, word_index, word_start + 3 * WORDS, word_end)
+    for start in range(word_start, word_end, AHEAD):
         s, t, m = exact_fold_words(s, t, m, first, BF16, BLOCK_M, WORDS, SUMS)
-        first = tile_at(ptrs + 2 * WORDS, row_mask, word_index, start + 2 * WORDS, word_end)
+        first = tile_at(ptrs + AHEAD, row_mask, word_index, start + AHEAD, word_end)
         s, t, m = exact_fold_words(s, t, m, second, BF16, BLOCK_M, WORDS, SUMS)
-        second = tile_at(ptrs + 3 * WORDS, row_mask, word_index, start + 3 * WORDS, word_end)
-        ptrs += 2 * WORDS
+        second = tile_at(ptrs + AHEAD + WORDS, row_mask, word_index, start + AHEAD + WORDS, word_end)
+        s, t, m = exact_fold_words(s, t, m, third, BF16, BLOCK_M, WORDS, SUMS)
+        third = tile_at(ptrs + AHEAD + 2 * WORDS, row_mask, word_index, start + AHEAD + 2 * WORDS, word_end)
+        s, t, m = exact_fold_words(s, t, m, fourth, BF16, BLOCK_M, WORDS, SUMS)
+        fourth = tile_at(ptrs + AHEAD + 3 * WORDS, row_mask, word_index, start + AHEAD + 3 * WORDS, word_end)
+        ptrs += AHEAD
     return tree_reduce_last_axis(s, t, m, BLOCK_M, SUMS, 7)
 
 
