@@ -571,7 +571,10 @@ EXACT_VECTOR_SUMS = True
 # 56 on the two-buffer loop (262144x256 3039 -> 2925 / 1680 / 3028), tiles of 1024 (262144x256 3039 ->
 # 2955, 65536x1024 3125 -> 3042), unmasked loads of whole tile pairs (the loop's masks: 119 -> 113
 # instructions per 16 elements, ptxas still moving a buffer; not run). Rows of fewer than 256 elements
-# keep the pipelined loop, not measured.
+# keep the pipelined loop, not measured. Rows of 65536 split into parts of 4096 / 8192 / 16384 (plan_reduction's
+# long_row_part; parts of 512-element tiles on the plain loop, word loads up to 16384 / vector lanes) lost
+# (H200, same sweep, two rounds, 1024x65536 bf16 2996-2999 -> 2783-2785 / 2970-2977 / 2979-2987 / 2958-2970;
+# fp16 3039-3044 -> 2745-2747 / 2887-2897 / 2861-2865 / 2970-2973).
 EXACT_WORD_LOADS = True
 EXACT_WORD_LOADS_MAX_RED = 8192
 EXACT_PLAIN_16BIT_ROWS_MIN_RED = 256
