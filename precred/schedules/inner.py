@@ -227,9 +227,9 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
 def word_halves(words, BF16: tl.constexpr):
     """The two 16-bit inputs of each int32 word (little-endian: element 2j in the low half), widened
     exactly to fp32 by conversion: sm_90 converts a half word straight to fp64 (F2F.F64.BF16 / .F16 of
-    the word or its .H1 half; SASS), which the fold asks for next -- where bf16 widened by its bits (a
-    shift, a mask) cost an instruction more per element and kept each loaded word live until its key,
-    so ptxas loaded the next tile into other registers and moved it back, waiting for it."""
+    the word or its .H1 half; SASS), which the fold asks for next. bf16 widened by its bits instead (a
+    shift, a mask) took an instruction more per element (sm_90 SASS, 262144x256: 119 -> 112 per 16
+    elements) and 1-2% of the GB/s (plan.EXACT_WORD_LOADS' note)."""
     if BF16:
         low = words.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
         high = (words >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
@@ -259,7 +259,8 @@ def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: 
     repacked (PRMT) or moved into the loop-carried registers in the iteration that loads it, so the
     warp waits for that load there and the prefetch hides nothing. Here the loop carries the loaded
     words themselves, which word_halves converts, in four buffers, each reloaded (four tiles ahead)
-    once it is folded: the loads of one iteration wait behind the folding of the others. Each word's
+    once it is folded (ptxas issues the reloads at the iteration's end; four buffers still read 4-5%
+    faster than two: plan.EXACT_WORD_LOADS' note). Each word's
     two elements are one leaf merge, then the tree's first levels over a thread's vector, as
     exact_input_part: the same state, any order (strategies/exact.py)."""
     WORDS: tl.constexpr = BLOCK_N // 2
