@@ -229,7 +229,7 @@ def word_halves(words, BF16: tl.constexpr):
     exactly to fp32 by conversion: sm_90 converts a half word straight to fp64 (F2F.F64.BF16 / .F16 of
     the word or its .H1 half; SASS), which the fold asks for next. bf16 widened by its bits instead (a
     shift, a mask) took an instruction more per element (sm_90 SASS, 262144x256: 119 -> 112 per 16
-    elements) and 1-2% of the GB/s (plan.EXACT_WORD_LOADS' note)."""
+    elements), for GB/s within 1-1.5% either way (plan.EXACT_WORD_LOADS' note)."""
     if BF16:
         low = words.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
         high = (words >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
