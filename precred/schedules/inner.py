@@ -203,7 +203,10 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
     The order of the filter's additions is free: t bounds the error of whichever order they took, and
     what the filter certifies is the correctly rounded sum. Loading two tiles ahead instead of one
     measured slower (H100, 2026-11-27, sweep_outer --op sum --modes fast,exact, two runs, GB/s, bf16 rows:
-    8192^2 2374/2364 -> 2347/2351, 65536x1024 2411/2409 -> 2347/2355, 1024x65536 2331/2328 -> 2306/2311)."""
+    8192^2 2374/2364 -> 2347/2351, 65536x1024 2411/2409 -> 2347/2355, 1024x65536 2331/2328 -> 2306/2311);
+    so did four loop-carried tiles, as exact_word_part's (H200, 2026-11-28, same sweep, two rounds, GB/s,
+    1024x65536 at tiles of 2048 / 1024 / 512: bf16 2990-3000 -> 2821-2828 / 2990-2996 / 2893, fp16
+    3028-3039 -> 2531-2547 / 2975 / 2889-2893; 16x262144 within 1%)."""
     SUMS: tl.constexpr = BLOCK_N // VECTOR
     s = tl.zeros([BLOCK_M, SUMS], tl.float64)
     t = tl.zeros([BLOCK_M, SUMS], tl.float64)
