@@ -229,13 +229,14 @@ def exact_input_part(ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M:
 @triton.jit
 def word_halves(words, BF16: tl.constexpr):
     """The two 16-bit inputs of each int32 word (little-endian: element 2j in the low half), widened
-    exactly to fp32 by conversion: sm_90 converts a half word straight to fp64 (F2F.F64.BF16 / .F16 of
-    the word or its .H1 half; SASS), which the fold asks for next. bf16 widened by its bits instead (a
-    shift, a mask) took an instruction more per element (sm_90 SASS, 262144x256: 119 -> 112 per 16
-    elements), for GB/s within 1-1.5% either way (plan.EXACT_WORD_LOADS' note)."""
+    exactly to fp32: bf16 by its bits alone (shifted into place), fp16 by conversion. Not bf16 by
+    conversion: sm_90 has it (F2F.F64.BF16 of the word or its .H1 half), but Triton's interpreter
+    widens bf16 subnormals wrongly (0x007F -> 1.157e-38 instead of 1.166e-38; 0x0001 -> 0), which
+    tests/test_sum_accuracy.py's subnormal rows caught on the CPU; the two measured within 1.5% on
+    the GPU (plan.EXACT_WORD_LOADS' note)."""
     if BF16:
-        low = words.to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
-        high = (words >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+        low = (words << 16).to(tl.float32, bitcast=True)
+        high = (words & -65536).to(tl.float32, bitcast=True)
     else:
         low = words.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
         high = (words >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
