@@ -567,7 +567,8 @@ EXACT_VECTOR_SUMS = True
 # word_halves' F2F.F64.BF16, two buffers -> four: 262144x256 3077-3099 -> 3216-3231, 65536x1024
 # 3142-3166 -> 3279-3301 (the high half of a bf16 word masked into fp32 instead of converted: 3207-3224,
 # 3290-3295, 8192^2 3267-3274 against 3219-3239; bf16 words are widened by shifts again since -- the
-# interpreter's conversion is wrong on subnormals, word_halves' note -- four buffers with them not run); words at rows of 8192: 8192^2 3077-3084 -> 3277-3284 (fp16 3142-3151 ->
+# interpreter's conversion is wrong on subnormals, word_halves' note -- four buffers with them: 3249-3259,
+# 3300-3303, 8192^2 3207-3209); words at rows of 8192: 8192^2 3077-3084 -> 3277-3284 (fp16 3142-3151 ->
 # 3239-3254); at rows of 65536 none (1024x65536 bf16 3073-3082 -> 3066, fp16 3068-3075 -> 2521-2524;
 # tiles of 512 there 2977-2981 / 2909-2915). Measured, not taken: a register cap (maxnreg) of 40 / 32 /
 # 56 on the two-buffer loop (262144x256 3039 -> 2925 / 1680 / 3028), tiles of 1024 (262144x256 3039 ->
