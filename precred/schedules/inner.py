@@ -262,11 +262,11 @@ def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: 
     in flight. Why: in exact_input_part's loop (sm_90 SASS, bf16 8192^2) the tile loaded ahead is
     repacked (PRMT) or moved into the loop-carried registers in the iteration that loads it, so the
     warp waits for that load there and the prefetch hides nothing. Here the loop carries the loaded
-    words themselves, which word_halves converts, in four buffers, each reloaded (four tiles ahead)
-    once it is folded (ptxas issues the reloads at the iteration's end; four buffers still read 4-5%
-    faster than two: plan.EXACT_WORD_LOADS' note). Each word's
-    two elements are one leaf merge, then the tree's first levels over a thread's vector, as
-    exact_input_part: the same state, any order (strategies/exact.py)."""
+    words themselves, which word_halves widens, in four buffers, each reloaded (four tiles ahead) once
+    it is folded (ptxas issues the reloads at the iteration's end; four buffers still read 4-5% faster
+    than two: plan.EXACT_WORD_LOADS' note). Each word's two elements are one leaf merge, then the
+    tree's first levels over a thread's vector, as exact_input_part: the same state, any order
+    (strategies/exact.py)."""
     WORDS: tl.constexpr = BLOCK_N // 2
     SUMS: tl.constexpr = BLOCK_N // VECTOR
     AHEAD: tl.constexpr = 4 * WORDS   # words from a buffer's tile to its next one
