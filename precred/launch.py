@@ -767,10 +767,14 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         word_loads = (vector_sums and prefetch and strategy == EXACT and planning.EXACT_WORD_LOADS
                       and p.red <= planning.EXACT_WORD_LOADS_MAX_RED and p.red % 2 == 0 and stride_red == 1
                       and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0)
+        # kahan's vector sums in fp64 on short 16-bit rows (measured in plan.KAHAN_FP64_LEAVES' note) -- with an
+        # fp32 accumulator only: fp64 is the compensated pair's own precision where the output is fp64
+        fp64_leaves = (vector_sums and strategy == COMPENSATED and planning.KAHAN_FP64_LEAVES
+                       and workspace.acc_dtype == torch.float32 and p.red < planning.PLAIN_16BIT_ROWS_MIN_RED)
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter, VECTOR_SUMS=vector_sums,
-                      PREFETCH=prefetch, WORD_LOADS=word_loads,
+                      PREFETCH=prefetch, WORD_LOADS=word_loads, FP64_LEAVES=fp64_leaves,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

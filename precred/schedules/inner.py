@@ -79,7 +79,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
                 INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True,
-                WORD_LOADS: tl.constexpr = False):
+                WORD_LOADS: tl.constexpr = False, FP64_LEAVES: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -151,9 +151,21 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
             mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
             raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
-            values = to_accumulator(raw, ACC_DTYPE)
-            tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
-                                                        STRATEGY, SUMS)
+            if FP64_LEAVES:
+                # Each vector summed in fp64 (depth log2(TREE_VEC)), then split: hi = fp32(v), lo =
+                # fp32(v - hi) (v - hi is exact in fp64). Fewer instructions than the fp32 TwoSum tree;
+                # the pair enters the chain as a leaf whose lo is a captured error (precred/bounds.py:
+                # the kahan bound of the same depth still holds; plan.KAHAN_FP64_LEAVES). Only for an fp32
+                # accumulator: fp64's rounding is O(u^2) of fp32's, not of fp64's.
+                tl.static_assert(ACC_DTYPE == tl.float32, "fp64 leaves under an fp32 compensated pair only")
+                wide = to_accumulator(raw, tl.float64)
+                leaf, _, _ = tree_reduce_last_axis(wide, wide, wide, BLOCK_M, BLOCK_N, 0, SUMS)
+                tile_hi = leaf.to(ACC_DTYPE)
+                tile_lo = (leaf - tile_hi.to(tl.float64)).to(ACC_DTYPE)
+            else:
+                values = to_accumulator(raw, ACC_DTYPE)
+                tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
+                                                            STRATEGY, SUMS)
             hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
             hi_ptrs += step
         row_hi, row_lo, _ = tree_reduce_last_axis(hi, lo, hi, BLOCK_M, SUMS, STRATEGY)
@@ -467,6 +479,7 @@ def inner_kernel(
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
+    FP64_LEAVES: tl.constexpr = False,  # kahan's vector sums (VECTOR_SUMS) formed in fp64 (reduce_part)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -486,7 +499,7 @@ def inner_kernel(
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
                                           TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL,
-                                          WORD_LOADS)
+                                          WORD_LOADS, FP64_LEAVES)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
