@@ -145,10 +145,11 @@ PLAIN_MIN_TILES_PER_LANE = 2
 # 1024 lanes on 525 parts, measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100,
 # amax fp32 2945/2940/2946 -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest
 # within 0.5%.)
-# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: few tiles per lane (a plain loop: fewer than
-# PIPELINE_MIN_TILES) -- 2 with fp32 vector trees, 4 since the fp64 leaves (below). H100, sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves)
-# 2260/2254, with the vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the
-# vector sums: 2286/2262); rows of 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
+# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: few tiles per lane (a plain loop: fewer
+# than PIPELINE_MIN_TILES) -- 2 with fp32 vector trees, 4 since the fp64 leaves (below). H100,
+# sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves) 2260/2254, with the
+# vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the vector sums:
+# 2286/2262); rows of 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
 # 2 tiles on rows up to 8192 too (PLAIN_16BIT_ROWS_MIN_RED at 16384 as a variant; H100, 2026-11-28, two
 # runs, GB/s of kahan bf16): 8192^2 2360 -> 2398/2433 (fast 2670-2679), but 65536x1024 2414/2439 ->
 # 2272/2294 and 4 tiles 2296/2298: not taken (a rule for rows of 8192 alone would fit one shape).
