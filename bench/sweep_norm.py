@@ -42,7 +42,7 @@ def main():
                 cells = []
                 for per_thread, tile in CONFIGS:
                     norm_launch.plan_norm_forward = (
-                        lambda rows, n, accumulator_size, pt=per_thread, te=tile: plan_single_read(
+                        lambda rows, n, accumulator_size, element_size, pt=per_thread, te=tile: plan_single_read(
                             rows, n, j_fast=True, accumulator_size=accumulator_size, tile_elements=te,
                             per_thread=pt, max_row=NORM_FORWARD_MAX_ROW[accumulator_size]))
                     norm_launch._RECIPES.clear()   # a recipe would replay the previous config

@@ -103,7 +103,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         recipe(recipe.get_stream(x.device.index), pointers)
         return y, stats
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
-    plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
+    plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize, element_size=x.element_size())
     loop = None
     if plan is None:
         loop = plan_norm_row_loop(rows, n, element_size=x.element_size(), sm_count=device_sm_count(x.device))
@@ -119,7 +119,8 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
                          FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
-                         maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps), **consts)
+                         maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
+                         **consts)
     elif loop is not None:
         launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,
                          BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)

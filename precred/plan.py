@@ -1200,6 +1200,18 @@ def norm_forward_tile(n: int) -> int:
 # cap of 128 lost there (65536x1024 fast 2207 -> 1903: ptxas takes up to the cap). The one loss at 80:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
+# Rows of one padded length and input element size whose forward takes other elements per thread and
+# another register cap than the defaults above, {(element_size, BLOCK_N): (per_thread, maxnreg)}: both
+# put 32 warps on an SM where the defaults put 16 (fp32 rows of 4096: 8 warps of 16 elements a thread,
+# four programs of 64 registers; 16-bit rows of 8192: four 8-warp programs instead of three). H200,
+# bench/profile_norm.py --direction forward, 2026-11-28, GB/s default -> override (two runs for
+# layer_norm fp32): layer_norm 4096^2 fp32 fast 3170 / 3142 -> 3410 / 3466, precise 2765 / 2765 ->
+# 2851 / 2881; rms_norm 4096^2 fp32 within 0.1%; layer_norm 8192^2 bf16 fast 2944 -> 3226, precise
+# 2569 -> 2598; rms_norm 8192^2 bf16 fast 3617 -> 3687, precise 3558 -> 3740. Not taken: the same for
+# fp32 rows of 8192 (layer_norm fast +1.5%, precise -3%, rms_norm -2 / -4%), the 64-register cap for
+# 16-bit rows of 4096 (layer_norm fast -4.6%, precise +7%), 16 elements a thread for 16-bit rows (up to
+# -25%), caps of 80 / 96 for fp32 (precise -13% to -31%: the cap is the fp64 accumulator's too).
+NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (2, 8192): (32, 64)}
 NORM_APPLY_TILE = (8, 512)
 # The single-read forward of an fp64 accumulator (`precise`) with 16-bit input and output normalizes in
 # fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
@@ -1261,22 +1273,25 @@ REGISTER_FILE = 65536
 NORM_FORWARD_CAP_MIN_WARPS = 4
 
 
-def norm_forward_register_cap(element_size: int, num_warps: int) -> int | None:
-    """The forward kernel's maxnreg: NORM_FORWARD_MAX_REGISTERS for plans of at least
-    NORM_FORWARD_CAP_MIN_WARPS warps, but never more than lets one program of num_warps warps launch
-    (with maxnreg, ptxas no longer fits the program to the register file itself: 128 registers on 32
-    warps failed to launch). None: no cap."""
-    cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
+def norm_forward_register_cap(element_size: int, num_warps: int, block_n: int) -> int | None:
+    """The forward kernel's maxnreg for rows padded to block_n elements: NORM_FORWARD_ROW_OVERRIDES',
+    else NORM_FORWARD_MAX_REGISTERS, for plans of at least NORM_FORWARD_CAP_MIN_WARPS warps, but never
+    more than lets one program of num_warps warps launch (with maxnreg, ptxas no longer fits the
+    program to the register file itself: 128 registers on 32 warps failed to launch). None: no cap."""
+    override = NORM_FORWARD_ROW_OVERRIDES.get((element_size, block_n))
+    cap = override[1] if override is not None else NORM_FORWARD_MAX_REGISTERS.get(element_size)
     if cap is None or num_warps < NORM_FORWARD_CAP_MIN_WARPS:
         return None
     return min(cap, REGISTER_FILE // (32 * num_warps))
 
 
-def plan_norm_forward(rows: int, n: int, *, accumulator_size: int) -> RowPlan | None:
-    """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows, or None
-    where rows are too long for it."""
+def plan_norm_forward(rows: int, n: int, *, accumulator_size: int, element_size: int) -> RowPlan | None:
+    """The single-read plan of a layer_norm / rms_norm forward over rows x n contiguous rows of
+    element_size-byte input, or None where rows are too long for it."""
+    override = NORM_FORWARD_ROW_OVERRIDES.get((element_size, _pow2_at_least(n)))
     return plan_single_read(rows, n, j_fast=True, accumulator_size=accumulator_size,
-                            tile_elements=norm_forward_tile(n), per_thread=NORM_FORWARD_PER_THREAD,
+                            tile_elements=norm_forward_tile(n),
+                            per_thread=override[0] if override is not None else NORM_FORWARD_PER_THREAD,
                             max_row=NORM_FORWARD_MAX_ROW[accumulator_size])
 
 

@@ -101,7 +101,7 @@ def check_forward_and_backward(x, eps, mode, rms, device, path, weight=True, bia
     y = y.detach().cpu()
 
     acc = get_norm_mode(mode).accumulator_dtype(x.dtype, x.dtype)
-    fwd_plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize)
+    fwd_plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize, element_size=x.element_size())
     sm_count = precred.launch.device_sm_count(torch.device(device))
     loop_plan = plan_norm_row_loop(rows, n, element_size=x.element_size(), sm_count=sm_count)
     assert path == ("on-chip" if fwd_plan is not None else "row-loop" if loop_plan is not None else "streaming")
@@ -186,7 +186,7 @@ def test_parameters_of_another_dtype_within_bounds(mode, dtype, parameter_dtype,
     b = torch.randn(100, generator=gen, dtype=torch.float64).to(parameter_dtype)
     y = precred.layer_norm(x.to(device), [100], w.to(device), b.to(device), eps, mode=mode).cpu()
     acc = get_norm_mode(mode).accumulator_dtype(dtype, dtype)
-    depth = plan_norm_forward(2, 100, accumulator_size=acc.itemsize).depth
+    depth = plan_norm_forward(2, 100, accumulator_size=acc.itemsize, element_size=dtype.itemsize).depth
     ref_rows, y_ref, rstd_ref, _ = reference_norm(x, [100], w, b, eps)
     moments, _, _ = reference_moments(x, -1)
     x64, w64 = x.double().numpy(), w.double().numpy()
@@ -309,7 +309,7 @@ def test_fp32_pass_within_bounds(kind, dtype, rms, fp32_pass, device):
     else:
         x, eps = rows_of(kind, 3, 100, dtype)
     assert precred.plan.norm_fp32_pass(torch.float64, dtype, dtype, (dtype,), 100)
-    assert plan_norm_forward(3, 100, accumulator_size=8).block_rows >= 3       # one program
+    assert plan_norm_forward(3, 100, accumulator_size=8, element_size=dtype.itemsize).block_rows >= 3       # one program
     check_forward_and_backward(x, eps, "precise", rms, device, "on-chip")
 
 
@@ -320,7 +320,7 @@ def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
     no square falls below 2^-126): ordinary rows alone (no scale) and the same rows sharing a program
     with a row of 1e-30 (scaled) give y, and the statistics autograd keeps, bit for bit."""
     x, eps = rows_of("offset1e2", 3, 300, torch.float32, seed=4)
-    plan = plan_norm_forward(4, 300, accumulator_size=4)
+    plan = plan_norm_forward(4, 300, accumulator_size=4, element_size=4)
     assert plan is not None and plan.block_rows >= 4            # the tiny row shares the others' program
     with_tiny = torch.cat([x, torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))])
     w = torch.rand(300, dtype=torch.float32) + 0.5

@@ -1,4 +1,5 @@
 """The planner and the layout: pure functions, checked without launching kernels."""
+import itertools
 import math
 from dataclasses import replace
 
@@ -423,7 +424,9 @@ def test_norm_row_loop_takes_the_rows_between_on_chip_and_the_l2_limit():
         assert plan_norm_row_loop(rows, longest + 1, element_size=element_size, sm_count=132) is None
         assert plan_norm_row_loop(rows - 1, 65536, element_size=element_size, sm_count=132) is None
     for acc in (4, 8):   # every row the single-read plan refuses is the row loop's or the streaming path's
-        assert plan_norm_forward(rows, NORM_FORWARD_MAX_ROW[acc] + 1, accumulator_size=acc) is None
+        for element_size in (2, 4, 8):
+            assert plan_norm_forward(rows, NORM_FORWARD_MAX_ROW[acc] + 1, accumulator_size=acc,
+                                     element_size=element_size) is None
 
 
 @pytest.mark.parametrize("n", [64, 256, 1024, 4096, 8192])
@@ -479,12 +482,13 @@ def test_norm_forward_register_cap_lets_every_plan_launch(element_size, monkeypa
     from precred import plan as planning
     for accumulator_size in (4, 8):
         for n in (1, 256, 1024, 8192, planning.NORM_FORWARD_MAX_ROW[accumulator_size]):
-            p = planning.plan_norm_forward(4096, n, accumulator_size=accumulator_size)
-            cap = planning.norm_forward_register_cap(element_size, p.num_warps)
+            p = planning.plan_norm_forward(4096, n, accumulator_size=accumulator_size, element_size=element_size)
+            cap = planning.norm_forward_register_cap(element_size, p.num_warps, p.block_j)
             assert cap is None or cap * 32 * p.num_warps <= planning.REGISTER_FILE
     monkeypatch.setattr(planning, "NORM_FORWARD_MAX_REGISTERS", {element_size: 255})
-    for warps in (1, 2, 4, 8, 16, 32):
-        cap = planning.norm_forward_register_cap(element_size, warps)
+    monkeypatch.setattr(planning, "NORM_FORWARD_ROW_OVERRIDES", {(element_size, 4096): (16, 255)})
+    for warps, block_n in itertools.product((1, 2, 4, 8, 16, 32), (1024, 4096)):
+        cap = planning.norm_forward_register_cap(element_size, warps, block_n)
         assert (cap is None) == (warps < planning.NORM_FORWARD_CAP_MIN_WARPS)
         assert cap is None or cap * 32 * warps <= planning.REGISTER_FILE
 
@@ -540,9 +544,9 @@ def test_norm_forward_tiles_by_row_length():
     row is still read once (the plan holds it whole)."""
     from precred.plan import plan_norm_forward
     for n, rows_per_program in ((256, 4), (200, 4), (1024, 2), (512, 4), (2048, 2), (4096, 1), (8192, 1)):
-        for acc in (4, 8):
-            p = plan_norm_forward(100000, n, accumulator_size=acc)
-            assert p.block_j >= n and p.block_rows == rows_per_program, (n, acc, p)
+        for acc, element_size in itertools.product((4, 8), (2, 4, 8)):
+            p = plan_norm_forward(100000, n, accumulator_size=acc, element_size=element_size)
+            assert p.block_j >= n and p.block_rows == rows_per_program, (n, acc, element_size, p)
 
 
 @pytest.mark.parametrize("constant, value", [("MIN_TILES_PER_LANE", 1), ("SHORT_PART_TILES", 4),
