@@ -1201,17 +1201,19 @@ def norm_forward_tile(n: int) -> int:
 # layer_norm precise 262144x256, 1827 -> 1691.
 NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 # Rows of one padded length and input element size whose forward takes other elements per thread and
-# another register cap than the defaults above, {(element_size, BLOCK_N): (per_thread, maxnreg)}: both
-# put 32 warps on an SM where the defaults put 16 (fp32 rows of 4096: 8 warps of 16 elements a thread,
+# another register cap than the defaults above, {(element_size, BLOCK_N): (per_thread, maxnreg)}: each
+# puts 32 warps on an SM where the defaults put 16 or 24 (fp32 rows of 4096: 8 warps of 16 elements a thread,
 # four programs of 64 registers; 16-bit rows of 8192: four 8-warp programs instead of three). H200,
 # bench/profile_norm.py --direction forward, 2026-11-28, GB/s default -> override (two runs for
 # layer_norm fp32): layer_norm 4096^2 fp32 fast 3170 / 3142 -> 3410 / 3466, precise 2765 / 2765 ->
 # 2851 / 2881; rms_norm 4096^2 fp32 within 0.1%; layer_norm 8192^2 bf16 fast 2944 -> 3226, precise
-# 2569 -> 2598; rms_norm 8192^2 bf16 fast 3617 -> 3687, precise 3558 -> 3740. Not taken: the same for
+# 2569 -> 2598; rms_norm 8192^2 bf16 fast 3617 -> 3687, precise 3558 -> 3740; 16-bit rows of 16384
+# (two 16-warp programs an SM instead of one; `fast` only: `precise` keeps rows of at most 8192 on
+# chip): layer_norm 4096x16384 bf16 fast 1860 -> 2827 (torch 2106). Not taken: the same for
 # fp32 rows of 8192 (layer_norm fast +1.5%, precise -3%, rms_norm -2 / -4%), the 64-register cap for
 # 16-bit rows of 4096 (layer_norm fast -4.6%, precise +7%), 16 elements a thread for 16-bit rows (up to
 # -25%), caps of 80 / 96 for fp32 (precise -13% to -31%: the cap is the fp64 accumulator's too).
-NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (2, 8192): (32, 64)}
+NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64)}
 NORM_APPLY_TILE = (8, 512)
 # The single-read forward of an fp64 accumulator (`precise`) with 16-bit input and output normalizes in
 # fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
