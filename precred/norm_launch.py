@@ -88,6 +88,10 @@ class _Replay:
         for launch, pointers in zip(self.launches, pointer_lists):
             launch(stream, [p.data_ptr() if isinstance(p, torch.Tensor) else p for p in pointers])
 
+    def launch(self, index: int, stream, pointers) -> None:
+        """The index-th launch alone (the backward allocates dweight / dbias between its launches)."""
+        self.launches[index](stream, [p.data_ptr() if isinstance(p, torch.Tensor) else p for p in pointers])
+
 
 def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, rms: bool, mode: Mode,
                  out_dtype: torch.dtype, keep_stats: bool = True):
@@ -164,46 +168,22 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     the given dtype, when its dtype is not None."""
     weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
     acc = mode.accumulator_dtype(x.dtype, grad.dtype)
-    key = None
-    if x.is_cuda:
-        key = _recipe_key("backward", grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype)
+    key = _backward_key(grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        programs, on_chip = recipe.programs, recipe.on_chip
-    else:
-        plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
-                                  sm_count=device_sm_count(x.device))
-        programs, on_chip = triton.cdiv(rows, plan.rows_per_program), plan.on_chip
+        return _replay_backward(recipe, grad, x, n, weight, stats, acc, param_shape, weight_grad_dtype,
+                                bias_grad_dtype)
+    plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
+                              sm_count=device_sm_count(x.device))
+    programs, on_chip = triton.cdiv(rows, plan.rows_per_program), plan.on_chip
     device = x.device
     dx = torch.empty(x.shape, dtype=x.dtype, device=device)
     dweight = torch.empty(param_shape, dtype=weight_grad_dtype, device=device) if weight_grad else None
     dbias = torch.empty(param_shape, dtype=bias_grad_dtype, device=device) if bias_grad else None
-    # Scratch in one buffer: the partials of dw and db ([programs, n] each, as needed), then for the loop
-    # the per-row mean(g w xhat) and mean(g w) ([rows] each).
-    n_partials = int(weight_grad) + int(bias_grad)
-    size = max(1, n_partials * programs * n + (0 if on_chip else 2 * rows))   # never a null address
-    offsets = [0, (programs * n if weight_grad else 0)]   # dw_part, db_part (a placeholder where unused)
-    if not on_chip:
-        offsets += [n_partials * programs * n, n_partials * programs * n + rows]
-    if recipe is not None:   # the stream's scratch, as raw addresses
-        stream = recipe.get_stream(device.index)
-        scratch = recipe.scratch.get(stream)
-        if scratch is None:
-            scratch = recipe.scratch[stream] = torch.empty(size, dtype=acc, device=device)
-        base, itemsize = scratch.data_ptr(), scratch.element_size()
-        parts = [base + offset * itemsize for offset in offsets]
-    else:
-        scratch = torch.empty(size, dtype=acc, device=device)
-        parts = [scratch[offset:] for offset in offsets]
-    w_or_x = weight if weight is not None else x
-    pointers = [x, w_or_x, grad, stats.mean, stats.rstd, dx, *parts]
-    merge_pointers = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
-    # Rows read twice: the row terms launch first (its outputs: parts[2:], the per-row scratch).
-    pointer_lists = [pointers, merge_pointers] if on_chip else [[x, w_or_x, grad, stats.mean, stats.rstd, *parts[2:]],
-                                                                 pointers, merge_pointers]
-    if recipe is not None:
-        recipe(stream, *pointer_lists)
-        return dx, dweight, dbias
+    scratch = torch.empty(_scratch_elements(weight_grad, bias_grad, programs, rows, n, on_chip), dtype=acc,
+                          device=device)
+    parts = [scratch[offset:] for offset in _scratch_offsets(weight_grad, bias_grad, programs, rows, n, on_chip)]
+    pointer_lists = _backward_pointers(grad, x, weight, stats, dx, dweight, dbias, parts, on_chip)
     pointer_lists = [[_wire(p) for p in pointer_list] for pointer_list in pointer_lists]
     row_consts = dict(RMS=rms, HAS_W=weight is not None, ACC_DTYPE=_TL_DTYPE[acc])   # the row terms kernel's
     consts = dict(row_consts, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad)
@@ -226,4 +206,70 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
                                 BLOCK_C=block_cols))
     if key is not None and all(launch[0] is not None for launch in launches):
         _RECIPES[key] = _Replay(launches, on_chip=plan.on_chip, programs=programs)
+    return dx, dweight, dbias
+
+
+def _backward_key(grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype):
+    """_recipe_key's signature of a backward call, written out: x has grad's shape and device, weight
+    x's normalized shape and device (norm_backward's contract), so only their dtypes and alignments
+    are read. Host time on autograd's thread, where a mid-sized backward is host-bound."""
+    return ("backward", grad.shape, grad.dtype, grad.device, grad.data_ptr() % 16, x.dtype, x.data_ptr() % 16,
+            None if weight is None else (weight.dtype, weight.data_ptr() % 16), rms, mode, weight_grad_dtype,
+            bias_grad_dtype)
+
+
+def _scratch_elements(weight_grad: bool, bias_grad: bool, programs: int, rows: int, n: int, on_chip: bool) -> int:
+    """The backward's scratch, one buffer: the partials of dw and db ([programs, n] each, as needed), then
+    for rows read twice the per-row mean(g w xhat) and mean(g w) ([rows] each). Never empty (a null
+    address)."""
+    return max(1, (int(weight_grad) + int(bias_grad)) * programs * n + (0 if on_chip else 2 * rows))
+
+
+def _scratch_offsets(weight_grad: bool, bias_grad: bool, programs: int, rows: int, n: int, on_chip: bool) -> list:
+    """Element offsets into the scratch of dw_part, db_part (a placeholder where unused) and, for rows read
+    twice, the two per-row arrays."""
+    partials = (int(weight_grad) + int(bias_grad)) * programs * n
+    offsets = [0, (programs * n if weight_grad else 0)]
+    return offsets if on_chip else offsets + [partials, partials + rows]
+
+
+def _backward_pointers(grad, x, weight, stats, dx, dweight, dbias, parts, on_chip: bool) -> list:
+    """The backward launches' pointer lists, in launch order: rows read twice take the row terms launch
+    first (its outputs: parts[2:]); then dx and the partials; the merge of the partials last. A missing
+    weight, dweight or dbias passes x or dx in its place (never read or written)."""
+    w_or_x = weight if weight is not None else x
+    pointers = [x, w_or_x, grad, stats.mean, stats.rstd, dx, *parts]
+    merge = [*parts[:2], dweight if dweight is not None else dx, dbias if dbias is not None else dx]
+    if on_chip:
+        return [pointers, merge]
+    return [[x, w_or_x, grad, stats.mean, stats.rstd, *parts[2:]], pointers, merge]
+
+
+def _replay_backward(recipe: _Replay, grad, x, n, weight, stats, acc, param_shape, weight_grad_dtype,
+                     bias_grad_dtype):
+    """norm_backward through a recipe, on the stream's scratch as raw addresses. dx's launches go first
+    and dweight / dbias are allocated while the GPU runs them (the merge, which writes them, launches
+    last): host time on autograd's thread that the GPU no longer waits out."""
+    device = x.device
+    weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
+    rows, programs, on_chip = x.numel() // n, recipe.programs, recipe.on_chip
+    stream = recipe.get_stream(device.index)
+    scratch = recipe.scratch.get(stream)
+    if scratch is None:
+        scratch = recipe.scratch[stream] = torch.empty(
+            _scratch_elements(weight_grad, bias_grad, programs, rows, n, on_chip), dtype=acc, device=device)
+    base, itemsize = scratch.data_ptr(), scratch.element_size()
+    parts = [base + offset * itemsize for offset in _scratch_offsets(weight_grad, bias_grad, programs, rows, n,
+                                                                     on_chip)]
+    dx = torch.empty(x.shape, dtype=x.dtype, device=device)
+    merges = weight_grad or bias_grad
+    pointer_lists = _backward_pointers(grad, x, weight, stats, dx, None, None, parts, on_chip)
+    for index, pointers in enumerate(pointer_lists[:-1]):   # the last list is the merge's
+        recipe.launch(index, stream, pointers)
+    if not merges:
+        return dx, None, None
+    dweight = torch.empty(param_shape, dtype=weight_grad_dtype, device=device) if weight_grad else None
+    dbias = torch.empty(param_shape, dtype=bias_grad_dtype, device=device) if bias_grad else None
+    merge = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
+    recipe.launch(len(pointer_lists) - 1, stream, merge)
     return dx, dweight, dbias

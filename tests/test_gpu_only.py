@@ -512,10 +512,11 @@ def test_replayed_calls_still_check_their_arguments(device):
         precred.amax(x, (True,))
 
 
-def _norm_forward_backward(x, w, b, g, mode="fast"):
-    xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+def _norm_forward_backward(x, w, b, g, mode="fast", wanted=(True, True, True)):
+    """y and the gradients of the inputs `wanted` marks (x, w, b)."""
+    xs, ws, bs = (t.clone().requires_grad_(need) for t, need in zip((x, w, b), wanted))
     y = precred.layer_norm(xs, x.shape[-1:], ws, bs, mode=mode)
-    return (y, *torch.autograd.grad(y, (xs, ws, bs), g))
+    return (y, *torch.autograd.grad(y, [t for t, need in zip((xs, ws, bs), wanted) if need], g))
 
 
 def _norm_inputs(shape, dtype, device, seed=3):
@@ -548,25 +549,27 @@ def test_pipelined_norm_backward_gives_the_bits_of_the_plain_loop(device, shape,
     _assert_same_bits(piped, plain, "layer_norm")
 
 
+@pytest.mark.parametrize("wanted", [(True, True, True), (True, False, False)], ids=["x,w,b", "x alone"])
 @pytest.mark.parametrize("shape", [(4096, 4096), (64, 100000)])
-def test_norm_replays_on_two_streams_give_the_bits_of_the_full_path(device, shape):
+def test_norm_replays_on_two_streams_give_the_bits_of_the_full_path(device, shape, wanted):
     """layer_norm's launch recipes (norm_launch._Replay) replay on raw addresses, with the backward's
     partials reused per stream: calls on new data, on the default stream and on a second stream, with
-    and without autograd, return what the full path (no recipe) returns for that data."""
+    and without autograd, return what the full path (no recipe) returns for that data -- rows on chip
+    and rows read twice, with the dweight / dbias merge and (x alone) without it."""
     from precred import norm_launch
 
     inputs = [_norm_inputs(shape, torch.float32, device, seed) for seed in range(3)]
     norm_launch._RECIPES.clear()
-    _norm_forward_backward(*inputs[0])   # leaves the recipes
+    _norm_forward_backward(*inputs[0], wanted=wanted)   # leaves the recipes
     side = torch.cuda.Stream()
-    got = [_norm_forward_backward(*inputs[1])]
+    got = [_norm_forward_backward(*inputs[1], wanted=wanted)]
     with torch.cuda.stream(side):
-        got.append(_norm_forward_backward(*inputs[2]))
-        got.append(_norm_forward_backward(*inputs[2]))   # the side stream's partials, reused
+        got.append(_norm_forward_backward(*inputs[2], wanted=wanted))
+        got.append(_norm_forward_backward(*inputs[2], wanted=wanted))   # the side stream's partials, reused
         inference = precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])
     torch.cuda.synchronize()
     for k, result in ((1, got[0]), (2, got[1]), (2, got[2])):
         norm_launch._RECIPES.clear()
-        _assert_same_bits(result, _norm_forward_backward(*inputs[k]), "layer_norm")
+        _assert_same_bits(result, _norm_forward_backward(*inputs[k], wanted=wanted), "layer_norm")
     norm_launch._RECIPES.clear()
     _assert_same_bits([inference], [precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])], "layer_norm")
