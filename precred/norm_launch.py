@@ -85,8 +85,8 @@ class _Replay:
         self.scratch = {}
 
     def __call__(self, stream, *pointer_lists):
-        for launch, pointers in zip(self.launches, pointer_lists):
-            launch(stream, [p.data_ptr() if isinstance(p, torch.Tensor) else p for p in pointers])
+        for index, pointers in enumerate(pointer_lists):
+            self.launch(index, stream, pointers)
 
     def launch(self, index: int, stream, pointers) -> None:
         """The index-th launch alone (the backward allocates dweight / dbias between its launches)."""
@@ -171,7 +171,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     key = _backward_key(grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        return _replay_backward(recipe, grad, x, n, weight, stats, acc, param_shape, weight_grad_dtype,
+        return _replay_backward(recipe, grad, x, rows, n, weight, stats, acc, param_shape, weight_grad_dtype,
                                 bias_grad_dtype)
     plan = plan_norm_backward(rows, n, element_size=x.element_size(), accumulator_size=acc.itemsize,
                               sm_count=device_sm_count(x.device))
@@ -239,20 +239,26 @@ def _backward_pointers(grad, x, weight, stats, dx, dweight, dbias, parts, on_chi
     weight, dweight or dbias passes x or dx in its place (never read or written)."""
     w_or_x = weight if weight is not None else x
     pointers = [x, w_or_x, grad, stats.mean, stats.rstd, dx, *parts]
-    merge = [*parts[:2], dweight if dweight is not None else dx, dbias if dbias is not None else dx]
+    merge = _merge_pointers(parts, dx, dweight, dbias)
     if on_chip:
         return [pointers, merge]
     return [[x, w_or_x, grad, stats.mean, stats.rstd, *parts[2:]], pointers, merge]
 
 
-def _replay_backward(recipe: _Replay, grad, x, n, weight, stats, acc, param_shape, weight_grad_dtype,
+def _merge_pointers(parts, dx, dweight, dbias) -> list:
+    """The merge launch's pointers: the partials of dw and db, then dweight and dbias (dx in place of a
+    missing one, never written)."""
+    return [*parts[:2], dweight if dweight is not None else dx, dbias if dbias is not None else dx]
+
+
+def _replay_backward(recipe: _Replay, grad, x, rows, n, weight, stats, acc, param_shape, weight_grad_dtype,
                      bias_grad_dtype):
     """norm_backward through a recipe, on the stream's scratch as raw addresses. dx's launches go first
     and dweight / dbias are allocated while the GPU runs them (the merge, which writes them, launches
     last): host time on autograd's thread that the GPU no longer waits out."""
     device = x.device
     weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
-    rows, programs, on_chip = x.numel() // n, recipe.programs, recipe.on_chip
+    programs, on_chip = recipe.programs, recipe.on_chip
     stream = recipe.get_stream(device.index)
     scratch = recipe.scratch.get(stream)
     if scratch is None:
@@ -262,14 +268,12 @@ def _replay_backward(recipe: _Replay, grad, x, n, weight, stats, acc, param_shap
     parts = [base + offset * itemsize for offset in _scratch_offsets(weight_grad, bias_grad, programs, rows, n,
                                                                      on_chip)]
     dx = torch.empty(x.shape, dtype=x.dtype, device=device)
-    merges = weight_grad or bias_grad
     pointer_lists = _backward_pointers(grad, x, weight, stats, dx, None, None, parts, on_chip)
     for index, pointers in enumerate(pointer_lists[:-1]):   # the last list is the merge's
         recipe.launch(index, stream, pointers)
-    if not merges:
+    if not (weight_grad or bias_grad):
         return dx, None, None
     dweight = torch.empty(param_shape, dtype=weight_grad_dtype, device=device) if weight_grad else None
     dbias = torch.empty(param_shape, dtype=bias_grad_dtype, device=device) if bias_grad else None
-    merge = [*parts[:2], dweight if weight_grad else dx, dbias if bias_grad else dx]
-    recipe.launch(len(pointer_lists) - 1, stream, merge)
+    recipe.launch(len(pointer_lists) - 1, stream, _merge_pointers(parts, dx, dweight, dbias))
     return dx, dweight, dbias
