@@ -39,7 +39,14 @@ def exp_flushed(x):
     64-entry table of 2^(j/64) (tl.gather) with a degree-5 polynomial, ~1.06 ulp, 1848 -> 1986 on
     1024x65536 and 1720 -> 1824 on 8192^2; a table-free degree-13 polynomial 1636 / 1588 (slower).
     Not taken: 6-8% would not carry the fp64 mode to 5x torch, and the table would be a kernel
-    argument of every schedule."""
+    argument of every schedule. Nor (H200, 2026-11-28, bench/sweep_outer.py --op logsumexp --modes fp64
+    --dim -1, two runs each against the code before): an exp of fp32 gaps with the fp64 pipe's work
+    halved -- n = rint(d log2 e) and a degree-5 tail r^8 Q(r) in fp32, Cody-Waite and eight Horner
+    FMAs in fp64, 2^n in the exponent bits, within 13u + 1.26u |d| of mpmath (sm_90 SASS per element:
+    11 DFMA + 4 DADD / DMUL against ~22, but 3 fp32 -> fp64 conversions and ~7 FFMA) in the single-read
+    rows and the vector fold: fp32 65536x1024 2065/2068 -> 1907/1922 GB/s, 262144x256 1962/1981 ->
+    1827/1836, 8192^2 and 1024x65536 within 1%. ncu: both kernels issue-bound (issue slots 70-77% busy,
+    ~3 instructions a cycle), not fp64-bound; only fewer instructions an element would help."""
     if _COMPILED and x.dtype == tl.float32:
         return libdevice.exp2(x * 1.4426950408889634)
     else:
