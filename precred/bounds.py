@@ -318,8 +318,10 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     single_read (the single-read kernel, schedules/single_read.py; depth = log2 of its row tile): the
     row's sum is one exp per term (relative error theta = expm1(3u gap) (1 + c u) + c u, the gap
     m - x rounded and, in fp32, multiplied by log2(e)) added by a depth-h tree: within the two-pass
-    bound's |s_hat - s| <= rho s (which counts h + 1 exps per term). log_softmax is formed exactly as
-    in the normalizing pass (the bound above). softmax reuses the term: y = e_hat * r_hat, r_hat =
+    bound's |s_hat - s| <= rho s (which counts h + 1 exps per term). log_softmax is formed as in the
+    normalizing pass with the fp64 accumulator; with the fp32 one it is formed in fp32, (x - m) -
+    fl(log(s_hat)), three roundings: u (gap + log(s) + L + |shift|) in place of the fp64 forming's
+    two and the conversion. softmax reuses the term: y = e_hat * r_hat, r_hat =
     1 / s_hat divided in fp64 and rounded to the accumulator, the product rounded: relative error
     (1 + theta)(1 + u_64)(1 + u)^2 / (1 - rho) - 1, plus two smallest normals (a flushed term, a
     flushed product), then the rounding to the output.
@@ -345,7 +347,14 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     if math.isinf(d_log):
         return math.inf
     shift = -gap - math.log(float(s))
-    e = (d_log + u64 * (gap + abs(shift)) + u * abs(shift)) * (1 + 4 * u) + _TINY_64
+    if log and single_read and acc != torch.float64:
+        # The single-read kernel forms (x - m) - log(s) in the fp32 accumulator: x - m rounded
+        # (u gap), log(s_hat) (within L of log(s)) rounded from fp64 (u (log(s) + L)), their
+        # difference rounded (u |shift|).
+        formed = u * (gap + math.log(float(s)) + d_log + abs(shift))
+    else:
+        formed = u64 * (gap + abs(shift)) + u * abs(shift)
+    e = (d_log + formed) * (1 + 4 * u) + _TINY_64
     if log:
         return _rounded_to_output(e, shift, out_dtype) * (1.0 + 16 * u64)
     arg = e + 2 * u * abs(shift)

@@ -14,7 +14,9 @@ Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for
   (schedules/tree.py: depth log2(BLOCK_J), the same order on every device);
 * softmax: y_j = e_j * r with r = 1 / s divided in fp64, rounded to ACC_DTYPE (the exponentials are
   reused: no second exp per element);
-  log_softmax: y_j = (x_j - m) - log(s) formed in fp64, as the normalizing pass does.
+  log_softmax: y_j = (x_j - m) - log(s) formed in ACC_DTYPE, log(s) taken in fp64 per row (the
+  normalizing pass forms it in fp64 for both modes; the fp32 accumulator's three roundings here cost
+  about one more ulp of y and spare two fp64 additions and three conversions an element).
 Bounds: precred.softmax_error_bound (single_read=True). Specials without branches, torch's: a NaN in
 the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gives -inf - -inf = NaN:
 every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
@@ -62,12 +64,12 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
     else:
         s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
         s_tile = s.to(tl.float64)[None, :]
-    if LOG:
-        y = ((x.to(tl.float64) - m_tile.to(tl.float64)) - tl.log(s_tile)).to(ACC_DTYPE)
+    if LOG:   # in ACC_DTYPE: fp32 for `fast` (three roundings), fp64 for `fp64` (x and m exact there)
+        y = (x - m_tile) - tl.log(s_tile).to(ACC_DTYPE)
     else:
         y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
-             round_to_output(y.to(tl.float64), dst_ptr.dtype.element_ty), mask=mask)
+             round_to_output(y, dst_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
