@@ -997,20 +997,21 @@ SINGLE_READ_FP64_ROW_PER_THREAD = 16
 # 845/850 -> 985/977 -> 989/979, 799/803 -> 913/909 -> 930/926; softmax bf16 1000/993 -> 1071/1058 ->
 # 1075/1063, 1065/1064 -> 1068/1062 -> 1091/1088, fp32 within 0.5%.
 SINGLE_READ_FP64_ROW_TILE = 512
-# The fp32 accumulator's contiguous rows of SINGLE_READ_WIDE_ROWS elements (bounds included) take
-# SINGLE_READ_WIDE_PER_THREAD elements a thread on tiles of SINGLE_READ_WIDE_TILE (rows of 512 .. 2048
-# on one warp a program). H200, 2026-11-28, _fast_ softmax / log_softmax, GB/s (input + output), two
-# runs each, 32 a thread on 4096-element tiles -> 64 on 2048: fp32 rows of 512 3968/3987 -> 4051/4076,
-# log 3968/3988 -> 4071/4071; 1024 3987/3967 -> 4046/4068, log 3972/3974 -> 4065/4065; 2048 +0.5%;
-# 4096 3913/3932 -> 4000/4000, log -0.1%; 8192 3991/3970 -> 3948/3968, log 3989/3968 -> 3998/4021;
-# bf16 512 3737/3735 -> 3876/3891, log 3404/3402 -> 3574/3573; 1024 3708/3691 -> 3878/3855, log
-# 3388/3385 -> 3811/3813; 2048 +1.5% / +1.8%; 4096 within 0.5%; 8192 3593/3585 -> 3705/3708, log
-# 3475/3503 -> 3627/3649. Kept at 32 a thread: rows of 256 (bf16 3829/3855 -> 3141/3120), 16384
-# (log_softmax fp32 3939/3941 -> 2689/2697) and 32768 (bf16 softmax -1.3%); 16 a thread on rows of
-# 256 moved fp32 +2% / +0.6% and lost bf16 3%.
-SINGLE_READ_WIDE_ROWS = (512, 8192)
-SINGLE_READ_WIDE_PER_THREAD = 64
-SINGLE_READ_WIDE_TILE = 2048
+# The fp32 accumulator's contiguous rows, by their padded length: (tile elements, elements a thread)
+# where measured better than SINGLE_READ_TILE's 4096 at 32 a thread. H200, 2026-11-28, _fast_ softmax /
+# log_softmax, GB/s (input + output), two runs each. Rows of 512 .. 8192, 64 a thread on tiles of 2048
+# (rows up to 2048 on one warp a program): fp32 rows of 512 3968/3987 -> 4051/4076, log 3968/3988 ->
+# 4071/4071; 1024 3987/3967 -> 4046/4068, log 3972/3974 -> 4065/4065; 2048 +0.5%; 4096 3913/3932 ->
+# 4000/4000, log -0.1%; 8192 3991/3970 -> 3948/3968, log 3989/3968 -> 3998/4021; bf16 512 3737/3735 ->
+# 3876/3891, log 3404/3402 -> 3574/3573; 1024 3708/3691 -> 3878/3855, log 3388/3385 -> 3811/3813; 2048
+# +1.5% / +1.8%; 4096 within 0.5%; 8192 3593/3585 -> 3705/3708, log 3475/3503 -> 3627/3649. Rows of 256,
+# tiles of 1024 (one warp, four rows): fp32 4008/3988 -> 4099/4099, log 4041/4043 -> 4091/4090; bf16
+# 3871/3848 -> 3878/3907, log 3353/3468 -> 3568/3576 (64 a thread on 2048 lost bf16 18%; 8 or 16 a
+# thread on 1024 gained fp32 1-4% and lost bf16 log 1-5%). Kept at the default: rows of 16384 (64 a
+# thread: log_softmax fp32 3939/3941 -> 2689/2697) and 32768 (bf16 softmax -1.3%); shorter rows
+# unmeasured.
+SINGLE_READ_FP32_ROW_PLANS = {256: (1024, 32), 512: (2048, 64), 1024: (2048, 64), 2048: (2048, 64),
+                              4096: (2048, 64), 8192: (2048, 64)}
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES
 # of input on SINGLE_READ_STRIDED_WARPS warps, by the accumulator's bytes: with fp32 state 64 (fp32) or
@@ -1077,10 +1078,8 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     if block_j > max_row:
         return None
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
-    wide = (j_fast and accumulator_size == 4 and tile_elements is None and per_thread is None
-            and SINGLE_READ_WIDE_ROWS[0] <= block_j <= SINGLE_READ_WIDE_ROWS[1])
-    if wide:
-        tile_elements, per_thread = SINGLE_READ_WIDE_TILE, SINGLE_READ_WIDE_PER_THREAD
+    if j_fast and accumulator_size == 4 and tile_elements is None and per_thread is None:
+        tile_elements, per_thread = SINGLE_READ_FP32_ROW_PLANS.get(block_j, (None, None))
     if tile_elements is None:
         tile_elements = (SINGLE_READ_STRIDED_TILE_BYTES[accumulator_size] // element_size if strided
                          else SINGLE_READ_FP64_ROW_TILE if j_fast and accumulator_size == 8

@@ -366,15 +366,14 @@ def test_single_read_tiles_where_measured():
     for red in (256, 1024, 8192):
         for acc, tile in ((8, plan_module.SINGLE_READ_FP64_ROW_TILE), (4, plan_module.SINGLE_READ_TILE)):
             plan = plan_single_read(65536, red, j_fast=True, accumulator_size=acc)
-            if acc == 4 and red >= 512:   # the wide rows' tiles (below)
-                tile = plan_module.SINGLE_READ_WIDE_TILE
+            if acc == 4:   # the fp32 accumulator's measured rows (below)
+                tile = plan_module.SINGLE_READ_FP32_ROW_PLANS[red][0]
             assert plan.block_rows == max(1, tile // red)
     assert plan_module.SINGLE_READ_FP64_ROW_TILE == 512 and plan_module.SINGLE_READ_TILE == 4096
-    # fp32 accumulator, contiguous rows of 512 .. 8192: 64 elements a thread on 2048-element tiles
-    # (rows up to 2048 on one warp); 32 a thread on 4096 elsewhere.
-    assert plan_module.SINGLE_READ_WIDE_ROWS == (512, 8192) and plan_module.SINGLE_READ_WIDE_PER_THREAD == 64
-    for red, rows_per_program, warps in ((256, 16, 4), (300, 4, 1), (512, 4, 1), (1024, 2, 1), (2048, 1, 1),
-                                         (4096, 1, 2), (8192, 1, 4), (16384, 1, 16)):
+    # fp32 accumulator, contiguous rows: 256 on tiles of 1024 at 32 elements a thread, 512 .. 8192 on
+    # 2048 at 64 (rows up to 2048 on one warp); SINGLE_READ_TILE at 32 a thread elsewhere.
+    for red, rows_per_program, warps in ((128, 32, 4), (256, 4, 1), (300, 4, 1), (512, 4, 1), (1024, 2, 1),
+                                         (2048, 1, 1), (4096, 1, 2), (8192, 1, 4), (16384, 1, 16)):
         plan = plan_single_read(65536, red, j_fast=True, accumulator_size=4, element_size=2)
         assert (plan.block_rows, plan.num_warps) == (rows_per_program, warps), (red, plan)
     assert plan_single_read(65536, 64, j_fast=False, accumulator_size=8).block_rows == plan_module.SINGLE_READ_TILE // 64
