@@ -981,8 +981,8 @@ SINGLE_READ_MAX_ROW = {4: 32768, 8: 8192}
 SINGLE_READ_MAX_STRIDED_ROW = {4: 256, 8: 64}
 SINGLE_READ_MIN_COLUMNS = 32
 # Elements of a program's tile (several short rows share one), and per thread, which sets the warps
-# (at most 32): 32 for an fp32 accumulator and for strided rows, 16 for contiguous rows in fp64 (twice
-# the registers per element). Same sweep: 8192 rows, fp64: 16 warps 2447, 8 warps 1700 GB/s; bf16
+# (at most 32): 32 for an fp32 accumulator (but SINGLE_READ_FP32_ROW_PLANS' rows) and for strided rows,
+# 16 for contiguous rows in fp64 (twice the registers per element). Same sweep: 8192 rows, fp64: 16 warps 2447, 8 warps 1700 GB/s; bf16
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
 SINGLE_READ_FP64_ROW_PER_THREAD = 16

@@ -360,15 +360,12 @@ def test_logsumexp_rows_plans_where_measured():
 
 
 def test_single_read_tiles_where_measured():
-    """Contiguous rows: tiles of SINGLE_READ_FP64_ROW_TILE elements for the fp64 accumulator,
-    SINGLE_READ_TILE for fp32 (a row longer than the tile alone in its program); strided rows keep
-    theirs."""
+    """Contiguous rows: tiles of SINGLE_READ_FP64_ROW_TILE elements for the fp64 accumulator (a row
+    longer than the tile alone in its program); for fp32 SINGLE_READ_FP32_ROW_PLANS' by row length and
+    SINGLE_READ_TILE elsewhere; strided rows keep theirs."""
     for red in (256, 1024, 8192):
-        for acc, tile in ((8, plan_module.SINGLE_READ_FP64_ROW_TILE), (4, plan_module.SINGLE_READ_TILE)):
-            plan = plan_single_read(65536, red, j_fast=True, accumulator_size=acc)
-            if acc == 4:   # the fp32 accumulator's measured rows (below)
-                tile = plan_module.SINGLE_READ_FP32_ROW_PLANS[red][0]
-            assert plan.block_rows == max(1, tile // red)
+        plan = plan_single_read(65536, red, j_fast=True, accumulator_size=8)
+        assert plan.block_rows == max(1, plan_module.SINGLE_READ_FP64_ROW_TILE // red)
     assert plan_module.SINGLE_READ_FP64_ROW_TILE == 512 and plan_module.SINGLE_READ_TILE == 4096
     # fp32 accumulator, contiguous rows: 256 on tiles of 1024 at 32 elements a thread, 512 .. 8192 on
     # 2048 at 64 (rows up to 2048 on one warp); SINGLE_READ_TILE at 32 a thread elsewhere.
