@@ -1231,6 +1231,14 @@ NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 # 16-bit rows of 4096 (layer_norm fast -4.6%, precise +7%), 16 elements a thread for 16-bit rows (up to
 # -25%), caps of 80 / 96 for fp32 (precise -13% to -31%: the cap is the fp64 accumulator's too).
 NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64)}
+# layer_norm fast fp32 8192^2 against Liger's (H200, 2026-11-28, ncu, one call): 148 vs 128 us, DRAM 72%
+# vs 83%; 50.6M warp instructions vs Liger's 36.4M (our rms_norm: 33.8M, 127 us), 10.8 cycles an issue
+# (long scoreboard 4.9, wait 1.1, barrier 1.1) at 25% occupancy (127 registers, two 8-warp programs per
+# SM) against Liger's 25 at 50%: a latency-bound chain per program -- the second row reduction and
+# c = (x - K) - mu' -- not the bytes. Measured and not taken: w and b (or b alone) loaded right after x,
+# before the reductions, as Liger's kernel does (_ab A/B with do_bench, two rounds, layer_norm fast GB/s
+# default -> b early): fp32 8192^2 3514/3533 -> 3389/3366, 65536x1024 within 1%, bf16 8192^2 3193/3225
+# -> 1444/1444 (spills under the cap), 4096^2 2628/2545 -> 1627/1649; both early: worse again.
 NORM_APPLY_TILE = (8, 512)
 # The single-read forward of an fp64 accumulator (`precise`) with 16-bit input and output normalizes in
 # fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
