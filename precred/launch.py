@@ -21,6 +21,7 @@ from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, 
                    plan_single_read, use_atomic)
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
+from .schedules.moments_rows import moments_rows_kernel
 from .schedules.normalize import normalize_kernel
 from .schedules.outer import outer_kernel
 from .schedules.recompute import exp_recompute_kernel, recompute_kernel
@@ -247,25 +248,64 @@ def reduce_sum(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype,
 
 def reduce_moments(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, correction: float,
                    take_sqrt: bool, with_mean: bool, plan: Plan | None = None):
-    """(variance or standard deviation, mean or None), flat, over dims, by a Welford mode."""
-    return reduce(x, dims, mode, out_dtype, Output(correction=correction, take_sqrt=take_sqrt,
-                                                   with_mean=with_mean), plan)
+    """(variance or standard deviation, mean or None), flat, over dims, by a Welford mode: with no plan
+    given, by the two-pass single-read kernel where plan_moments_rows takes the rows, else by the
+    Welford passes (plan_reduction's, or `plan`)."""
+    output = Output(correction=correction, take_sqrt=take_sqrt, with_mean=with_mean)
+    if plan is None:
+        replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, out_dtype, output,
+                                                               planning.plan_moments_rows)
+        if replayed is not None:
+            return replayed
+        if row_plan is not None:
+            return moments_rows(x, view, mode, out_dtype, output, row_plan, key)
+    return reduce(x, dims, mode, out_dtype, output, plan)
+
+
+def _contiguous_rows_route(x, dims, mode, out_dtype, output, row_planner):
+    """For a call given no plan: (the result of the signature's launch recipe, replayed, or None; the
+    recipe key, None off the GPU; the reduction view; row_planner's plan of its rows, or None where the
+    reduced dim is not the contiguous last one or row_planner declines)."""
+    key = _recipe_key(x, dims, mode, out_dtype, output) if x.is_cuda else None
+    recipe = _RECIPES.get(key) if key is not None else None
+    if recipe is not None:
+        return recipe.run(x), key, None, None
+    view = reduction_view(x, dims)
+    row_plan = None
+    if view.inner == 1 and view.stride_red == 1 and not view.copied:
+        row_plan = row_planner(view.outer, view.red, element_size=x.element_size(),
+                               accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
+    return None, key, view, row_plan
+
+
+def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, output: Output, plan: RowPlan,
+                 key=None):
+    """(variance or standard deviation, mean or None), flat, of the view's contiguous fp32 rows by the
+    two-pass single-read kernel (schedules/moments_rows.py: fp32 accumulator) under `plan`
+    (plan_moments_rows'); a CUDA call leaves its launch recipe under key."""
+    rows = view.outer
+    out = torch.empty(rows, dtype=out_dtype, device=x.device)
+    mean = torch.empty_like(out) if output.with_mean else None
+    launch = _launch(moments_rows_kernel, (triton.cdiv(rows, plan.block_rows),),
+                     [view.source, out, out if mean is None else mean],
+                     [rows, view.red, view.stride_outer, output.divisor(view.red, mode.strategy)], plan.num_warps,
+                     TAKE_SQRT=output.take_sqrt, WITH_MEAN=output.with_mean, BLOCK_ROWS=plan.block_rows,
+                     BLOCK_N=plan.block_j, TREE_VEC=4, TREE_THREADS=32 * plan.num_warps)
+    if key is not None and launch[0] is not None:
+        _RECIPES[key] = _RowsRecipe(rows, out_dtype, output.with_mean, launch)
+    return out, mean
 
 
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
     no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows."""
     if plan is None:
-        key = _recipe_key(x, dims, mode, x.dtype, Output()) if x.is_cuda else None
-        recipe = _RECIPES.get(key) if key is not None else None
-        if recipe is not None:
-            return recipe.run(x)[0]
-        view = reduction_view(x, dims)
-        if view.inner == 1 and view.stride_red == 1 and not view.copied:
-            row_plan = planning.plan_logsumexp_rows(view.outer, view.red, element_size=x.element_size(),
-                                                    accumulator_size=mode.accumulator_dtype(x.dtype, x.dtype).itemsize)
-            if row_plan is not None:
-                return _logsumexp_rows(x, view, row_plan, key)
+        replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),
+                                                               planning.plan_logsumexp_rows)
+        if replayed is not None:
+            return replayed[0]
+        if row_plan is not None:
+            return _logsumexp_rows(x, view, row_plan, key)
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
 
 
@@ -279,25 +319,32 @@ def _logsumexp_rows(x: torch.Tensor, view, plan: RowPlan, key) -> torch.Tensor:
                      BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
                      **_register_cap(planning.single_read_register_cap(plan, 8)))
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = _RowsLogsumexpRecipe(rows, launch)
+        _RECIPES[key] = _RowsRecipe(rows, x.dtype, None, launch)
     return out
 
 
-class _RowsLogsumexpRecipe:
-    """A logsumexp call signature's single-read launch, replayed on new tensors of that signature."""
+class _RowsRecipe:
+    """The single-read launch of a call signature whose kernel writes one value per row (logsumexp; var /
+    std / var_mean), replayed on new tensors of that signature. second: None (the kernel takes the input
+    and the output), False (it takes a second output, the output again: unwritten) or True (a second
+    output, the mean)."""
 
-    def __init__(self, rows, launch):
+    def __init__(self, rows, out_dtype, second, launch):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
-        self.rows = rows
+        self.rows, self.out_dtype, self.second = rows, out_dtype, second
         self.compiled, self.grid, self.trailing = launch
         self.get_stream = driver.active.get_current_stream
 
     def run(self, x: torch.Tensor, shape=None):
-        """(the output, flat or in `shape`, None), as the reductions' recipes return."""
-        out = torch.empty(self.rows if shape is None else shape, dtype=x.dtype, device=x.device)
-        _replay(self.compiled, self.grid, self.get_stream(x.device.index), [x, out], self.trailing)
-        return out, None
+        """(the output, flat or in `shape`, the second output or None), as the reductions' recipes return."""
+        out = torch.empty(self.rows if shape is None else shape, dtype=self.out_dtype, device=x.device)
+        second = torch.empty_like(out) if self.second else None
+        pointers = [x, out]
+        if self.second is not None:
+            pointers.append(out if second is None else second)
+        _replay(self.compiled, self.grid, self.get_stream(x.device.index), pointers, self.trailing)
+        return out, second
 
 
 def reduce_extremum(x: torch.Tensor, dims: tuple, mode: Mode, with_index: bool, plan: Plan | None = None,

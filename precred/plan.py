@@ -1121,6 +1121,35 @@ def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_s
     return plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
 
 
+# var / std / var_mean in the fp32 accumulator (`fast`) over contiguous fp32 rows of MOMENTS_ROWS_MIN_ROW to
+# MOMENTS_ROWS_MAX_ROW elements take the two-pass kernel that holds whole rows in registers
+# (schedules/moments_rows.py), MOMENTS_ROWS_PER_THREAD elements a thread on the layer_norm forward's
+# tiles (norm_forward_tile); everything else takes the Welford passes. H200, 2026-11-28,
+# bench/sweep_outer.py --op var --dim -1, GB/s, two runs, Welford -> two-pass at 64 a thread: fast fp32
+# 4096^2 2310 -> 2641/2602, 8192^2 3573 -> 3713/3691, 65536x1024 3526 -> 3652/3673, 262144x256 3482 ->
+# 3469/3469, 512x16384 1986 -> 1982/1896 (hence rows of 1024..8192); at 32 a thread 2527, 3516, 3663,
+# 3466, 1572; at 16 2300, 2804, 3090, 2462. Not taken: bf16 input (8192^2 2975 -> 2614 at 64 a thread,
+# 2197 at 32; 262144x256 2512 -> 1928), the fp64 accumulator (fp32 8192^2 3519 -> 3290, the other
+# shapes within 2%, bf16 -4% to +5%).
+MOMENTS_ROWS_MIN_ROW = 1024
+MOMENTS_ROWS_MAX_ROW = 8192
+MOMENTS_ROWS_PER_THREAD = 64
+
+
+def plan_moments_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
+    """The two-pass, single-read plan of var / std / var_mean over rows x red contiguous rows (both >= 1),
+    or None where the Welford passes serve them: other than fp32 input in the fp32 accumulator, rows
+    outside MOMENTS_ROWS_MIN_ROW..MOMENTS_ROWS_MAX_ROW, or rows whose length is not a multiple of 16
+    elements (Triton vectorizes the loads of rows whose stride is: 16-byte loads; others took scalar
+    ones and were not measured)."""
+    if (element_size != 4 or accumulator_size != 4 or not MOMENTS_ROWS_MIN_ROW <= red <= MOMENTS_ROWS_MAX_ROW
+            or red % 16):
+        return None
+    return plan_single_read(rows, red, j_fast=True, accumulator_size=4, element_size=4,
+                            tile_elements=norm_forward_tile(red), per_thread=MOMENTS_ROWS_PER_THREAD,
+                            max_row=MOMENTS_ROWS_MAX_ROW)
+
+
 @dataclass(frozen=True)
 class LoopPlan:
     """softmax's row-loop kernel (schedules/row_loop.py): one program per contiguous row, which it

@@ -22,6 +22,7 @@ CASES = [
     "sum/exact:float32:64x4096:-1", "mean/exact:bfloat16:512x1000:-1",   # the exact mode in one launch
     "sum/kahan:float32:1048576:0", "mean/fast:float16:512x1000:-1",
     "var/fast:bfloat16:8192x8192:-1", "var/fp64:float32:16x262144:-1", "var/fast:float32:4096x1024:0",
+    "var/fast:float32:8192x8192:-1", "var/fast:float32:4096x1520:-1",   # the two-pass rows kernel
     "logsumexp/fast:float32:8192x8192:-1", "logsumexp/fast:bfloat16:16x262144:-1",
     "logsumexp/fast:float32:8192x1024:0", "logsumexp/fp64:bfloat16:8192x8192:-1",
     "logsumexp/fp64:float32:4096x1024:0",

@@ -394,6 +394,8 @@ REPLAYED_CALLS = {
     "sum bf16 to fp32": lambda t: precred.sum(t.bfloat16(), 0, keepdim=True, dtype=torch.float32),
     "sum exact": lambda t: precred.sum(t, 0, mode="exact"),
     "var_mean": lambda t: precred.var_mean(t, -1),
+    "var_mean fast rows": lambda t: precred.var_mean(t.view(-1)[:t.numel() // 1024 * 1024].view(-1, 1024), -1,
+                                                     mode="fast"),   # the two-pass rows kernel
     "std fast": lambda t: precred.std(t, 0, correction=0, keepdim=True, mode="fast"),
     "logsumexp": lambda t: precred.logsumexp(t, -1),
     "logsumexp bf16": lambda t: precred.logsumexp(t.bfloat16(), 0),

@@ -359,6 +359,24 @@ def test_logsumexp_rows_plans_where_measured():
         assert plan_module.plan_logsumexp_rows(64, red, element_size=4, accumulator_size=8) is None
 
 
+def test_moments_rows_plans_where_measured():
+    """var / std / var_mean's two-pass rows kernel: the fp32 accumulator over fp32 rows of 1024..8192
+    elements, a multiple of 16, only (plan.MOMENTS_ROWS_*), at 64 elements a thread on the layer_norm
+    forward's tiles:
+    two rows of 1024 on one warp, one row of 8192 on four."""
+    assert (plan_module.MOMENTS_ROWS_MIN_ROW, plan_module.MOMENTS_ROWS_MAX_ROW) == (1024, 8192)
+    expected = {1024: (2, 1024, 1), 1520: (2, 2048, 2), 4096: (1, 4096, 2), 8192: (1, 8192, 4)}
+    for red, (block_rows, block_j, warps) in expected.items():
+        plan = plan_module.plan_moments_rows(65536, red, element_size=4, accumulator_size=4)
+        assert (plan.block_rows, plan.block_j, plan.num_warps) == (block_rows, block_j, warps), (red, plan)
+        assert plan.j_fast and plan.depth == block_j.bit_length() - 1
+        for element_size, acc in ((2, 4), (4, 8), (2, 8), (8, 8)):
+            assert plan_module.plan_moments_rows(65536, red, element_size=element_size, accumulator_size=acc) is None
+    assert plan_module.plan_moments_rows(1, 1024, element_size=4, accumulator_size=4).block_rows == 1
+    for red in (1, 256, 1008, 1500, 8200, 16384):
+        assert plan_module.plan_moments_rows(64, red, element_size=4, accumulator_size=4) is None
+
+
 def test_single_read_tiles_where_measured():
     """Contiguous rows: tiles of SINGLE_READ_FP64_ROW_TILE elements for the fp64 accumulator (a row
     longer than the tile alone in its program); for fp32 SINGLE_READ_FP32_ROW_PLANS' by row length and

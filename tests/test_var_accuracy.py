@@ -73,7 +73,7 @@ def assert_rows_within_bound(results, x, dims, mode, correction, plan):
             checked += 1
             err = abs(Fraction(value) - exact)
             assert err <= Fraction(bound), (
-                f"{mode} {op} {x.dtype} n={row.n} plan={plan.schedule} depth={plan.depth}: error "
+                f"{mode} {op} {x.dtype} n={row.n} plan={plan} depth={plan.depth}: error "
                 f"{float(err):.3e} > bound {bound:.3e} (exact {float(exact):.9e}, got {value!r})")
             worst = max(worst, float(err) / bound if bound else 0.0)
     assert checked > 0, f"{mode} {x.dtype}: no output was held to a bound"
@@ -159,6 +159,65 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
                 check_moments_within_bound(x, (1,), mode, device=device, planner=planner, std=False)
     launch._RECIPES.clear()
     assert True in prefetched and False in prefetched, prefetched   # both loops ran
+
+
+def _two_pass_rows(monkeypatch) -> list:
+    """The list that each call of the two-pass rows kernel's launcher appends its plan to."""
+    from precred import launch
+    seen = []
+    original = launch.moments_rows
+
+    def spy(x, view, mode, out_dtype, output, plan, key=None):
+        seen.append(plan)
+        return original(x, view, mode, out_dtype, output, plan, key)
+
+    monkeypatch.setattr(launch, "moments_rows", spy)
+    monkeypatch.setattr(launch, "_RECIPES", {})   # a replayed recipe would not call it
+    return seen
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_two_pass_rows_within_bound(device, family, monkeypatch):
+    """fp32 rows the planner gives the two-pass single-read kernel (precred.plan.plan_moments_rows,
+    schedules/moments_rows.py: `fast`): var, std and mean within moments_error_bound at that plan's
+    depth (its module docstring derives why the Welford bound covers it), on every adversarial family:
+    rows of a power of two, two a program (the third program's second row masked), padded rows, and
+    on the GPU rows of 8192 (a row on four warps)."""
+    from precred.plan import plan_moments_rows
+    seen = _two_pass_rows(monkeypatch)
+    rng = np.random.default_rng(zlib.crc32(f"two-pass {family}".encode()))
+    lengths = [(1024, 1.0), (1520, 0.0)] + ([(8192, 1.0)] if device == "cuda" else [])   # 4 warps a row
+    for n, correction in lengths:
+        x = torch.stack([_family(family, n, rng, torch.float32) for _ in range(3)])
+        plan = plan_moments_rows(3, n, element_size=4, accumulator_size=4)
+        assert plan is not None and plan.block_rows == (2 if n < 4096 else 1), plan
+        seen.clear()
+        mode = get_var_mode("fast")
+        var, mean = (t.cpu() for t in reduce_moments(x.to(device), (1,), mode, x.dtype, correction, False, True))
+        std = reduce_moments(x.to(device), (1,), mode, x.dtype, correction, True, False)[0].cpu()
+        assert seen == [plan, plan], seen
+        assert_rows_within_bound({"var": var.tolist(), "std": std.tolist(), "mean": mean.tolist()}, x, (1,),
+                                 "fast", correction, plan)
+
+
+def test_two_pass_rows_bits_are_the_rows_own(device, monkeypatch):
+    """A row's outputs from the two-pass rows kernel depend on that row alone: the same bits computed
+    alone (a one-row program), as either row of a two-row program, in a batch of three, and in a second
+    run."""
+    seen = _two_pass_rows(monkeypatch)
+    rng = np.random.default_rng(5)
+    rows = torch.stack([gen.large_offset(1024, 1e4, 1.0, rng, torch.float32) for _ in range(3)]).to(device)
+    batch = precred.var_mean(rows, -1, mode="fast")
+    assert [p.block_rows for p in seen] == [2], seen
+    assert all(torch.equal(a, b) for a, b in zip(batch, precred.var_mean(rows, -1, mode="fast")))
+    for i in range(3):
+        other = (i + 1) % 3
+        alone = precred.var_mean(rows[i:i + 1], -1, mode="fast")
+        first = precred.var_mean(rows[[i, other]], -1, mode="fast")
+        second = precred.var_mean(rows[[other, i]], -1, mode="fast")
+        for whole, one, a, b in zip(batch, alone, first, second):
+            assert torch.equal(whole[i:i + 1], one) and whole[i] == a[0] and whole[i] == b[1], i
+    assert {p.block_rows for p in seen} == {1, 2}, seen
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
