@@ -1228,6 +1228,11 @@ NORM_FORWARD_PER_THREAD = 32
 # 2210 / 2741 / 2717 (Liger fast 2779), fp32 2917 / 2899 / 2859, 2787 / 2895 / 2614; 262144x256 fp32
 # 2673 / 2815 / 2884, 2201 / 2138 / 2877, bf16 2431 / 2470 / 2556, 2094 / 2088 / 2138; rms_norm
 # within 1.5% on all eight. Smaller programs there run 1-2 warps: no register cap (norm_forward_register_cap).
+# Again on the H200 (2026-11-28, bench/profile_norm.py --direction forward, one round, GB/s of fast /
+# precise): rows of 256 on tiles of 2048 or 4096 (8 or 16 rows a program, Liger's block kernel takes 16
+# rows on 4 warps for rms_norm) lost everywhere -- rms_norm bf16 262144x256 3384 -> 3225 / 3342 (Liger
+# 3767 in the norm_suite run), layer_norm fp32 4009 -> 3134 / 2848, precise 3453 -> 2265 / 2279; rows
+# of 1024 on 4096 lost up to 26% (layer_norm bf16 65536x1024 precise 3077 -> 2273), the rest within 1%.
 NORM_FORWARD_TILES = {256: 1024, 1024: 2048}
 
 
