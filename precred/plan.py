@@ -1129,8 +1129,10 @@ def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_s
 # 4096^2 2310 -> 2641/2602, 8192^2 3573 -> 3713/3691, 65536x1024 3526 -> 3652/3673, 262144x256 3482 ->
 # 3469/3469, 512x16384 1986 -> 1982/1896 (hence rows of 1024..8192); at 32 a thread 2527, 3516, 3663,
 # 3466, 1572; at 16 2300, 2804, 3090, 2462. Not taken: bf16 input (8192^2 2975 -> 2614 at 64 a thread,
-# 2197 at 32; 262144x256 2512 -> 1928), the fp64 accumulator (fp32 8192^2 3519 -> 3290, the other
-# shapes within 2%, bf16 -4% to +5%).
+# 2197 at 32; 262144x256 2512 -> 1928; again, two runs, Welford 2927/2931 against 32 a thread with a
+# 64-register cap 2568, 16 with the cap 1475, 64 with an 80-register cap 2519; 4096^2, 65536x1024 and
+# 2048x6144 lost 4-45% alike), the fp64 accumulator (fp32 8192^2 3519 -> 3290, the other shapes within
+# 2%, bf16 -4% to +5%).
 MOMENTS_ROWS_MIN_ROW = 1024
 MOMENTS_ROWS_MAX_ROW = 8192
 MOMENTS_ROWS_PER_THREAD = 64
