@@ -1235,6 +1235,9 @@ NORM_FORWARD_PER_THREAD = 32
 # rows on 4 warps for rms_norm) lost everywhere -- rms_norm bf16 262144x256 3384 -> 3225 / 3342 (Liger
 # 3767 in the norm_suite run), layer_norm fp32 4009 -> 3134 / 2848, precise 3453 -> 2265 / 2279; rows
 # of 1024 on 4096 lost up to 26% (layer_norm bf16 65536x1024 precise 3077 -> 2273), the rest within 1%.
+# Two rows of 8192 (or of 4096) a program, 16 warps, the row reductions sharing their barriers: lost
+# everywhere (same day, layer_norm fast fp32 8192^2 3540 -> 2959, bf16 3228 -> 2502, rms_norm fast fp32
+# 4048 -> 3519; rows of 4096: fp32 3410 -> 2875, bf16 2587 -> 2203).
 NORM_FORWARD_TILES = {256: 1024, 1024: 2048}
 
 
