@@ -453,6 +453,10 @@ FIRST_PASS_MIN_PROGRAMS_PER_SM = 2
 OUTER_MIN_WARPS = 4
 # Chained (non-pairwise) outer first passes may take the registers layout too (the sweep toggles
 # this), when the reduced axis is at least OUTER_REGISTERS_MIN_RED long.
+# (H200, 2026-11-28: the wide layout for logsumexp's fp64 mode over dim 0 (the certified fp32 filter
+# over bf16) measured +22% / +34% on 65536x1024 / 8192^2 bf16 in bench/sweep_outer.py, but -6% / -6%
+# (1024x65536 +7%) on bench/exp_suite.py's data: how many outputs the recompute takes moves with the
+# data. fast lost 5-15% and fp32's fp64 mode 0-7%. Not taken.)
 OUTER_CHAINS_IN_REGISTERS = True
 OUTER_REGISTERS_MIN_RED = 64
 # Warps of an outer first pass in the wide layout (short reduced axes, narrow kept ones), at most: more
