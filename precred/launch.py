@@ -271,11 +271,20 @@ def _contiguous_rows_route(x, dims, mode, out_dtype, output, row_planner):
     if recipe is not None:
         return recipe.run(x), key, None, None
     view = reduction_view(x, dims)
-    row_plan = None
+    return None, key, view, _row_plan_of_view(x, view, mode, out_dtype, row_planner)
+
+
+def row_plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, row_planner) -> RowPlan | None:
+    """row_planner's plan (plan.plan_moments_rows, plan.plan_logsumexp_rows) of non-empty x's rows over
+    dims, or None where a call without a given plan takes the passes of plan_for instead."""
+    return _row_plan_of_view(x, reduction_view(x, dims), mode, out_dtype, row_planner)
+
+
+def _row_plan_of_view(x, view, mode, out_dtype, row_planner):
     if view.inner == 1 and view.stride_red == 1 and not view.copied:
-        row_plan = row_planner(view.outer, view.red, element_size=x.element_size(),
-                               accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
-    return None, key, view, row_plan
+        return row_planner(view.outer, view.red, element_size=x.element_size(),
+                           accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize)
+    return None
 
 
 def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, output: Output, plan: RowPlan,

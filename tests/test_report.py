@@ -169,3 +169,23 @@ def test_family_specs():
     c = condition_number(family_generator("ill:1e6")(64, rng, torch.float32))
     assert 1e5 <= c <= 1e7
     assert fmt(math.inf) == "inf" and fmt(None) == "–" and fmt(0.0) == "0"
+
+
+def test_bound_depth_is_the_plan_that_runs():
+    """The report holds each mode to its bound at the depth of the plan the call runs: the two-pass rows
+    kernel's for var / std `fast` over fp32 rows it takes (plan.plan_moments_rows), the single-read
+    logsumexp's for `fp64` over short fp32 rows (plan.plan_logsumexp_rows), plan_for's elsewhere."""
+    from precred.launch import plan_for
+    from precred.modes import get_exp_mode, get_var_mode
+    from precred.plan import plan_logsumexp_rows, plan_moments_rows
+    from precred.report.ops import OPS
+    rows = torch.zeros(3, 1024)
+    for op in ("var", "std"):
+        assert OPS[op].plan_depth(rows, "fast") == plan_moments_rows(3, 1024, element_size=4, accumulator_size=4).depth
+        assert OPS[op].plan_depth(rows, "fp64") == plan_for(rows, (1,), get_var_mode("fp64"), torch.float32)[1].depth
+    short = torch.zeros(3, 100)
+    assert OPS["logsumexp"].plan_depth(short, "fp64") == plan_logsumexp_rows(3, 100, element_size=4,
+                                                                           accumulator_size=8).depth
+    assert OPS["logsumexp"].plan_depth(short, "fast") == plan_for(short, (1,), get_exp_mode("fast"),
+                                                                  torch.float32)[1].depth
+    assert OPS["var"].plan_depth(short, "fast") == plan_for(short, (1,), get_var_mode("fast"), torch.float32)[1].depth

@@ -13,8 +13,9 @@ from typing import Callable
 import torch
 
 from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound
-from ..launch import plan_for
+from ..launch import plan_for, row_plan_for
 from ..modes import EXP_MODES, MODES, VAR_MODES
+from ..plan import plan_logsumexp_rows, plan_moments_rows
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, std as precred_std, sum as precred_sum
 from ..ops import var as precred_var
 from validation.moments import exact_sqrt, reference_moments
@@ -56,6 +57,7 @@ class ReportOp:
     mode_table: dict                       # name -> precred.modes.Mode (for the plan depth and summaries)
     condition_sweep: bool                  # S1 / |result| is the op's condition number: sweep it
     scale_name: str                        # what `scale` is, for the docs
+    row_planner: Callable | None = None    # the plan.plan_*_rows whose rows a call without a plan takes
 
     def impls(self) -> list[Impl]:
         """torch's default, torch on an fp64 copy rounded back (the usual user workaround), then precred's
@@ -65,8 +67,11 @@ class ReportOp:
                 + [Impl(m, m, (lambda x, m=m, f=self.precred_run: f(x, m))) for m in self.modes])
 
     def plan_depth(self, x: torch.Tensor, mode: str) -> int:
-        """The tree depth of the plan precred runs for x over dim -1 in `mode` (the bound depends on it)."""
-        return plan_for(x, (x.dim() - 1,), self.mode_table[mode], x.dtype)[1].depth
+        """The tree depth of the plan precred runs for x over dim -1 in `mode` (the bound depends on it):
+        the single-read rows plan where the call takes one (row_planner), else plan_for's."""
+        dims, m = (x.dim() - 1,), self.mode_table[mode]
+        row_plan = row_plan_for(x, dims, m, x.dtype, self.row_planner) if self.row_planner is not None else None
+        return row_plan.depth if row_plan is not None else plan_for(x, dims, m, x.dtype)[1].depth
 
 
 # ------------------------------------------------------------------------------------------------ sums
@@ -133,13 +138,13 @@ OPS: dict[str, ReportOp] = {
                      MODES, True, "S1 / n"),
     "var": ReportOp("var", tuple(VAR_MODES), "fp64", lambda x, m: precred_var(x, dim=-1, mode=m),
                     lambda x: torch.var(x, dim=-1), lambda x: _moments_truths(x, False), _moments_bound("var"),
-                    VAR_MODES, False, "the exact variance (the S1 of its nonnegative terms)"),
+                    VAR_MODES, False, "the exact variance (the S1 of its nonnegative terms)", plan_moments_rows),
     "std": ReportOp("std", tuple(VAR_MODES), "fp64", lambda x, m: precred_std(x, dim=-1, mode=m),
                     lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
-                    VAR_MODES, False, "the exact standard deviation"),
+                    VAR_MODES, False, "the exact standard deviation", plan_moments_rows),
     "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), "fp64",
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
                           _logsumexp_truths, _logsumexp_bound, EXP_MODES, False,
-                          "|logsumexp| (the error is relative)"),
+                          "|logsumexp| (the error is relative)", plan_logsumexp_rows),
 }
 
