@@ -89,17 +89,21 @@ def test_nan_and_inf_follow_torch(device, mode):
     inf, nan = math.inf, math.nan
     rows = [[1.0, inf, 2.0], [inf, inf, 2.0], [-inf, 1.0, -inf], [inf, -inf, 0.0], [1.0, nan, 2.0],
             [inf, 2.0, 3.0], [2.0, 3.0, 4.0]]
-    x = torch.tensor(rows, device=device)
-    for fn in (precred.var_mean, precred.std_mean):
-        got_v, got_m = fn(x, 1, mode=mode)
-        want_v = getattr(torch, fn.__name__)(x.cpu(), 1)[0]
-        # The mean is torch.mean's (+inf for a row with +inf and no -inf or NaN), where torch.var_mean's
-        # own Welford mean turns NaN: a documented, deliberate difference.
-        want_m = torch.mean(x.cpu(), 1)
-        for got, want in ((got_v.cpu(), want_v), (got_m.cpu(), want_m)):
-            assert torch.equal(got.isnan(), want.isnan()), (fn.__name__, got, want)
-            assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0)), (got, want)
-            assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0)), (got, want)
+    short = torch.tensor(rows, device=device)
+    # The same rows padded to 1024 elements: fast takes the two-pass rows kernel there (plan_moments_rows).
+    padded = torch.cat([short, torch.full((len(rows), 1021), 0.5, device=device)], 1)
+    for x in (short, padded):
+        for fn in (precred.var_mean, precred.std_mean):
+            got_v, got_m = fn(x, 1, mode=mode)
+            want_v = getattr(torch, fn.__name__)(x.cpu(), 1)[0]
+            # The mean is torch.mean's (+inf for a row with +inf and no -inf or NaN), where torch.var_mean's
+            # own Welford mean turns NaN: a documented, deliberate difference.
+            want_m = torch.mean(x.cpu(), 1)
+            for got, want in ((got_v.cpu(), want_v), (got_m.cpu(), want_m)):
+                assert torch.equal(got.isnan(), want.isnan()), (fn.__name__, got, want)
+                assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0)), (got, want)
+                assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0)), (got, want)
+    x = short
     # dim 0 (outer schedule): the same rows as columns.
     got_v, got_m = precred.var_mean(x.t().contiguous(), 0, mode=mode)
     want_v, want_m = torch.var(x.t().contiguous().cpu(), 0), torch.mean(x.t().contiguous().cpu(), 0)
