@@ -202,8 +202,8 @@ def test_two_pass_rows_within_bound(device, family, monkeypatch):
 
 def test_two_pass_rows_bits_are_the_rows_own(device, monkeypatch):
     """A row's outputs from the two-pass rows kernel depend on that row alone: the same bits computed
-    alone (a one-row program), as either row of a two-row program, in a batch of three, and in a second
-    run."""
+    alone (a one-row program), as either row of a two-row program, in a batch of three, in views whose
+    rows lie 2048 elements apart, and in a second run."""
     seen = _two_pass_rows(monkeypatch)
     rng = np.random.default_rng(5)
     rows = torch.stack([gen.large_offset(1024, 1e4, 1.0, rng, torch.float32) for _ in range(3)]).to(device)
@@ -217,6 +217,9 @@ def test_two_pass_rows_bits_are_the_rows_own(device, monkeypatch):
         second = precred.var_mean(rows[[other, i]], -1, mode="fast")
         for whole, one, a, b in zip(batch, alone, first, second):
             assert torch.equal(whole[i:i + 1], one) and whole[i] == a[0] and whole[i] == b[1], i
+    wide = torch.cat([rows, rows], 1)   # rows 2048 apart: the views' stride, not their length
+    for view in (wide[:, :1024], wide[:, 1024:]):
+        assert all(torch.equal(a, b) for a, b in zip(batch, precred.var_mean(view, -1, mode="fast")))
     assert {p.block_rows for p in seen} == {1, 2}, seen
 
 
