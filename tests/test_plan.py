@@ -362,8 +362,7 @@ def test_logsumexp_rows_plans_where_measured():
 def test_moments_rows_plans_where_measured():
     """var / std / var_mean's two-pass rows kernel: the fp32 accumulator over fp32 rows of 1024..8192
     elements, a multiple of 16, only (plan.MOMENTS_ROWS_*), at 64 elements a thread on the layer_norm
-    forward's tiles:
-    two rows of 1024 on one warp, one row of 8192 on four."""
+    forward's tiles: two rows of 1024 on one warp, one row of 8192 on four."""
     assert (plan_module.MOMENTS_ROWS_MIN_ROW, plan_module.MOMENTS_ROWS_MAX_ROW) == (1024, 8192)
     expected = {1024: (2, 1024, 1), 1520: (2, 2048, 2), 4096: (1, 4096, 2), 8192: (1, 8192, 4)}
     for red, (block_rows, block_j, warps) in expected.items():
