@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from .finish import finish_mean, finish_moments, to_accumulator
-from .norm_rows import sum_of_squares_scaled_when_needed
+from .norm_rows import centred_row, sum_of_squares_scaled_when_needed
 from .steps import row_shift
 from .tree import tree_sum_blocked_rows
 
@@ -53,7 +53,7 @@ def moments_rows_kernel(x_ptr, out_ptr, mean_ptr, n_rows, n_cols, stride_row, di
     shift = row_shift(x_ptr + starts, row_ok, tl.float32)   # a finite shift, else 0
     d = tl.where(mask, x - shift[:, None], 0.0)
     shifted_mean = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS).to(tl.float64) / n_cols
-    c = tl.where(mask, (x - shift[:, None]) - shifted_mean.to(tl.float32)[:, None], 0.0)
+    c = centred_row(x, mask, shift, shifted_mean, False, tl.float32)
     scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     scale64 = scale.to(tl.float64)
     m2 = q.to(tl.float64) / (scale64 * scale64)   # exact: scale is a power of two in [2^-126, 2^127]
