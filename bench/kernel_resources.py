@@ -85,6 +85,7 @@ def describe(c):
     ptx = c.asm["ptx"]
     if os.environ.get("KERNEL_PTX_DIR"):   # keep each kernel's PTX, e.g. to diff two plans' code
         os.makedirs(os.environ["KERNEL_PTX_DIR"], exist_ok=True)
+        open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ttgir"), "w").write(c.asm["ttgir"])
         with open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ptx"), "w") as f:
             f.write(ptx)
     if os.environ.get("KERNEL_SASS_DIR"):

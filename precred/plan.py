@@ -1269,11 +1269,16 @@ NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 # 2851 / 2881; rms_norm 4096^2 fp32 within 0.1%; layer_norm 8192^2 bf16 fast 2944 -> 3226, precise
 # 2569 -> 2598; rms_norm 8192^2 bf16 fast 3617 -> 3687, precise 3558 -> 3740; 16-bit rows of 16384
 # (two 16-warp programs an SM instead of one; `fast` only: `precise` keeps rows of at most 8192 on
-# chip): layer_norm 4096x16384 bf16 fast 1860 -> 2827 (torch 2106). Not taken: the same for
-# fp32 rows of 8192 (layer_norm fast +1.5%, precise -3%, rms_norm -2 / -4%), the 64-register cap for
+# chip): layer_norm 4096x16384 bf16 fast 1860 -> 2827 (torch 2106). fp32 rows of 8192: 16 warps of 16
+# elements a thread, 64 registers -- taken once the tree's warp levels took one shared-memory round
+# (tree.tree_sum_across_threads; before, each level was a round, and 16 warps measured layer_norm fast
+# +1.5%, precise -3%, rms_norm -2 / -4%): H200, 2026-11-29, bench/profile_norm.py --direction forward,
+# 8192^2 fp32 GB/s default -> override: layer_norm fast 3606 -> 3846, precise 2943 -> 3027; rms_norm
+# fast 4051 -> 4042, precise 3920 -> 3900 (Liger's layer_norm: 4034 on 2026-11-28). Not taken: the
+# 128-register cap there (fast 2418: one program an SM), 32 warps of 8 (2407); the 64-register cap for
 # 16-bit rows of 4096 (layer_norm fast -4.6%, precise +7%), 16 elements a thread for 16-bit rows (up to
 # -25%), caps of 80 / 96 for fp32 (precise -13% to -31%: the cap is the fp64 accumulator's too).
-NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64)}
+NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (4, 8192): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64)}
 # layer_norm fast fp32 8192^2 against Liger's (H200, 2026-11-28, ncu, one call): 148 vs 128 us, DRAM 72%
 # vs 83%; 50.6M warp instructions vs Liger's 36.4M (our rms_norm: 33.8M, 127 us), 10.8 cycles an issue
 # (long scoreboard 4.9, wait 1.1, barrier 1.1) at 25% occupancy (127 registers, two 8-warp programs per

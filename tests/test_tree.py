@@ -25,9 +25,9 @@ def _pairs(v):
     return v[0::2] + v[1::2]
 
 
-def _blocked_order_sum(row: np.ndarray, vec: int, threads: int) -> np.float32:
-    """The documented order: j = (r * across + t) * vector + e; adjacent e, then adjacent r, then
-    adjacent t."""
+def _blocked_order_sum(row: np.ndarray, vec: int, threads: int, warp_halves: bool = True) -> np.float32:
+    """The documented order: j = (r * across + t) * vector + e, t = 32 * w + lane; adjacent e, then
+    adjacent r, then adjacent lanes, then the warps' sums in halves (w with w + warps / 2)."""
     width = row.size
     vector = min(vec, width)
     across = min(threads, width // vector)
@@ -37,9 +37,13 @@ def _blocked_order_sum(row: np.ndarray, vec: int, threads: int) -> np.float32:
     v = v.reshape(width // (vector * across), across)                  # [r, t]
     while v.shape[0] > 1:
         v = _pairs(v)
-    v = v.reshape(across)
-    while v.size > 1:
+    v = v.reshape(across // min(across, 32), min(across, 32)).T          # [lane, warp]
+    while v.shape[0] > 1:
         v = _pairs(v)
+    v = v.reshape(-1)                                                   # the warps' sums
+    while v.size > 1:
+        # halves: w and w + warps / 2 (warp_halves=False: adjacent warps, the order this tree had before)
+        v = v[: v.size // 2] + v[v.size // 2:] if warp_halves else _pairs(v)
     return v[0]
 
 
@@ -51,18 +55,25 @@ def _adjacent_pairs_sum(row: np.ndarray) -> np.float32:
 
 
 @pytest.mark.parametrize("rows,width,vec,threads", [(1, 8192, 4, 256), (2, 1024, 8, 128), (16, 256, 4, 128),
-                                                     (4, 8, 4, 64), (2, 1, 4, 32), (1, 4096, 8, 128)])
+                                                     (4, 8, 4, 64), (2, 1, 4, 32), (1, 4096, 8, 128),
+                                                     (1, 8192, 4, 512), (1, 16384, 8, 1024), (4, 1024, 4, 256),
+                                                     (8, 4096, 8, 512)])
 def test_blocked_rows_tree_is_the_documented_order(device, rows, width, vec, threads):
     rng = np.random.default_rng(width + vec)
     # Magnitudes over 2^-20 .. 2^20, both signs: most reorderings change the rounded sum.
     x = (rng.standard_normal((rows, width)) * np.exp2(rng.integers(-20, 21, (rows, width)))).astype(np.float32)
     out = torch.empty(rows, dtype=torch.float32, device=device)
-    _blocked_rows_kernel[(1,)](torch.from_numpy(x).to(device), out, ROWS=rows, WIDTH=width, VEC=vec, THREADS=threads)
+    # THREADS = 32 * num_warps, as every launcher passes it (the warps' order is Triton's reduction's)
+    _blocked_rows_kernel[(1,)](torch.from_numpy(x).to(device), out, ROWS=rows, WIDTH=width, VEC=vec, THREADS=threads,
+                               num_warps=threads // 32)
     expected = np.array([_blocked_order_sum(r, vec, threads) for r in x], dtype=np.float32)
     assert np.array_equal(out.cpu().numpy().view(np.int32), expected.view(np.int32))
     if width // (min(vec, width) * min(threads, width // min(vec, width))) > 1:
         # where the layout repeats, the order differs from the plain adjacent-pairs tree: the test sees it
         assert any(_adjacent_pairs_sum(r) != e for r, e in zip(x, expected))
+    if min(threads, width // min(vec, width)) >= 4 * 32 and rows >= 4:
+        # where rows span four warps or more, halves and adjacent warps differ: the test sees that too
+        assert any(_blocked_order_sum(r, vec, threads, warp_halves=False) != e for r, e in zip(x, expected))
 
 
 def _counter_sum(values: list) -> np.ndarray:

@@ -211,11 +211,34 @@ def tree_sum_within_threads(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.
 @triton.jit
 def tree_sum_across_threads(v, ROWS: tl.constexpr):
     """The levels of tree_sum_blocked_rows across threads: [ROWS, ACROSS] (tree_sum_within_threads'
-    shape) -> [ROWS], adjacent pairs."""
+    shape; thread t of a row holds column t, t = 32 * w + lane) -> [ROWS]. Within a warp, adjacent
+    lanes (one shuffle a level); across the WARPS = ACROSS / 32 warps of a row, the warp sums
+    p_0 .. p_{WARPS-1} fold in halves: p_w + p_{w + WARPS/2} first, then the same on the WARPS/2 sums,
+    down to one -- a balanced tree of depth log2(WARPS).
+    The GPU runs the warp levels as one tl.sum over the WARPS axis: Triton's reduction stores each warp's
+    value to shared memory once, then lanes 0 .. WARPS-1 of a warp load them and merge them by the
+    butterfly whose first shuffle is xor WARPS/2 -- exactly the halves above (sm_90 PTX). One
+    shared-memory round and two barriers instead of a round each level (H200, layer_norm fp32 8192^2:
+    29 -> 11 barriers; bench/kernel_resources.py). That order is Triton's, so it holds only where the
+    layout is the one the launcher promises (one warp's 32 lanes span 32 adjacent columns; THREADS =
+    32 * num_warps): test_tree checks the bits on the device against the halves written out, which is
+    what the interpreter runs (each level a tl.sum of pairs, as everywhere here)."""
     ACROSS: tl.constexpr = v.shape[1]
-    for level in tl.static_range(0, 16):
-        if (ACROSS >> level) > 1:
+    LANES: tl.constexpr = ACROSS if ACROSS < 32 else 32
+    WARPS: tl.constexpr = ACROSS // LANES
+    for level in tl.static_range(0, 5):          # within a warp: adjacent lanes
+        if (LANES >> level) > 1:
             v = tl.sum(tl.reshape(v, (ROWS, ACROSS >> (level + 1), 2)), 2)
+    if WARPS > 1:
+        if _INTERPRETED:                         # the halves, written out (docstring)
+            for level in tl.static_range(0, 10):
+                if (WARPS >> level) > 1:
+                    v = tl.sum(tl.reshape(v, (ROWS, 2, WARPS >> (level + 1))), 1)
+        else:
+            # Through [ROWS, WARPS, 1]: reducing the [ROWS, WARPS] slice itself, Triton's layout pass
+            # moved the later elementwise passes of an fp64 tile into the reduction's layout (sm_90,
+            # layer_norm precise fp32 8192^2: 65408 bytes of spills); this way it keeps them.
+            v = tl.sum(tl.reshape(v, (ROWS, WARPS, 1)), 1)
     return tl.reshape(v, (ROWS,))
 
 
@@ -224,12 +247,15 @@ def tree_sum_blocked_rows(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.co
     """Sum a [ROWS, WIDTH] tile over axis 1 (WIDTH, VEC, THREADS powers of two) by a balanced binary tree
     whose levels follow the registers of Triton's blocked layout: element j = (r * THREADS + t) * VEC + e
     (e < VEC: a thread's vector; t < THREADS: the threads across the row; r: the layout's repeats),
-    and the tree merges adjacent e first, then adjacent r (r, r + 1 with the same t), then adjacent t.
+    and the tree merges adjacent e first, then adjacent r (r, r + 1 with the same t), then adjacent t
+    within a warp, then the warps' sums in halves (tree_sum_across_threads: one shared-memory round).
     Each thread thus sums all it holds of a row before any value crosses a lane, so the shuffle and
     shared-memory levels carry one value per thread and row instead of one per repeat (H100, layer_norm
     8192-element rows: 1272 -> 912 instructions per thread, fp32; fp64 1832 -> 1304). Depth
     log2(WIDTH), as the bounds assume; the order is a function of (WIDTH, VEC, THREADS) only, the same
     on every GPU and in the interpreter. VEC and THREADS describe the layout the launcher expects
-    (16-byte vectors, 32 * num_warps threads): where Triton's differs the result is the same, only
-    slower. Each level is a sum over an axis of two elements: one addition, in no order of Triton's."""
+    (16-byte vectors, 32 * num_warps threads): where Triton's differs the levels within a warp give the
+    same result, only slower; the warp levels need THREADS = 32 * num_warps (every launcher passes it).
+    Each level but the warps' is a sum over an axis of two elements: one addition, in no order of
+    Triton's."""
     return tree_sum_across_threads(tree_sum_within_threads(v, ROWS, WIDTH, VEC, THREADS), ROWS)
