@@ -7,6 +7,7 @@ compiles exactly the kernels a public call launches, specialized as Triton speci
 with Triton's own ptxas, without running anything; it needs a process where TRITON_INTERPRET=0.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # OP[/MODE]:DTYPE:SHAPE:DIM -- every op and mode over the schedules its plans take: rows (inner),
 # dim 0 (outer), few long rows (split), a full reduction, softmax's single-read / row-loop / two-pass
 # paths, the norms' forward and backward (DIM ignored).
+SPILL_LIMIT_BYTES = 1024   # a thread's spill stores, per kernel (see the test)
+
 CASES = [
     "sum/fast:float32:64x4096:-1", "sum/pairwise:bfloat16:8192x8192:-1", "sum/kahan:bfloat16:1024x65536:-1",
     "sum/fp64:float32:4096x1024:0", "sum/exact:float32:16x262144:-1", "sum/exact:bfloat16:4096x1024:0",
@@ -32,6 +35,10 @@ CASES = [
     "softmax/fast:bfloat16:16x262144:-1", "log_softmax/fp64:float32:4096x1024:0",
     "layer_norm/fast:bfloat16:4096x4096:-1", "layer_norm/precise:float32:1024x65536:-1",
     "rms_norm/fast:float32:16x262144:-1",
+    # the fp64 statistics of rows held on chip, whose tile Triton's layout pass once replicated into
+    # each thread (tree.tree_sum_across_threads' note; 28-104 KB of spills)
+    "layer_norm/precise:float32:8192x8192:-1", "rms_norm/precise:bfloat16:8192x8192:-1",
+    "layer_norm/precise:float32:65536x1024:-1",
     # tiny and odd shapes: the smallest blocks and masks
     "sum/kahan:bfloat16:3x5:-1", "amin:float16:1000x7:0", "argmin:float32:7x1000:-1",
     "logsumexp/fast:bfloat16:7x1000:-1", "softmax/fast:bfloat16:1000x7:0",
@@ -48,3 +55,10 @@ def test_public_calls_compile_for_sm90():
     assert not failed, "\n".join(failed)
     silent = [case for case in CASES if not any(line.startswith(case + ":") for line in lines)]
     assert not silent, f"no kernel compiled for {silent}: {result.stderr[-2000:]}"
+    # Register pressure may spill a few words (these kernels: 64 bytes a thread at most); a tile that
+    # lands in local memory whole -- a layout Triton replicated across threads -- spills kilobytes
+    # a thread and runs 100x slower (layer_norm precise fp32 8192^2: 65408 bytes, 7 GB/s on an H200).
+    kernels = [line for line in lines if " regs=" in line]
+    assert all(re.search(r" spill=\d+ ", line) for line in kernels), "ptxas -v gave no spill count"
+    spills = [line for line in kernels if int(re.search(r" spill=(\d+) ", line).group(1)) > SPILL_LIMIT_BYTES]
+    assert not spills, "\n".join(spills)
