@@ -1136,7 +1136,8 @@ def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_s
 # 2197 at 32; 262144x256 2512 -> 1928; again, two runs, Welford 2927/2931 against 32 a thread with a
 # 64-register cap 2568, 16 with the cap 1475, 64 with an 80-register cap 2519; 4096^2, 65536x1024 and
 # 2048x6144 lost 4-45% alike), the fp64 accumulator (fp32 8192^2 3519 -> 3290, the other shapes within
-# 2%, bf16 -4% to +5%).
+# 2%, bf16 -4% to +5%). With the tree's warp levels in one round (2026-11-29), 32 a thread against 64:
+# 8192^2 3704 -> 3712, 4096^2 2605 -> 2628, 65536x1024 3657 -> 3670, one run each: within the noise.
 MOMENTS_ROWS_MIN_ROW = 1024
 MOMENTS_ROWS_MAX_ROW = 8192
 MOMENTS_ROWS_PER_THREAD = 64
