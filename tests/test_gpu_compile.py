@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SPILL_LIMIT_BYTES = 1024   # a thread's spill stores, per kernel (see the test)
 
 # OP[/MODE]:DTYPE:SHAPE:DIM -- every op and mode over the schedules its plans take: rows (inner),
 # dim 0 (outer), few long rows (split), a full reduction, softmax's single-read / row-loop / two-pass
 # paths, the norms' forward and backward (DIM ignored).
-SPILL_LIMIT_BYTES = 1024   # a thread's spill stores, per kernel (see the test)
-
 CASES = [
     "sum/fast:float32:64x4096:-1", "sum/pairwise:bfloat16:8192x8192:-1", "sum/kahan:bfloat16:1024x65536:-1",
     "sum/fp64:float32:4096x1024:0", "sum/exact:float32:16x262144:-1", "sum/exact:bfloat16:4096x1024:0",
