@@ -218,13 +218,14 @@ def tree_sum_across_threads(v, ROWS: tl.constexpr):
     The GPU runs the warp levels as one tl.sum over the WARPS axis: Triton's reduction stores each warp's
     value to shared memory once, then lanes 0 .. WARPS-1 of a warp load them and merge them by the
     butterfly whose first shuffle is xor WARPS/2 -- exactly the halves above (sm_90 PTX). One
-    shared-memory round and two barriers instead of a round each level (sm_90 SASS, bench/
-    kernel_resources.py: layer_norm's forward over fp32 rows of 8192 on 8 warps, 29 -> 11 barriers, 1136
-    -> 1016 instructions; H200, its 8192^2 call 3606 -> 3846 GB/s on 16 warps, which had measured
-    +1.5% with a round each level: plan.NORM_FORWARD_ROW_OVERRIDES). That order is Triton's, so it holds only where the
-    layout is the one the launcher promises (one warp's 32 lanes span 32 adjacent columns; THREADS =
-    32 * num_warps): test_tree checks the bits on the device against the halves written out, which is
-    what the interpreter runs (each level a tl.sum of pairs, as everywhere here)."""
+    shared-memory round and two barriers instead of a round each level (sm_90 SASS,
+    bench/kernel_resources.py: layer_norm's forward over fp32 rows of 8192 on 8 warps, 29 -> 11
+    barriers, 1136 -> 1016 instructions; H200, its 8192^2 call 3606 -> 3846 GB/s on 16 warps, which had
+    measured +1.5% with a round each level: plan.NORM_FORWARD_ROW_OVERRIDES). That order is Triton's,
+    so it holds only where the layout is the one the launcher promises (one warp's 32 lanes span 32
+    adjacent columns; THREADS = 32 * num_warps): test_tree checks the bits on the device against the
+    halves written out, which is what the interpreter runs (each level a tl.sum of pairs, as
+    everywhere here)."""
     ACROSS: tl.constexpr = v.shape[1]
     LANES: tl.constexpr = ACROSS if ACROSS < 32 else 32
     WARPS: tl.constexpr = ACROSS // LANES
