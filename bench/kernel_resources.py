@@ -13,7 +13,8 @@ multiplies') and its fp64 adds, multiplies and FMAs.
     layer_norm/precise:float32:8192x8192:-1 rms_norm:bfloat16:4096x4096:-1 (forward and backward; DIM
     is ignored: the norms normalize the last dim)
 
-KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans), KERNEL_SASS_DIR=DIR its
+KERNEL_PTX_DIR=DIR keeps each kernel's PTX there (to diff the code of two plans) and its TTGIR (the
+layouts Triton chose: where a tile was converted or replicated), KERNEL_SASS_DIR=DIR its
 SASS (nvdisasm; to read a loop body's instructions). KERNEL_ERRORS=1
 prints the traceback of a kernel that fails to compile (the table shows only its last line).
 
@@ -85,9 +86,9 @@ def describe(c):
     ptx = c.asm["ptx"]
     if os.environ.get("KERNEL_PTX_DIR"):   # keep each kernel's PTX, e.g. to diff two plans' code
         os.makedirs(os.environ["KERNEL_PTX_DIR"], exist_ok=True)
-        open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ttgir"), "w").write(c.asm["ttgir"])
-        with open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.ptx"), "w") as f:
-            f.write(ptx)
+        for suffix, text in (("ptx", ptx), ("ttgir", c.asm["ttgir"])):
+            with open(os.path.join(os.environ["KERNEL_PTX_DIR"], f"{len(SEEN)}-{c.metadata.name}.{suffix}"), "w") as f:
+                f.write(text)
     if os.environ.get("KERNEL_SASS_DIR"):
         os.makedirs(os.environ["KERNEL_SASS_DIR"], exist_ok=True)
         with open(os.path.join(os.environ["KERNEL_SASS_DIR"], f"{len(SEEN)}-{c.metadata.name}.sass"), "w") as f:

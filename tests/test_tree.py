@@ -37,7 +37,8 @@ def _blocked_order_sum(row: np.ndarray, vec: int, threads: int, warp_halves: boo
     v = v.reshape(width // (vector * across), across)                  # [r, t]
     while v.shape[0] > 1:
         v = _pairs(v)
-    v = v.reshape(across // min(across, 32), min(across, 32)).T          # [lane, warp]
+    lanes = min(across, 32)
+    v = v.reshape(across // lanes, lanes).T                             # [lane, warp]
     while v.shape[0] > 1:
         v = _pairs(v)
     v = v.reshape(-1)                                                   # the warps' sums

@@ -104,8 +104,9 @@ def test_nan_and_inf_follow_torch(device, mode):
                 assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0)), (got, want)
                 assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0)), (got, want)
     # dim 0 (outer schedule): the same rows as columns.
-    got_v, got_m = precred.var_mean(short.t().contiguous(), 0, mode=mode)
-    want_v, want_m = torch.var(short.t().contiguous().cpu(), 0), torch.mean(short.t().contiguous().cpu(), 0)
+    columns = short.t().contiguous()
+    got_v, got_m = precred.var_mean(columns, 0, mode=mode)
+    want_v, want_m = torch.var(columns.cpu(), 0), torch.mean(columns.cpu(), 0)
     assert torch.equal(got_v.cpu().isnan(), want_v.isnan()) and torch.equal(got_m.cpu().isnan(), want_m.isnan())
 
 
