@@ -145,8 +145,8 @@ def main():
         if "--strategies" in sys.argv else None
     cases = compile_atomic_variants() + compile_exp_recompute_variants()
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
-            [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384), 16),
-             (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256), 8),
+            [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384, TREE_VEC=4, TREE_THREADS=512), 16),
+             (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256, TREE_VEC=4, TREE_THREADS=256), 8),
              (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4),
              (row_loop_kernel, dict(BLOCK_N=4096, VECTORS=True, TREE_VEC=4, FIRST_READ_EVICTION="evict_last"), 16)],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("bf16", "bf16", "fp32"), ("bf16", "bf16", "fp64"),

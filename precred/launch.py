@@ -325,8 +325,8 @@ def _logsumexp_rows(x: torch.Tensor, view, plan: RowPlan, key) -> torch.Tensor:
     out = torch.empty(rows, dtype=x.dtype, device=x.device)
     launch = _launch(single_read_logsumexp_kernel, (triton.cdiv(rows, plan.block_rows),), [view.source, out],
                      [rows, view.red, view.stride_outer], plan.num_warps, ACC_DTYPE=tl.float64,
-                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
-                     **_register_cap(planning.single_read_register_cap(plan, 8)))
+                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, TREE_VEC=16 // x.element_size(),
+                     TREE_THREADS=32 * plan.num_warps, **_register_cap(planning.single_read_register_cap(plan, 8)))
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _RowsRecipe(rows, x.dtype, None, launch)
     return out
@@ -514,7 +514,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
-                         BLOCK_J=plan.block_j, **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
+                         BLOCK_J=plan.block_j, TREE_VEC=16 // x.element_size(), TREE_THREADS=32 * plan.num_warps,
+                         **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
         tree_vec = 16 // x.element_size()
         launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],
