@@ -37,7 +37,7 @@ import math
 import torch
 
 from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype
-from .plan import norm_fp32_pass
+from .plan import norm_fp32_pass, norm_fp32_rstd
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -423,6 +423,8 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
       the mean as hi + lo in the accumulator: |dc_j| <= 2u|c_j| + 2u^2|mean| + e_mu (layer_norm);
     * then var + eps is off by e_v (plus 4 u_64 of fp64 arithmetic) and rstd by a relative
       rho_r <= e_v / (2 v) / (1 - e_v / v) + u (rounded to the accumulator) + 4 u_64, v = var + eps;
+      3 u_32 more where the single-read forward may take rstd's steps in fp32 (precred.plan.norm_fp32_rstd:
+      `fast` with 16-bit output; q / n, + eps, the square root and the reciprocal, each rounded);
       xhat = c rstd rounded: |dxhat_j| <= rstd |dc_j| + |xhat_j| (rho_r + u); y = xhat w + b, two
       roundings of the affine dtype's u_a (u_a |xhat w| + u_a |y|; precred.modes.norm_affine_dtype:
       the accumulator's, or fp32 for 16-bit outputs of an fp64 accumulator, where xhat is rounded to
@@ -612,7 +614,13 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
         # rstd = 1 / sqrt(v) rounded to the accumulator (the streaming pass, the backward) would reach
         # its largest finite value: no claim
         return dc, mean_error, math.inf
-    return dc, mean_error, e_v / (2 * v) / (1 - e_v / v) + 4 * u64
+    rho = e_v / (2 * v) / (1 - e_v / v) + 4 * u64
+    if depth is not None and norm_fp32_rstd(acc, out_dtype):
+        # rstd by fp32 steps in the programs that allow it (schedules/norm_rows.py rstd_in_fp32; the
+        # row loop's rows, which also come with a depth, keep fp64's): q / n and + eps rounded to
+        # fp32 (eps normal there), the square root and the reciprocal: 3 u32 to first order
+        rho += 3 * _UNIT_ROUNDOFF[torch.float32]
+    return dc, mean_error, rho
 
 
 def norm_statistics_error(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,

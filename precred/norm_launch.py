@@ -123,6 +123,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
                          FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
+                         FP32_RSTD=planner.norm_fp32_rstd(acc, out_dtype),
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
                          **consts)
     elif loop is not None:

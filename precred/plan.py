@@ -1279,7 +1279,14 @@ NORM_FORWARD_MAX_REGISTERS = {4: 128, 2: 80}
 # 128-register cap there (fast 2418: one program an SM), 32 warps of 8 (2407); the 64-register cap for
 # 16-bit rows of 4096 (layer_norm fast -4.6%, precise +7%), 16 elements a thread for 16-bit rows (up to
 # -25%), caps of 80 / 96 for fp32 (precise -13% to -31%: the cap is the fp64 accumulator's too).
-NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (4, 8192): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64)}
+# 16-bit rows of 256 (one warp, four rows a program): 80 registers, taken once the `fast` forward's rstd
+# took fp32 steps with fp64's in the scale's branch (plan.norm_fp32_rstd), which ptxas gave 91: H200,
+# bench/profile_norm.py --direction forward, bf16 262144x256 GB/s no cap / 80 / 72, fast: rms_norm
+# 3603 / 3757 / 3330, layer_norm 3081 / 3091 / 3012 (65536x1024 with those caps: within 1.3%); again,
+# no cap / 80: rms_norm fast 3576 / 3738, precise 3219 / 3125, layer_norm fast 3044 / 3092, precise
+# 2174 / 2259 (`precise` shares the key: its 1-warp plan had taken no cap).
+NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (4, 8192): (16, 64), (2, 8192): (32, 64), (2, 16384): (32, 64),
+                              (2, 256): (32, 80)}
 # layer_norm fast fp32 8192^2 against Liger's (H200, 2026-11-28, ncu, one call): 148 vs 128 us, DRAM 72%
 # vs 83%; 50.6M warp instructions vs Liger's 36.4M (our rms_norm: 33.8M, 127 us), 10.8 cycles an issue
 # (long scoreboard 4.9, wait 1.1, barrier 1.1) at 25% occupancy (127 registers, two 8-warp programs per
@@ -1344,21 +1351,24 @@ def plan_norm_merge(n_parts: int, n: int) -> tuple:
 REGISTER_FILE = 65536
 
 
-# Plans of fewer warps (a few short rows) take no cap: it was measured on 4- and 8-warp plans only, and
-# it made a 1-warp bf16 plan (3 rows of 100) spill 64 bytes.
+# Plans of fewer warps (a few short rows) take no default cap: it was measured on 4- and 8-warp plans
+# only, and it made a 1-warp bf16 plan (3 rows of 100) spill 64 bytes (an override's cap holds anyway).
 NORM_FORWARD_CAP_MIN_WARPS = 4
 
 
 def norm_forward_register_cap(element_size: int, num_warps: int, block_n: int) -> int | None:
-    """The forward kernel's maxnreg for rows padded to block_n elements: NORM_FORWARD_ROW_OVERRIDES',
-    else NORM_FORWARD_MAX_REGISTERS, for plans of at least NORM_FORWARD_CAP_MIN_WARPS warps, but never
+    """The forward kernel's maxnreg for rows padded to block_n elements: NORM_FORWARD_ROW_OVERRIDES' (its
+    None: no cap), else NORM_FORWARD_MAX_REGISTERS for plans of at least NORM_FORWARD_CAP_MIN_WARPS warps, but never
     more than lets one program of num_warps warps launch (with maxnreg, ptxas no longer fits the
     program to the register file itself: 128 registers on 32 warps failed to launch). None: no cap."""
     override = NORM_FORWARD_ROW_OVERRIDES.get((element_size, block_n))
-    cap = override[1] if override is not None else NORM_FORWARD_MAX_REGISTERS.get(element_size)
-    if cap is None or num_warps < NORM_FORWARD_CAP_MIN_WARPS:
-        return None
-    return min(cap, REGISTER_FILE // (32 * num_warps))
+    if override is not None:   # measured on its own plan, whatever its warps
+        cap = override[1]
+    elif num_warps >= NORM_FORWARD_CAP_MIN_WARPS:
+        cap = NORM_FORWARD_MAX_REGISTERS.get(element_size)
+    else:
+        cap = None
+    return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int, element_size: int) -> RowPlan | None:
@@ -1380,6 +1390,20 @@ def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: t
     sixteen_bit = (torch.bfloat16, torch.float16)
     return (accumulator == torch.float64 and in_dtype in sixteen_bit and n >= NORM_FP32_PASS_MIN_ROW
             and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
+
+
+def norm_fp32_rstd(accumulator: torch.dtype, out_dtype: torch.dtype) -> bool:
+    """Whether the single-read forward takes rstd = 1 / sqrt(q / n + eps) by correctly rounded fp32 steps
+    rather than fp64 ones (schedules/norm_rows.py rstd_in_fp32): an fp32
+    accumulator (`fast`) with 16-bit output, whose unit is 2^15 times the 3 u32 it adds to rstd. The
+    fp64 steps' divisions and square root, run for each of a program's rows by every thread, were the
+    latency of short rows. H200, bench/profile_norm.py --direction forward, fast bf16 GB/s fp64 ->
+    fp32 steps (2026-11-29): rms_norm 262144x256 3409 -> 3603 (3738 / 3757 with 80 registers), 65536x1024
+    within 0.3%; layer_norm 262144x256 2772 -> 3081, 65536x1024 3423 -> 3573; 8192^2 and 4096^2 within
+    2% (earlier form). With the fp64 steps compiled out altogether (an experiment: wrong for extreme
+    rows) rms_norm 262144x256 read 3803 and layer_norm 3330. fp32 input: within 1% of the fp64 steps
+    (memory-bound there; its fp32 output would feel the 3 u32): not taken."""
+    return accumulator == torch.float32 and out_dtype in (torch.bfloat16, torch.float16)
 
 
 def plan_norm_row_loop(rows: int, n: int, *, element_size: int, sm_count: int) -> LoopPlan | None:

@@ -11,12 +11,15 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import precred
 from precred import plan as planner
 from precred.modes import get_norm_mode
 from precred.norm_launch import _RECIPES as norm_recipes
 from precred.plan import plan_norm_backward, plan_norm_forward, plan_norm_row_loop
+from precred.schedules.norm_rows import rstd_in_fp32
 from conftest import force_long_row_paths
 from validation.moments import reference_moments
 from validation.norms import reference_norm, reference_norm_backward
@@ -317,19 +320,21 @@ def test_fp32_pass_within_bounds(kind, dtype, rms, fp32_pass, device):
 def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
     """The forward takes the power-of-two scale for a whole program once one of its rows needs it. Rows
     that do not need it come out the same either way (powers of two commute with the roundings, where
-    no square falls below 2^-126): ordinary rows alone (no scale) and the same rows sharing a program
-    with a row of 1e-30 (scaled) give y, and the statistics autograd keeps, bit for bit."""
-    x, eps = rows_of("offset1e2", 3, 300, torch.float32, seed=4)
-    plan = plan_norm_forward(4, 300, accumulator_size=4, element_size=4)
-    assert plan is not None and plan.block_rows >= 4            # the tiny row shares the others' program
-    with_tiny = torch.cat([x, torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))])
+    no square falls below 2^-126): a program of ordinary rows (no scale) and the same rows but the last,
+    a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit for bit. fp32: the
+    `fast` mode's 16-bit rows take rstd by fp32 steps where no row is scaled, by fp64 steps where one
+    is (norm_rows.rstd_scaled_when_needed), so their bits may differ there (both within the bound)."""
+    rows = plan_norm_forward(4, 300, accumulator_size=4, element_size=4).block_rows
+    assert rows >= 4       # whole programs: a partly filled one takes the scale (its missing rows' q is 0)
+    x, eps = rows_of("offset1e2", rows, 300, torch.float32, seed=4)
+    tiny = torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))
     w = torch.rand(300, dtype=torch.float32) + 0.5
     outputs = []
-    for rows in (x, with_tiny):
-        xd = rows.to(device).requires_grad_()
+    for program in (x, torch.cat([x[:-1], tiny])):
+        xd = program.to(device).requires_grad_()
         y = (precred.rms_norm(xd, [300], w.to(device), eps, mode="fast") if rms else
              precred.layer_norm(xd, [300], w.to(device), None, eps, mode="fast"))
-        outputs.append([y.detach().cpu()[:3], *[t.cpu()[:3] for t in y.grad_fn.saved_tensors[2:]]])
+        outputs.append([y.detach().cpu()[:-1], *[t.cpu()[:-1] for t in y.grad_fn.saved_tensors[2:]]])
     assert all(torch.equal(a, b) for a, b in zip(*outputs))
 
 
@@ -354,3 +359,43 @@ def test_precise_is_within_two_ulp_at_offset_1e4(n, device):
     keep = np.abs(exact) >= 2.0 ** -20
     ulps = np.abs(y.double().numpy() - exact) / np.spacing(np.abs(exact).astype(np.float32)).astype(float)
     assert np.max(ulps[keep]) <= 2.0
+
+
+@triton.jit(do_not_specialize=["eps_bits"])
+def _rstd_in_fp32_kernel(q_ptr, out_ptr, n_cols, eps_bits, SIZE: tl.constexpr):
+    i = tl.arange(0, SIZE)
+    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)   # as norm_forward_kernel takes it
+    tl.store(out_ptr + i, rstd_in_fp32(tl.load(q_ptr + i), n_cols, eps.to(tl.float32)))
+
+
+@pytest.mark.parametrize("eps", [0.0, 2.0 ** -126, 1e-5, 1.0, 2.0 ** 100])
+@pytest.mark.parametrize("n", [1, 3, 1000, 16383])
+def test_rstd_in_fp32_within_its_bound(n, eps, device):
+    """rstd_in_fp32 (the `fast` forward's rstd for 16-bit output) against 1 / sqrt(q / n + eps) in exact
+    arithmetic, over the domain rstd_scaled_when_needed gives it (q in [2^-60, fp32's largest], eps 0
+    or in [2^-126, 2^100]): relative error at most (1 + u) / (1 - u)^2 - 1 = 3u + O(u^2), u = 2^-24
+    (q / n, + eps rounded to fp32: v within (1 +- u)^2; then the square root and the reciprocal)."""
+    rng = np.random.default_rng(n)
+    q = np.concatenate([2.0 ** rng.uniform(-60, 127, 62), [2.0 ** -60, 3.4028234663852886e38]]).astype(np.float32)
+    out = torch.empty(64, dtype=torch.float64, device=device)
+    bits = torch.tensor([eps], dtype=torch.float64).view(torch.int64).item()
+    _rstd_in_fp32_kernel[(1,)](torch.from_numpy(q).to(device), out, n, bits, SIZE=64)
+    got = out.cpu().numpy()
+    mpmath.mp.prec = 200
+    u = mpmath.mpf(2) ** -24
+    bound = (1 + u) / (1 - u) ** 2 - 1
+    for i in range(64):
+        exact = 1 / mpmath.sqrt(mpmath.mpf(float(q[i])) / n + mpmath.mpf(eps))
+        assert abs(mpmath.mpf(float(got[i])) - exact) <= bound * exact, (i, float(q[i]))
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("eps", [1e-40, 1e39])
+def test_eps_outside_the_fp32_steps_range_within_bounds(eps, rms, device):
+    """`fast` on bf16 rows takes rstd by fp32 steps only where eps is 0 or in [2^-126, 2^100]; an eps
+    outside (1e-40: below fp32's normal range; 1e39: beyond its largest, inf in fp32) sends the program
+    to the fp64 steps: within the same bound (taking the fp32 steps for 1e39, the backward's dx came out
+    0, off by ~100x its bound). Whole programs: a partly filled one takes the fp64 steps anyway."""
+    rows = plan_norm_forward(8, 100, accumulator_size=4, element_size=2).block_rows
+    x, _ = rows_of("offset1e2", rows, 100, torch.bfloat16)
+    check_forward_and_backward(x, eps, "fast", rms, device, "on-chip")

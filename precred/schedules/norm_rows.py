@@ -3,8 +3,9 @@
 Rows are the contiguous [n_rows, n_cols] view of the input (the normalized dims are the trailing ones).
 A program holds BLOCK_ROWS whole rows ([BLOCK_ROWS, BLOCK_N] tiles, BLOCK_N >= n_cols a power of two)
 in registers and does every pass there. Arithmetic runs in ACC_DTYPE (fp32 for the `fast` mode, fp64
-for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 (correctly
-rounded on the GPU and in the interpreter alike). Sums use the fixed pairwise tree (schedules/tree.py),
+for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 -- but rstd's
+in the `fast` mode with 16-bit output, in fp32 (rstd_in_fp32, plan.norm_fp32_rstd) -- correctly
+rounded on the GPU and in the interpreter alike. Sums use the fixed pairwise tree (schedules/tree.py),
 the same order on every device.
 
 Forward numerics (bounds: precred.bounds.norm_error_bound):
@@ -14,7 +15,8 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * rms_norm: c = x;
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
-  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64; y = (t * rs) * w + b (the last two
+  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64 (by fp32 steps, where E = 0, for the
+  `fast` mode's 16-bit output: rstd_scaled_when_needed); y = (t * rs) * w + b (the last two
   steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine; for 16-bit input too, on rows
   of precred.plan.NORM_FP32_PASS_MIN_ROW and more, xhat = ((x - hi) - lo) * rstd in fp32 with the
   mean as an fp32 pair hi + lo -- the streaming pass's arithmetic -- wherever every row of the
@@ -63,6 +65,20 @@ def power_of_two_scale(a):
 
 
 @triton.jit
+def q_outside_fp32_range(q):
+    """Per row: the fp32 sum of squares q left [2^-60, fp32's largest] (an overflow, squares near the
+    underflow, or a NaN; NaN is outside)."""
+    return ~((q >= 8.673617379884035e-19) & (q <= 3.4028234663852886e38))
+
+
+@triton.jit
+def squares_left_fp32_range(q):
+    """Whether some row's q is outside (q_outside_fp32_range): the program then takes the power-of-two
+    scale. (Rows past the last count too: their q is 0, so a partly filled program takes it.)"""
+    return tl.max(q_outside_fp32_range(q).to(tl.int32), 0) != 0
+
+
+@triton.jit
 def sum_of_squares_scaled_when_needed(c, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: tl.constexpr,
                                       TREE_THREADS: tl.constexpr):
     """(scale, q = sum((c * scale)^2)) per row of an fp32 tile: scale 1 -- no max|c| pass, a row
@@ -73,8 +89,7 @@ def sum_of_squares_scaled_when_needed(c, ROWS: tl.constexpr, WIDTH: tl.constexpr
     y, mean and rstd equals the scaled path's but for those (powers of two commute with the
     roundings). Which rows take which path depends on the data alone: deterministic."""
     q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-    outside = ~((q >= 8.673617379884035e-19) & (q <= 3.4028234663852886e38))   # 2^-60; NaN is outside
-    if tl.max(outside.to(tl.int32), 0) != 0:
+    if squares_left_fp32_range(q):
         scale, q = scaled_sum_of_squares(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
     else:
         scale = tl.full([ROWS], 1.0, c.dtype)
@@ -89,6 +104,58 @@ def scaled_sum_of_squares(c, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: 
     scale = power_of_two_scale(tl.max(tl.abs(c), 1))
     t = c * scale[:, None]
     return scale, tree_sum_blocked_rows(t * t, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+
+
+@triton.jit
+def rstd_in_fp64(q, scale, n_cols, eps):
+    """rstd / scale = 1 / sqrt(q / n + eps * scale^2) per row in fp64 (each step correctly rounded;
+    scale^2 <= 2^254 is exact and keeps eps * scale^2 finite)."""
+    scale64 = scale.to(tl.float64)
+    return 1.0 / tl.sqrt(q.to(tl.float64) / n_cols + eps * (scale64 * scale64))
+
+
+@triton.jit
+def eps_fits_fp32_steps(eps):
+    """Whether rstd_in_fp32 takes this eps (fp64; per row or one): 0, or in [2^-126, 2^100], where its
+    fp32 rounding is relative and q / n + eps stays finite."""
+    return (eps == 0.0) | ((eps >= 1.1754943508222875e-38) & (eps <= 1.2676506002282294e30))
+
+
+@triton.jit
+def rstd_in_fp32(q, n_cols, eps32):
+    """1 / sqrt(q / n + eps) per row by correctly rounded fp32 steps (div_rn, sqrt_rn: the same bits on
+    every GPU and in the interpreter, whose numpy rounds each step too), returned in fp64; eps32: eps
+    rounded to fp32. Needs q inside [2^-60, fp32's largest] and eps_fits_fp32_steps(eps), so that every
+    step stays normal and finite (n < 2^24). Relative error 3 u32 to first order
+    (precred.bounds.norm_error_bound), in a chain of a fraction of the latency of fp64's."""
+    var = tl.div_rn(q, tl.zeros_like(q) + n_cols)   # n exact in fp32; a count of 1 arrives as a constexpr
+    return tl.div_rn(1.0, tl.sqrt_rn(var + eps32)).to(tl.float64)
+
+
+@triton.jit
+def rstd_scaled_when_needed(c, n_cols, eps, ROWS: tl.constexpr, WIDTH: tl.constexpr,
+                            TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr, FP32_RSTD: tl.constexpr):
+    """(scale, rs = rstd / scale) per row of an fp32 tile c: sum_of_squares_scaled_when_needed's scale
+    and q, then rs by rstd_in_fp64 -- or, FP32_RSTD, by rstd_in_fp32 in the programs that take no scale
+    and whose eps fits its steps; the others take the fp64 steps inside the scale's branch, which an
+    eps outside sends them to as well. So with FP32_RSTD a row's rstd, and its y, may differ in the
+    last bits as its program takes the scale or not (a row of 1e-30 among its neighbours; the last,
+    partly filled program): both within the bound, and the same input and plan give the same bits.
+    One branch: with the fp32 steps in a second branch of their own, after the scale's, H200 rms_norm
+    bf16 262144x256 read 3581-3605 GB/s; in one, 3603 (3738-3757 at 80 registers,
+    plan.NORM_FORWARD_ROW_OVERRIDES); fp32 steps alone, no fp64 code (wrong for extreme rows), 3803."""
+    if FP32_RSTD:
+        q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+        if squares_left_fp32_range(q) | ~eps_fits_fp32_steps(eps):
+            scale, q = scaled_sum_of_squares(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+            rs = rstd_in_fp64(q, scale, n_cols, eps)
+        else:
+            scale = tl.full([ROWS], 1.0, c.dtype)
+            rs = rstd_in_fp32(q, n_cols, eps.to(tl.float32))
+    else:
+        scale, q = sum_of_squares_scaled_when_needed(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
+        rs = rstd_in_fp64(q, scale, n_cols, eps)
+    return scale, rs
 
 
 @triton.jit
@@ -169,7 +236,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                         BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                        FP32_PASS: tl.constexpr):
+                        FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
     # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
@@ -199,13 +266,11 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
-        q = tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        rs = rstd_in_fp64(tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS), scale,
+                          n_cols, eps)
     else:
-        scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-    scale64 = scale.to(tl.float64)
-    scaled_var = q.to(tl.float64) / n_cols                      # var * scale^2
-    rs = 1.0 / tl.sqrt(scaled_var + eps * (scale64 * scale64))  # rstd / scale (scale^2 <= 2^1022: finite)
-    rstd = rs * scale64                                         # exact: a power of two
+        scale, rs = rstd_scaled_when_needed(c, n_cols, eps, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS, FP32_RSTD)
+    rstd = rs * scale.to(tl.float64)                            # exact: a power of two
     if FP32_PASS and tl.max((row_ok & ~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
         # 16-bit input and output: xhat = ((x - hi) - lo) * rstd in fp32 (the mean as hi + lo, rstd < 2^100
         # for every row of the program, so it and xhat stay finite), as the streaming pass computes it
