@@ -321,9 +321,9 @@ def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
     """The forward takes the power-of-two scale for a whole program once one of its rows needs it. Rows
     that do not need it come out the same either way (powers of two commute with the roundings, where
     no square falls below 2^-126): a program of ordinary rows (no scale) and the same rows but the last,
-    a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit for bit. fp32: the
-    `fast` mode's 16-bit rows take rstd by fp32 steps where no row is scaled, by fp64 steps where one
-    is (norm_rows.rstd_scaled_when_needed), so their bits may differ there (both within the bound)."""
+    a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit for bit. fp32 rows
+    only: `fast` on 16-bit rows takes rstd by fp32 steps where no row is scaled and by fp64 steps where
+    one is (norm_rows.rstd_scaled_when_needed), so their bits may differ (both within the bound)."""
     rows = plan_norm_forward(4, 300, accumulator_size=4, element_size=4).block_rows
     assert rows >= 4       # whole programs: a partly filled one takes the scale (its missing rows' q is 0)
     x, eps = rows_of("offset1e2", rows, 300, torch.float32, seed=4)
