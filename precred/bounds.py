@@ -414,8 +414,8 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     Derivation, first order in the accumulator's unit roundoff u (fp32 for `fast`, fp64 for `precise`
     and for fp64 inputs), gamma_k as in error_bound:
     * single-read rows (layer_norm): d = x - K rounded (u|d_j|, |d_j| <= |c_j| + radius); the tree sum
-      (gamma_D sum|d|), divided in fp64 and rounded (u): the shifted mean is off by
-      e_mu <= (gamma_D + 3u) abs_dev_mean; c = d - mu' rounded: |dc_j| <= u|d_j| + e_mu + u|c_j|.
+      (gamma_D sum|d|), times fp64's 1 / n (2 u_64) and rounded to the accumulator (u): the
+      shifted mean is off by e_mu <= (gamma_D + 3u) abs_dev_mean; c = d - mu' rounded: |dc_j| <= u|d_j| + e_mu + u|c_j|.
       rms_norm: c = x exactly. The power-of-two scale is exact; the squares and the tree cost
       gamma_(D+1) of sum c^2, and the perturbed c's add 2 E sum|c| + n E^2 (E = max_j |dc_j|), over n;
     * streaming rows: mean and variance from the fp64 Welford reduction (moments_error_bound, depth
@@ -424,7 +424,8 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     * then var + eps is off by e_v (plus 4 u_64 of fp64 arithmetic) and rstd by a relative
       rho_r <= e_v / (2 v) / (1 - e_v / v) + u (rounded to the accumulator) + 4 u_64, v = var + eps;
       3 u_32 more where the single-read forward may take rstd's steps in fp32 (precred.plan.norm_fp32_rstd:
-      `fast` with 16-bit output; q / n, + eps, the square root and the reciprocal, each rounded);
+      16-bit output of narrower input, `precise` on short rows; q / n, + eps, the square root and the
+      reciprocal, each rounded; 3.5 for an fp64 accumulator, whose q is rounded to fp32 first);
       xhat = c rstd rounded: |dxhat_j| <= rstd |dc_j| + |xhat_j| (rho_r + u); y = xhat w + b, two
       roundings of the affine dtype's u_a (u_a |xhat w| + u_a |y|; precred.modes.norm_affine_dtype:
       the accumulator's, or fp32 for 16-bit outputs of an fp64 accumulator, where xhat is rounded to
@@ -615,11 +616,12 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
         # its largest finite value: no claim
         return dc, mean_error, math.inf
     rho = e_v / (2 * v) / (1 - e_v / v) + 4 * u64
-    if depth is not None and norm_fp32_rstd(acc, out_dtype):
+    if depth is not None and norm_fp32_rstd(acc, dtype, out_dtype, n):
         # rstd by fp32 steps in the programs that allow it (schedules/norm_rows.py rstd_in_fp32; the
         # row loop's rows, which also come with a depth, keep fp64's): q / n and + eps rounded to
-        # fp32 (eps normal there), the square root and the reciprocal: 3 u32 to first order
-        rho += 3 * _UNIT_ROUNDOFF[torch.float32]
+        # fp32 (eps normal there), the square root and the reciprocal: 3 u32 to first order; an fp64
+        # accumulator's q rounded to fp32 first, half a u32 more
+        rho += (3.5 if acc == torch.float64 else 3.0) * _UNIT_ROUNDOFF[torch.float32]
     return dc, mean_error, rho
 
 

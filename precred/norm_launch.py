@@ -119,11 +119,11 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                   AFFINE_DTYPE=_TL_DTYPE[norm_affine_dtype(acc, out_dtype, parameter_dtypes)])
     if plan is not None:
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
-                         [rows, n, _float64_bits(eps)], plan.num_warps,
+                         [rows, n, _float64_bits(eps), _float64_bits(1.0 / n)], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
                          TREE_THREADS=32 * plan.num_warps,
                          FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
-                         FP32_RSTD=planner.norm_fp32_rstd(acc, out_dtype),
+                         FP32_RSTD=planner.norm_fp32_rstd(acc, x.dtype, out_dtype, n),
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
                          **consts)
     elif loop is not None:

@@ -1392,10 +1392,19 @@ def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: t
             and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
 
 
-def norm_fp32_rstd(accumulator: torch.dtype, out_dtype: torch.dtype) -> bool:
+# `precise` (an fp64 accumulator of narrower input) takes rstd's fp32 steps (norm_fp32_rstd) on rows of
+# at most this many elements: there a program holds several rows a thread, each running the chain. On
+# longer rows a program runs it once, and the fp32 steps' code beside fp64's only costs registers:
+# sm_90, layer_norm precise bf16 8192^2 at its 64-register cap spilled 0 -> 188 bytes with them.
+NORM_PRECISE_FP32_RSTD_MAX_ROW = 1024
+
+
+def norm_fp32_rstd(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: torch.dtype, n: int) -> bool:
     """Whether the single-read forward takes rstd = 1 / sqrt(q / n + eps) by correctly rounded fp32 steps
-    rather than fp64 ones (schedules/norm_rows.py rstd_in_fp32): an fp32
-    accumulator (`fast`) with 16-bit output, whose unit is 2^15 times the 3 u32 it adds to rstd. The
+    rather than fp64 ones (schedules/norm_rows.py rstd_in_fp32), where they fit: 16-bit output, whose
+    unit is 2^15 times the 3 u32 they add to rstd (3.5 for an fp64 accumulator, whose q is rounded to
+    fp32 first), of an fp32 accumulator (`fast`), or of an fp64 one of narrower input (`precise`) on
+    rows of at most NORM_PRECISE_FP32_RSTD_MAX_ROW elements. The
     fp64 steps' divisions and square root, run for each of a program's rows by every thread, were the
     latency of short rows. H200, bench/profile_norm.py --direction forward, fast bf16 GB/s fp64 ->
     fp32 steps (2026-11-29): rms_norm 262144x256 3409 -> 3603 (3738 / 3757 with 80 registers), 65536x1024
@@ -1403,7 +1412,9 @@ def norm_fp32_rstd(accumulator: torch.dtype, out_dtype: torch.dtype) -> bool:
     2% (earlier form). With the fp64 steps compiled out altogether (an experiment: wrong for extreme
     rows) rms_norm 262144x256 read 3803 and layer_norm 3330. fp32 input: within 1% of the fp64 steps
     (memory-bound there; its fp32 output would feel the 3 u32): not taken."""
-    return accumulator == torch.float32 and out_dtype in (torch.bfloat16, torch.float16)
+    if in_dtype == torch.float64 or out_dtype not in (torch.bfloat16, torch.float16):
+        return False
+    return accumulator == torch.float32 or n <= NORM_PRECISE_FP32_RSTD_MAX_ROW
 
 
 def plan_norm_row_loop(rows: int, n: int, *, element_size: int, sm_count: int) -> LoopPlan | None:

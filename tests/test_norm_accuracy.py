@@ -316,24 +316,29 @@ def test_fp32_pass_within_bounds(kind, dtype, rms, fp32_pass, device):
     check_forward_and_backward(x, eps, "precise", rms, device, "on-chip")
 
 
+@pytest.mark.parametrize("mode, dtype", [("fast", torch.float32), ("precise", torch.bfloat16)], ids=str)
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
-def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, device):
-    """The forward takes the power-of-two scale for a whole program once one of its rows needs it. Rows
-    that do not need it come out the same either way (powers of two commute with the roundings, where
-    no square falls below 2^-126): a program of ordinary rows (no scale) and the same rows but the last,
-    a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit for bit. fp32 rows
-    only: `fast` on 16-bit rows takes rstd by fp32 steps where no row is scaled and by fp64 steps where
-    one is (norm_rows.rstd_scaled_when_needed), so their bits may differ (both within the bound)."""
-    rows = plan_norm_forward(4, 300, accumulator_size=4, element_size=4).block_rows
+def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, mode, dtype, device):
+    """`fast`: the forward takes the power-of-two scale for a whole program once one of its rows needs
+    it. Rows that do not need it come out the same either way (powers of two commute with the
+    roundings, where no square falls below 2^-126): a program of ordinary rows (no scale) and the same
+    rows but the last, a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit
+    for bit. fp32 rows only: `fast` on 16-bit rows takes rstd by fp32 steps where no row is scaled and
+    by fp64 steps where one is (norm_rows.rstd_scaled_when_needed), so their bits may differ (both
+    within the bound). `precise` bf16 takes no scale, and rstd's fp32 steps on every row they fit
+    (norm_rows.rstd_in_fp32_where_it_fits): the row of 1e-30 (its sum of squares below 2^-60) takes
+    the fp64 steps alone."""
+    rows = plan_norm_forward(4, 300, accumulator_size=4 if mode == "fast" else 8,
+                             element_size=dtype.itemsize).block_rows
     assert rows >= 4       # whole programs: a partly filled one takes the scale (its missing rows' q is 0)
-    x, eps = rows_of("offset1e2", rows, 300, torch.float32, seed=4)
-    tiny = torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))
-    w = torch.rand(300, dtype=torch.float32) + 0.5
+    x, eps = rows_of("offset1e2", rows, 300, dtype, seed=4)
+    tiny = (torch.full((1, 300), 1e-30) * torch.randn(1, 300, generator=torch.Generator().manual_seed(1))).to(dtype)
+    w = (torch.rand(300, dtype=torch.float32) + 0.5).to(dtype)
     outputs = []
     for program in (x, torch.cat([x[:-1], tiny])):
         xd = program.to(device).requires_grad_()
-        y = (precred.rms_norm(xd, [300], w.to(device), eps, mode="fast") if rms else
-             precred.layer_norm(xd, [300], w.to(device), None, eps, mode="fast"))
+        y = (precred.rms_norm(xd, [300], w.to(device), eps, mode=mode) if rms else
+             precred.layer_norm(xd, [300], w.to(device), None, eps, mode=mode))
         outputs.append([y.detach().cpu()[:-1], *[t.cpu()[:-1] for t in y.grad_fn.saved_tensors[2:]]])
     assert all(torch.equal(a, b) for a, b in zip(*outputs))
 
@@ -389,13 +394,14 @@ def test_rstd_in_fp32_within_its_bound(n, eps, device):
         assert abs(mpmath.mpf(float(got[i])) - exact) <= bound * exact, (i, float(q[i]))
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("eps", [1e-40, 1e39])
-def test_eps_outside_the_fp32_steps_range_within_bounds(eps, rms, device):
-    """`fast` on bf16 rows takes rstd by fp32 steps only where eps is 0 or in [2^-126, 2^100]; an eps
-    outside (1e-40: below fp32's normal range; 1e39: beyond its largest, inf in fp32) sends the program
-    to the fp64 steps: within the same bound (taking the fp32 steps for 1e39, the backward's dx came out
-    0, off by ~100x its bound). Whole programs: a partly filled one takes the fp64 steps anyway."""
-    rows = plan_norm_forward(8, 100, accumulator_size=4, element_size=2).block_rows
+def test_eps_outside_the_fp32_steps_range_within_bounds(eps, rms, mode, device):
+    """Both modes on bf16 rows take rstd by fp32 steps only where eps is 0 or in [2^-126, 2^100]; an
+    eps outside (1e-40: below fp32's normal range; 1e39: beyond its largest, inf in fp32) sends the rows
+    to the fp64 steps: within the same bound (taking the fp32 steps for 1e39, `fast`'s backward dx came
+    out 0, off by ~100x its bound). Whole programs: a partly filled one takes the fp64 steps anyway."""
+    rows = plan_norm_forward(8, 100, accumulator_size=4 if mode == "fast" else 8, element_size=2).block_rows
     x, _ = rows_of("offset1e2", rows, 100, torch.bfloat16)
-    check_forward_and_backward(x, eps, "fast", rms, device, "on-chip")
+    check_forward_and_backward(x, eps, mode, rms, device, "on-chip")

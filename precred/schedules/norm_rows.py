@@ -3,9 +3,9 @@
 Rows are the contiguous [n_rows, n_cols] view of the input (the normalized dims are the trailing ones).
 A program holds BLOCK_ROWS whole rows ([BLOCK_ROWS, BLOCK_N] tiles, BLOCK_N >= n_cols a power of two)
 in registers and does every pass there. Arithmetic runs in ACC_DTYPE (fp32 for the `fast` mode, fp64
-for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 -- but rstd's
-in the `fast` mode with 16-bit output, in fp32 (rstd_in_fp32, plan.norm_fp32_rstd) -- correctly
-rounded on the GPU and in the interpreter alike. Sums use the fixed pairwise tree (schedules/tree.py),
+for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 (a division by
+n as a product by fp64's 1 / n) -- but rstd's for 16-bit output of narrower input, in fp32
+(rstd_in_fp32, plan.norm_fp32_rstd) -- correctly rounded on the GPU and in the interpreter alike. Sums use the fixed pairwise tree (schedules/tree.py),
 the same order on every device.
 
 Forward numerics (bounds: precred.bounds.norm_error_bound):
@@ -15,8 +15,8 @@ Forward numerics (bounds: precred.bounds.norm_error_bound):
 * rms_norm: c = x;
 * a power-of-two scale 2^-E with 2^E <= max|c| < 2^(E+1) makes t = c * 2^-E exact and < 2 (4 at the
   top of the range), so sum(t^2) neither overflows (values near 1e19 and beyond) nor underflows (tiny
-  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64 (by fp32 steps, where E = 0, for the
-  `fast` mode's 16-bit output: rstd_scaled_when_needed); y = (t * rs) * w + b (the last two
+  values); rs = 1 / sqrt(sum(t^2) / n + eps * 2^(-2E)) in fp64 (by fp32 steps for 16-bit output
+  where they fit: rstd_scaled_when_needed, rstd_in_fp32_where_it_fits); y = (t * rs) * w + b (the last two
   steps in fp32 for 16-bit outputs of an fp64 accumulator: store_affine; for 16-bit input too, on rows
   of precred.plan.NORM_FP32_PASS_MIN_ROW and more, xhat = ((x - hi) - lo) * rstd in fp32 with the
   mean as an fp32 pair hi + lo -- the streaming pass's arithmetic -- wherever every row of the
@@ -107,11 +107,13 @@ def scaled_sum_of_squares(c, ROWS: tl.constexpr, WIDTH: tl.constexpr, TREE_VEC: 
 
 
 @triton.jit
-def rstd_in_fp64(q, scale, n_cols, eps):
-    """rstd / scale = 1 / sqrt(q / n + eps * scale^2) per row in fp64 (each step correctly rounded;
-    scale^2 <= 2^254 is exact and keeps eps * scale^2 finite)."""
+def rstd_in_fp64(q, scale, inv_n, eps):
+    """rstd / scale = 1 / sqrt(q / n + eps * scale^2) per row in fp64, q / n as q times inv_n (fp64's
+    1 / n: a product in place of a division per row; 2 u64); each step correctly rounded (ptxas may
+    fuse the product and the sum: one rounding fewer); scale^2 <= 2^254 is exact and keeps
+    eps * scale^2 finite."""
     scale64 = scale.to(tl.float64)
-    return 1.0 / tl.sqrt(q.to(tl.float64) / n_cols + eps * (scale64 * scale64))
+    return 1.0 / tl.sqrt(q.to(tl.float64) * inv_n + eps * (scale64 * scale64))
 
 
 @triton.jit
@@ -133,7 +135,21 @@ def rstd_in_fp32(q, n_cols, eps32):
 
 
 @triton.jit
-def rstd_scaled_when_needed(c, n_cols, eps, ROWS: tl.constexpr, WIDTH: tl.constexpr,
+def rstd_in_fp32_where_it_fits(q, row_ok, n_cols, inv_n, eps):
+    """rstd per row of an fp64 q (an fp64 accumulator's: no scale) by rstd_in_fp32 on q rounded to
+    fp32 (half a u32 more: 3.5 u32), on every row where that fits its steps; the fp64 steps on the
+    others, and in a branch that only a program holding such a row takes (its fp32 rows get the bits
+    they get anywhere)."""
+    q32 = q.to(tl.float32)
+    fits = ~q_outside_fp32_range(q32) & eps_fits_fp32_steps(tl.zeros_like(q) + eps)   # eps per row
+    rs = rstd_in_fp32(q32, n_cols, eps.to(tl.float32))
+    if tl.max((row_ok & ~fits).to(tl.int32), 0) != 0:
+        rs = tl.where(fits, rs, rstd_in_fp64(q, tl.full(q.shape, 1.0, tl.float64), inv_n, eps))
+    return rs
+
+
+@triton.jit
+def rstd_scaled_when_needed(c, n_cols, inv_n, eps, ROWS: tl.constexpr, WIDTH: tl.constexpr,
                             TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr, FP32_RSTD: tl.constexpr):
     """(scale, rs = rstd / scale) per row of an fp32 tile c: sum_of_squares_scaled_when_needed's scale
     and q, then rs by rstd_in_fp64 -- or, FP32_RSTD, by rstd_in_fp32 in the programs that take no scale
@@ -143,18 +159,22 @@ def rstd_scaled_when_needed(c, n_cols, eps, ROWS: tl.constexpr, WIDTH: tl.conste
     partly filled program): both within the bound, and the same input and plan give the same bits.
     One branch: with the fp32 steps in a second branch of their own, after the scale's, H200 rms_norm
     bf16 262144x256 read 3581-3605 GB/s; in one, 3603 (3738-3757 at 80 registers,
-    plan.NORM_FORWARD_ROW_OVERRIDES); fp32 steps alone, no fp64 code (wrong for extreme rows), 3803."""
+    plan.NORM_FORWARD_ROW_OVERRIDES); fp32 steps alone, no fp64 code (wrong for extreme rows), 3803.
+    Not taken: the fp32 steps also on the scaled rows they fit, per row inside the scale's branch (a
+    row's bits then independent of its neighbours'): H200, bench/profile_norm.py, fast bf16 GB/s
+    262144x256 rms_norm 3735 -> 2995, layer_norm 3090 -> 2834, 65536x1024 layer_norm 3565 -> 3256
+    (sm_90 at 80 registers: rms_norm 262144x256 spilled 8 -> 56 bytes)."""
     if FP32_RSTD:
         q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
         if squares_left_fp32_range(q) | ~eps_fits_fp32_steps(eps):
             scale, q = scaled_sum_of_squares(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-            rs = rstd_in_fp64(q, scale, n_cols, eps)
+            rs = rstd_in_fp64(q, scale, inv_n, eps)
         else:
             scale = tl.full([ROWS], 1.0, c.dtype)
             rs = rstd_in_fp32(q, n_cols, eps.to(tl.float32))
     else:
         scale, q = sum_of_squares_scaled_when_needed(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-        rs = rstd_in_fp64(q, scale, n_cols, eps)
+        rs = rstd_in_fp64(q, scale, inv_n, eps)
     return scale, rs
 
 
@@ -231,14 +251,15 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
     return c
 
 
-@triton.jit(do_not_specialize=["eps_bits"])
-def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
+@triton.jit(do_not_specialize=["eps_bits", "inv_n_bits"])
+def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits, inv_n_bits,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                         BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                         FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr):
-    # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits: eps's fp64
-    # bit pattern (an int64: a float argument would reach the kernel rounded to fp32).
+    # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits, inv_n_bits:
+    # the fp64 bit patterns (int64s: a float argument would reach the kernel rounded to fp32) of eps and
+    # of 1 / n_cols (correctly rounded on the host: the row divisions by n become products).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
     # (opaque_copy). The power-of-two scale is needed only where the squares could leave the
     # accumulator's range: an fp32 accumulator, or fp64 input. For an fp64 accumulator of narrower
@@ -247,6 +268,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     # and finite in fp64: the scale is 1 there and its pass is skipped (a power-of-two scale changes no
     # bit where nothing underflows).
     eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    inv_n = inv_n_bits.to(tl.int64).to(tl.float64, bitcast=True)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -261,15 +283,19 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         shift = row_shift(x_ptr + rows.to(tl.int64) * n_cols, row_ok, ACC_DTYPE)   # a finite shift, else 0
         d = tl.where(mask, to_accumulator(raw, ACC_DTYPE) - shift[:, None], 0.0)
         s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-        shifted_mean = s.to(tl.float64) / n_cols
+        shifted_mean = s.to(tl.float64) * inv_n
     mean = shift.to(tl.float64) + shifted_mean
     c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
     if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
-        rs = rstd_in_fp64(tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS), scale,
-                          n_cols, eps)
+        q = tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        if FP32_RSTD:
+            rs = rstd_in_fp32_where_it_fits(q, row_ok, n_cols, inv_n, eps)
+        else:
+            rs = rstd_in_fp64(q, scale, inv_n, eps)
     else:
-        scale, rs = rstd_scaled_when_needed(c, n_cols, eps, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS, FP32_RSTD)
+        scale, rs = rstd_scaled_when_needed(c, n_cols, inv_n, eps, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS,
+                                            FP32_RSTD)
     rstd = rs * scale.to(tl.float64)                            # exact: a power of two
     if FP32_PASS and tl.max((row_ok & ~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
         # 16-bit input and output: xhat = ((x - hi) - lo) * rstd in fp32 (the mean as hi + lo, rstd < 2^100
