@@ -171,7 +171,8 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
       Rounding x - K perturbs each value by <= u R: <= 2 u R sqrt(n m2). Altogether
       |dm2| <= u h (10 m2 + 40 sqrt(L) R sqrt(n m2)) + underflow (16 n h eta + 4 (4 h eta) sqrt(n L m2)).
     The first-order terms are padded by 1/(1 - 2 rho), rho = |dm2| / m2, and no bound is claimed for
-    rho >= 1/4. Then var = m2 / (n - correction) in fp64 (u_64), std = sqrt(var) in fp64
+    rho >= 1/4. Then var = m2 / (n - correction) in fp64 (2 u_64: a division, or a product by the
+    reciprocal), std = sqrt(var) in fp64
     (|sqrt(a) - sqrt(b)| <= min(|a - b| / sqrt(b), sqrt(|a - b|)), then u_64), mean = K + mean in fp64
     (u_64), and the rounding to the output dtype.
     """
@@ -211,7 +212,8 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     if divisor <= 0:
         return math.inf
     var = m2 / divisor
-    d_var = d_m2 / divisor + u64 * (var + d_m2 / divisor) + _TINY_64   # fp64 division, underflow included
+    # the fp64 division, or a product by its reciprocal (schedules/moments_rows.py: 2 u_64), underflow included
+    d_var = d_m2 / divisor + 2 * u64 * (var + d_m2 / divisor) + _TINY_64
     if op == "var":
         return _rounded_to_output(d_var, var, out_dtype) * (1.0 + 16 * u64)
     std = math.sqrt(var)

@@ -6,6 +6,7 @@ or the sum divided by the element count (sum strategies), or the variance / stan
 optionally the mean (Welford's strategy). `reduce_sum` and `reduce_moments` name those two uses.
 """
 from dataclasses import dataclass
+import math
 
 import torch
 import triton
@@ -287,6 +288,11 @@ def _row_plan_of_view(x, view, mode, out_dtype, row_planner):
     return None
 
 
+def _reciprocal(divisor: float) -> float:
+    """1 / divisor correctly rounded (Python's float division), inf for 0."""
+    return 1.0 / divisor if divisor else math.inf
+
+
 def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, output: Output, plan: RowPlan,
                  key=None):
     """(variance or standard deviation, mean or None), flat, of the view's contiguous fp32 rows by the
@@ -297,9 +303,10 @@ def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, outp
     mean = torch.empty_like(out) if output.with_mean else None
     launch = _launch(moments_rows_kernel, (triton.cdiv(rows, plan.block_rows),),
                      [view.source, out, out if mean is None else mean],
-                     [rows, view.red, view.stride_outer, output.divisor(view.red, mode.strategy)], plan.num_warps,
+                     [rows, view.red, view.stride_outer, 1.0 / view.red,
+                      _reciprocal(output.divisor(view.red, mode.strategy))], plan.num_warps,
                      TAKE_SQRT=output.take_sqrt, WITH_MEAN=output.with_mean, BLOCK_ROWS=plan.block_rows,
-                     BLOCK_N=plan.block_j, TREE_VEC=4, TREE_THREADS=32 * plan.num_warps)
+                     BLOCK_N=plan.block_j, **blocked_tree_layout(x, plan.num_warps))
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _RowsRecipe(rows, out_dtype, output.with_mean, launch)
     return out, mean
@@ -325,8 +332,8 @@ def _logsumexp_rows(x: torch.Tensor, view, plan: RowPlan, key) -> torch.Tensor:
     out = torch.empty(rows, dtype=x.dtype, device=x.device)
     launch = _launch(single_read_logsumexp_kernel, (triton.cdiv(rows, plan.block_rows),), [view.source, out],
                      [rows, view.red, view.stride_outer], plan.num_warps, ACC_DTYPE=tl.float64,
-                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, TREE_VEC=16 // x.element_size(),
-                     TREE_THREADS=32 * plan.num_warps, **_register_cap(planning.single_read_register_cap(plan, 8)))
+                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
+                     **_register_cap(planning.single_read_register_cap(plan, 8)))
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _RowsRecipe(rows, x.dtype, None, launch)
     return out
@@ -514,7 +521,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
-                         BLOCK_J=plan.block_j, TREE_VEC=16 // x.element_size(), TREE_THREADS=32 * plan.num_warps,
+                         BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
         tree_vec = 16 // x.element_size()
@@ -538,6 +545,12 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
+
+
+def blocked_tree_layout(x: torch.Tensor, num_warps: int) -> dict:
+    """The constexprs of the register order that tree.tree_sum_blocked_rows sums a tile of x's elements
+    in: 16-byte vectors a thread (TREE_VEC elements), the program's threads (TREE_THREADS)."""
+    return {"TREE_VEC": 16 // x.element_size(), "TREE_THREADS": 32 * num_warps}
 
 
 def _register_cap(cap: int | None) -> dict:

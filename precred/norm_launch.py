@@ -22,7 +22,8 @@ import struct
 import torch
 import triton
 
-from .launch import _TL_DTYPE, _BoundLaunch, _launch, device_sm_count, reduce_moments, wire_to_row_kernel as _wire
+from .launch import (_TL_DTYPE, _BoundLaunch, _launch, blocked_tree_layout, device_sm_count, reduce_moments,
+                     wire_to_row_kernel as _wire)
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
@@ -120,8 +121,7 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     if plan is not None:
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
                          [rows, n, _float64_bits(eps), _float64_bits(1.0 / n)], plan.num_warps,
-                         BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, TREE_VEC=16 // x.element_size(),
-                         TREE_THREADS=32 * plan.num_warps,
+                         BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
                          FP32_RSTD=planner.norm_fp32_rstd(acc, x.dtype, out_dtype, n),
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
@@ -191,8 +191,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     if plan.on_chip:
         launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0], [rows, n, plan.rows_per_program],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
-                            LOOP_STAGES=plan.loop_stages, TREE_THREADS=32 * plan.num_warps,
-                            TREE_VEC=16 // x.element_size(),
+                            LOOP_STAGES=plan.loop_stages, **blocked_tree_layout(x, plan.num_warps),
                             **consts)]
     else:
         launches = [_launch(norm_backward_row_terms_kernel, (rows,), pointer_lists[0], [n],

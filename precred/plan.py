@@ -1131,28 +1131,35 @@ def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_s
 # tiles (norm_forward_tile); everything else takes the Welford passes. H200, 2026-11-28,
 # bench/sweep_outer.py --op var --dim -1, GB/s, two runs, Welford -> two-pass at 64 a thread: fast fp32
 # 4096^2 2310 -> 2641/2602, 8192^2 3573 -> 3713/3691, 65536x1024 3526 -> 3652/3673, 262144x256 3482 ->
-# 3469/3469, 512x16384 1986 -> 1982/1896 (hence rows of 1024..8192); at 32 a thread 2527, 3516, 3663,
+# 3469/3469, 512x16384 1986 -> 1982/1896 (hence rows up to 8192); at 32 a thread 2527, 3516, 3663,
 # 3466, 1572; at 16 2300, 2804, 3090, 2462. Not taken: bf16 input (8192^2 2975 -> 2614 at 64 a thread,
 # 2197 at 32; 262144x256 2512 -> 1928; again, two runs, Welford 2927/2931 against 32 a thread with a
 # 64-register cap 2568, 16 with the cap 1475, 64 with an 80-register cap 2519; 4096^2, 65536x1024 and
 # 2048x6144 lost 4-45% alike), the fp64 accumulator (fp32 8192^2 3519 -> 3290, the other shapes within
 # 2%, bf16 -4% to +5%). With the tree's warp levels in one round (2026-11-29), 32 a thread against 64:
 # 8192^2 3704 -> 3712, 4096^2 2605 -> 2628, 65536x1024 3657 -> 3670, one run each: within the noise.
-MOMENTS_ROWS_MIN_ROW = 1024
+# Rows of 256 and more since the per-row divisions became products by host reciprocals (2026-11-29,
+# H200, same sweep, fp32 262144x256: Welford 3535, two-pass with divisions 3492, with products 3665;
+# the other shapes within 1%). bf16 with the products, Welford -> two-pass at 64 / 32 a thread: 4096^2
+# 2024 -> 1935 / 2048, 8192^2 2992 -> 2954 / 3109, 65536x1024 2907 -> 3142 / 2921, 262144x256 2571 ->
+# 2514 / 2516: no per-thread count wins everywhere, within the noise mostly -- not taken.
+MOMENTS_ROWS_MIN_ROW = 256
 MOMENTS_ROWS_MAX_ROW = 8192
 MOMENTS_ROWS_PER_THREAD = 64
+MOMENTS_ROWS_ELEMENT_SIZES = (4,)   # input element sizes (bytes) that take it
 
 
 def plan_moments_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
     """The two-pass, single-read plan of var / std / var_mean over rows x red contiguous rows (both >= 1),
-    or None where the Welford passes serve them: other than fp32 input in the fp32 accumulator, rows
+    or None where the Welford passes serve them: input other than MOMENTS_ROWS_ELEMENT_SIZES' (fp32), an
+    accumulator other than fp32's, rows
     outside MOMENTS_ROWS_MIN_ROW..MOMENTS_ROWS_MAX_ROW, or rows whose length is not a multiple of 16
     elements (Triton vectorizes the loads of rows whose stride is: 16-byte loads; others took scalar
     ones and were not measured)."""
-    if (element_size != 4 or accumulator_size != 4 or not MOMENTS_ROWS_MIN_ROW <= red <= MOMENTS_ROWS_MAX_ROW
-            or red % 16):
+    if (element_size not in MOMENTS_ROWS_ELEMENT_SIZES or accumulator_size != 4
+            or not MOMENTS_ROWS_MIN_ROW <= red <= MOMENTS_ROWS_MAX_ROW or red % 16):
         return None
-    return plan_single_read(rows, red, j_fast=True, accumulator_size=4, element_size=4,
+    return plan_single_read(rows, red, j_fast=True, accumulator_size=4, element_size=element_size,
                             tile_elements=norm_forward_tile(red), per_thread=MOMENTS_ROWS_PER_THREAD,
                             max_row=MOMENTS_ROWS_MAX_ROW)
 

@@ -360,11 +360,12 @@ def test_logsumexp_rows_plans_where_measured():
 
 
 def test_moments_rows_plans_where_measured():
-    """var / std / var_mean's two-pass rows kernel: the fp32 accumulator over fp32 rows of 1024..8192
+    """var / std / var_mean's two-pass rows kernel: the fp32 accumulator over fp32 rows of 256..8192
     elements, a multiple of 16, only (plan.MOMENTS_ROWS_*), at 64 elements a thread on the layer_norm
-    forward's tiles: two rows of 1024 on one warp, one row of 8192 on four."""
-    assert (plan_module.MOMENTS_ROWS_MIN_ROW, plan_module.MOMENTS_ROWS_MAX_ROW) == (1024, 8192)
-    expected = {1024: (2, 1024, 1), 1520: (2, 2048, 2), 4096: (1, 4096, 2), 8192: (1, 8192, 4)}
+    forward's tiles: four rows of 256 on one warp, two of 1024, one row of 8192 on four."""
+    assert (plan_module.MOMENTS_ROWS_MIN_ROW, plan_module.MOMENTS_ROWS_MAX_ROW) == (256, 8192)
+    expected = {256: (4, 256, 1), 304: (4, 512, 1), 1024: (2, 1024, 1), 1520: (2, 2048, 2), 4096: (1, 4096, 2),
+                8192: (1, 8192, 4)}
     for red, (block_rows, block_j, warps) in expected.items():
         plan = plan_module.plan_moments_rows(65536, red, element_size=4, accumulator_size=4)
         assert (plan.block_rows, plan.block_j, plan.num_warps) == (block_rows, block_j, warps), (red, plan)
@@ -372,7 +373,7 @@ def test_moments_rows_plans_where_measured():
         for element_size, acc in ((2, 4), (4, 8), (2, 8), (8, 8)):
             assert plan_module.plan_moments_rows(65536, red, element_size=element_size, accumulator_size=acc) is None
     assert plan_module.plan_moments_rows(1, 1024, element_size=4, accumulator_size=4).block_rows == 1
-    for red in (1, 256, 1008, 1500, 8200, 16384):
+    for red in (1, 240, 1000, 1500, 8200, 16384):   # too short or long, or not a multiple of 16
         assert plan_module.plan_moments_rows(64, red, element_size=4, accumulator_size=4) is None
 
 

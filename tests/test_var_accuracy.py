@@ -181,16 +181,17 @@ def test_two_pass_rows_within_bound(device, family, monkeypatch):
     """fp32 rows the planner gives the two-pass single-read kernel (precred.plan.plan_moments_rows,
     schedules/moments_rows.py: `fast`): var, std and mean within moments_error_bound at that plan's
     depth (its module docstring derives why the Welford bound covers it), on every adversarial family:
-    rows of a power of two, two a program (the third program's second row masked), padded rows, and
-    on the GPU rows of 8192 (a row on four warps)."""
+    rows of a power of two, two a program (the third program's second row masked), padded rows (304
+    in tiles of 512, four a program: the fourth masked), and on the GPU rows of 8192 (a row on four
+    warps)."""
     from precred.plan import plan_moments_rows
     seen = _two_pass_rows(monkeypatch)
     rng = np.random.default_rng(zlib.crc32(f"two-pass {family}".encode()))
-    lengths = [(1024, 1.0), (1520, 0.0)] + ([(8192, 1.0)] if device == "cuda" else [])   # 4 warps a row
+    lengths = [(304, 1.0), (1024, 1.0), (1520, 0.0)] + ([(8192, 1.0)] if device == "cuda" else [])
     for n, correction in lengths:
         x = torch.stack([_family(family, n, rng, torch.float32) for _ in range(3)])
         plan = plan_moments_rows(3, n, element_size=4, accumulator_size=4)
-        assert plan is not None and plan.block_rows == (2 if n < 4096 else 1), plan
+        assert plan is not None and plan.block_rows == (4 if n < 1024 else 2 if n < 4096 else 1), plan
         seen.clear()
         mode = get_var_mode("fast")
         var, mean = (t.cpu() for t in reduce_moments(x.to(device), (1,), mode, x.dtype, correction, False, True))

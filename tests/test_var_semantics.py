@@ -67,6 +67,21 @@ def test_length_one_and_degrees_of_freedom_follow_torch(device):
     assert v.shape == () and v.item() == 0.0 and m.item() == 3.5
 
 
+@pytest.mark.parametrize("correction", [1024, 2000])
+def test_no_degrees_of_freedom_on_the_two_pass_rows_follow_torch(device, correction):
+    """Rows of 1024 fp32 (`fast`: the two-pass rows kernel, which multiplies by the host's 1 / divisor,
+    inf for 0): max(0, n - correction) = 0 gives inf for a spread row and NaN for a constant one, as
+    torch."""
+    x = torch.randn(3, 1024, generator=torch.Generator().manual_seed(0))
+    x[1] = 7.0
+    assert precred.plan.plan_moments_rows(3, 1024, element_size=4, accumulator_size=4) is not None
+    for fn in (precred.var, precred.std):
+        got = fn(x.to(device), 1, correction=correction, mode="fast").cpu()
+        want = getattr(torch, fn.__name__)(x.double(), 1, correction=correction).float()
+        for result in (got, want):   # spread, constant, spread
+            assert result[0] == math.inf and math.isnan(result[1]) and result[2] == math.inf, (got, want)
+
+
 def test_constant_rows_have_zero_variance_exactly(device):
     x = torch.full((4, 1000), 123456.789, device=device)
     for mode in VAR_MODES:

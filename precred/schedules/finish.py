@@ -26,7 +26,14 @@ def finish_moments(m2, mean, divisor, TAKE_SQRT: tl.constexpr, OUT_DTYPE: tl.con
     division and square root correctly rounded (div.rn.f64, sqrt.rn.f64; numpy in the interpreter) --
     rounded to OUT_DTYPE. A zero divisor gives inf (m2 > 0) or NaN (m2 == 0), as torch; a row whose
     mean is not finite (an inf or NaN in it) gives NaN, as torch."""
-    value = m2.to(tl.float64) / divisor
+    return finish_variance(m2.to(tl.float64) / divisor, mean, TAKE_SQRT, OUT_DTYPE)
+
+
+@triton.jit
+def finish_variance(var, mean, TAKE_SQRT: tl.constexpr, OUT_DTYPE: tl.constexpr):
+    """finish_moments from the fp64 variance var: its square root where TAKE_SQRT (correctly rounded),
+    NaN where the mean is not finite, rounded to OUT_DTYPE."""
+    value = var
     if TAKE_SQRT:
         value = tl.sqrt(value)
     not_finite = (mean - mean).to(tl.float64)   # 0 for a finite mean, NaN otherwise
