@@ -212,7 +212,7 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     if divisor <= 0:
         return math.inf
     var = m2 / divisor
-    # the fp64 division, or a product by its reciprocal (schedules/moments_rows.py: 2 u_64), underflow included
+    # the fp64 division, or a product by its reciprocal (moments_rows.py: 2 u_64), underflow included
     d_var = d_m2 / divisor + 2 * u64 * (var + d_m2 / divisor) + _TINY_64
     if op == "var":
         return _rounded_to_output(d_var, var, out_dtype) * (1.0 + 16 * u64)
@@ -417,7 +417,8 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
     and for fp64 inputs), gamma_k as in error_bound:
     * single-read rows (layer_norm): d = x - K rounded (u|d_j|, |d_j| <= |c_j| + radius); the tree sum
       (gamma_D sum|d|), times fp64's 1 / n (2 u_64) and rounded to the accumulator (u): the
-      shifted mean is off by e_mu <= (gamma_D + 3u) abs_dev_mean; c = d - mu' rounded: |dc_j| <= u|d_j| + e_mu + u|c_j|.
+      shifted mean is off by e_mu <= (gamma_D + 3u) abs_dev_mean; c = d - mu' rounded:
+      |dc_j| <= u|d_j| + e_mu + u|c_j|.
       rms_norm: c = x exactly. The power-of-two scale is exact; the squares and the tree cost
       gamma_(D+1) of sum c^2, and the perturbed c's add 2 E sum|c| + n E^2 (E = max_j |dc_j|), over n;
     * streaming rows: mean and variance from the fp64 Welford reduction (moments_error_bound, depth

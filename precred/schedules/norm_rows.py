@@ -5,8 +5,8 @@ A program holds BLOCK_ROWS whole rows ([BLOCK_ROWS, BLOCK_N] tiles, BLOCK_N >= n
 in registers and does every pass there. Arithmetic runs in ACC_DTYPE (fp32 for the `fast` mode, fp64
 for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 (a division by
 n as a product by fp64's 1 / n) -- but rstd's for 16-bit output of narrower input, in fp32
-(rstd_in_fp32, plan.norm_fp32_rstd) -- correctly rounded on the GPU and in the interpreter alike. Sums use the fixed pairwise tree (schedules/tree.py),
-the same order on every device.
+(rstd_in_fp32, plan.norm_fp32_rstd) -- correctly rounded on the GPU and in the interpreter alike.
+Sums use the fixed pairwise tree (schedules/tree.py), the same order on every device.
 
 Forward numerics (bounds: precred.bounds.norm_error_bound):
 * layer_norm: shift K = the row's first element (0 if not finite); d = x - K; shifted mean
