@@ -503,8 +503,9 @@ def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: in
     Derivation, first order in the accumulator's u (fp32 `fast`, fp64 `precise` / fp64 input):
     xhat = ((x - hi) - lo) * rstd rounded: |dxhat_j| <= rstd (2u|c_j| + 2u^2|mean| + mean_error) +
     |xhat_j| (rstd_error + 2u); g w rounded (u). The row means: the tree over the products (gamma_(D+1))
-    plus the perturbed xhat's, then a division rounded (u): |dP| <= (gamma_(D+1) sum|gw xhat| + sum
-    |gw| |dxhat|) / n + u|P|, |dM| <= (gamma_D + u) sum|gw| / n + u|M|. inner = gw - xhat P - M, three
+    plus the perturbed xhat's, then a product by fp64's 1 / n rounded to the accumulator (2 u_64 + u
+    <= 2u): |dP| <= (gamma_(D+1) sum|gw xhat| + sum |gw| |dxhat|) / n + 2u|P|, |dM| <= (gamma_D + u)
+    sum|gw| / n + 2u|M|. inner = gw - xhat P - M, three
     roundings: 2u|gw| + 2u|xhat P| + u|inner| + |xhat| |dP| + |P| |dxhat| + |dM|; dx = inner * rstd
     rounded: rstd |d inner| + |dx| (rstd_error + 2u), then the output's rounding. Padded by (1 + 16u).
     """
@@ -517,8 +518,8 @@ def norm_backward_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: in
     D = max(int(depth), 1)
     d_xhat = norm_xhat_error(mode, dtype, rms=rms, rstd=rstd, mean=mean, mean_error=mean_error,
                              rstd_error=rstd_error, centered=centered, xhat=xhat)
-    d_p = (gamma(D + 1, u) * abs_gw_xhat_sum + float(np.sum(gw * d_xhat))) / n + u * abs(projection)
-    d_m = 0.0 if rms else (gamma(D, u) + u) * abs_gw_sum / n + u * abs(total)
+    d_p = (gamma(D + 1, u) * abs_gw_xhat_sum + float(np.sum(gw * d_xhat))) / n + 2 * u * abs(projection)
+    d_m = 0.0 if rms else (gamma(D, u) + u) * abs_gw_sum / n + 2 * u * abs(total)
     inner = dx / rstd if rstd > 0 else dx
     d_inner = 2 * u * gw + 2 * u * xh * abs(projection) + u * inner + xh * d_p + abs(projection) * d_xhat + d_m
     # products landing among the subnormals: up to half their spacing each, a few per element

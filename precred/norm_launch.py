@@ -189,7 +189,8 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     row_consts = dict(RMS=rms, HAS_W=weight is not None, ACC_DTYPE=_TL_DTYPE[acc])   # the row terms kernel's
     consts = dict(row_consts, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad)
     if plan.on_chip:
-        launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0], [rows, n, plan.rows_per_program],
+        launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0],
+                            [rows, n, plan.rows_per_program, _float64_bits(1.0 / n)],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
                             LOOP_STAGES=plan.loop_stages, **blocked_tree_layout(x, plan.num_warps),
                             **consts)]

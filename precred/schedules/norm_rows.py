@@ -312,27 +312,27 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
 
 
 @triton.jit
-def row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr,
+def row_gradient(x, g, w, mean, rstd, mask, inv_n, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr,
                  BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr,
                  TREE_THREADS: tl.constexpr):
     """(dx, xhat) of [BLOCK_ROWS, BLOCK_N] whole rows (masked lanes 0): xhat = (x - mean) * rstd (mean
     as hi + lo), gw = g * w, and
       layer_norm: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)),
       rms_norm:   dx = rstd * (gw - xhat * mean(gw * xhat)),
-    the row means by tree_sum_blocked_rows, divided in fp64."""
+    the row means by tree_sum_blocked_rows, times inv_n (fp64's 1 / n: no division a row) in fp64."""
     xhat = tl.where(mask, normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE), 0.0)
     gw = tl.where(mask, g * w, 0.0)
     projection = tree_sum_blocked_rows(gw * xhat, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-    inner = gw - xhat * (projection.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+    inner = gw - xhat * (projection.to(tl.float64) * inv_n).to(ACC_DTYPE)[:, None]
     if not RMS:
         total = tree_sum_blocked_rows(gw, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-        inner = inner - (total.to(tl.float64) / n_cols).to(ACC_DTYPE)[:, None]
+        inner = inner - (total.to(tl.float64) * inv_n).to(ACC_DTYPE)[:, None]
     return tl.where(mask, inner * rstd.to(ACC_DTYPE)[:, None], 0.0), xhat
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["inv_n_bits"])
 def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                         n_rows, n_cols, rows_per_program,
+                         n_rows, n_cols, rows_per_program, inv_n_bits,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                          BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                          BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr,
@@ -340,7 +340,9 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
     # Program p owns rows [p * rows_per_program, (p + 1) * rows_per_program) (a multiple of BLOCK_ROWS),
     # writes their dx, and its partial dw / db (the sums over its rows, in ACC_DTYPE) to row p of
     # dw_part / db_part ([programs, n_cols]); the launcher merges the partials in a fixed order. No
-    # float atomics: every bit of dx, dw and db is the same run to run.
+    # float atomics: every bit of dx, dw and db is the same run to run. inv_n_bits: the fp64 bit pattern
+    # of 1 / n_cols (correctly rounded on the host), as the forward's.
+    inv_n = inv_n_bits.to(tl.int64).to(tl.float64, bitcast=True)
     program = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -360,7 +362,7 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
         g = to_accumulator(tl.load(g_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        dx, xhat = row_gradient(x, g, w, mean, rstd, mask, n_cols, RMS, ACC_DTYPE, BLOCK_ROWS, BLOCK_N,
+        dx, xhat = row_gradient(x, g, w, mean, rstd, mask, inv_n, RMS, ACC_DTYPE, BLOCK_ROWS, BLOCK_N,
                                 TREE_VEC, TREE_THREADS)
         tl.store(dx_ptr + offsets, round_to_output(dx.to(tl.float64), dx_ptr.dtype.element_ty), mask=mask)
         dw += tl.where(mask, g * xhat, 0.0)
