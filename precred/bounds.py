@@ -37,7 +37,7 @@ import math
 import torch
 
 from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype
-from .plan import norm_fp32_pass, norm_fp32_rstd
+from .plan import norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -440,19 +440,26 @@ def norm_error_bound(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth:
       fp64 mean (as an fp32 pair, off by the stored mean's error e_m) and rstd, as the streaming pass
       does: |dc_j| <= 2 u32 |c_j| + 2 u32^2 |mean| + e_m, rstd and xhat rounded to fp32; the larger
       of the two branches' bounds (needs row_mean, the exact mean).
+    * precise layer_norm of 16-bit input and output on single-read rows (precred.plan.norm_fp64_mean):
+      the mean alone by an fp64 sum (the first bullet's e_mu in u_64, plus K + mu' rounded in fp64:
+      the stored mean's e_m), then c = (x - hi) - lo in fp32 with the mean as an fp32 pair, as the
+      streaming rows' (2 u32 |c_j| + 2 u32^2 |mean| + e_m, and where a huge mean has the kernel centre
+      x / 4 instead, up to four times half fp32's smallest subnormal more), and every later step as
+      `fast`'s: the fp32 accumulator's u (needs row_mean).
     """
     import numpy as np
 
     out_dtype = dtype if out_dtype is None else out_dtype
     parameter_dtypes = (dtype,) if parameter_dtypes is None else tuple(parameter_dtypes)
-    acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
+    acc = _norm_forward_accumulator(mode, dtype, out_dtype, parameter_dtypes, rms, depth)
     u = _UNIT_ROUNDOFF[acc]
     xhat = np.abs(np.asarray(xhat, float))
     w = np.ones_like(xhat) if weight is None else np.abs(np.asarray(weight, float))
     y = xhat * w if y is None else np.abs(np.asarray(y, float))
     v = float(var) + float(eps)
-    dc, mean_error, rho_stored = _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius,
-                                                        abs_dev_mean, abs_centered_sum, centered, row_mean, row_m2)
+    dc, mean_error, rho_stored = _norm_statistics_error(mode, dtype, out_dtype, parameter_dtypes, rms, n, depth, var,
+                                                        eps, radius, abs_dev_mean, abs_centered_sum, centered,
+                                                        row_mean, row_m2)
     if not math.isfinite(rho_stored):
         return np.full(xhat.shape, math.inf)
     rstd = 1.0 / math.sqrt(v)
@@ -574,23 +581,39 @@ def norm_parameter_grad_error_bound(mode: str, dtype: torch.dtype, out_dtype: to
     return err * (1.0 + 16 * u)
 
 
-def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radius, abs_dev_mean, abs_centered_sum,
-                           centered, row_mean, row_m2):
+def _norm_forward_accumulator(mode, dtype, out_dtype, parameter_dtypes, rms, depth) -> torch.dtype:
+    """The dtype of the forward's per-element arithmetic: the mode's accumulator, but fp32 where the
+    single-read forward takes the mean alone in fp64 (precred.plan.norm_fp64_mean)."""
+    acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
+    if depth is not None and norm_fp64_mean(acc, dtype, out_dtype, parameter_dtypes, rms):
+        return torch.float32
+    return acc
+
+
+def _norm_statistics_error(mode, dtype, out_dtype, parameter_dtypes, rms, n, depth, var, eps, radius, abs_dev_mean,
+                           abs_centered_sum, centered, row_mean, row_m2):
     """(|dc_j| per element, the stored mean's error, the stored rstd's relative error): the statistics
     part of norm_error_bound's derivation (see there). The stored rstd's error is inf where no bound is
     claimed."""
     import numpy as np
 
-    acc = get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
+    acc = _norm_forward_accumulator(mode, dtype, out_dtype, parameter_dtypes, rms, depth)
+    fp64_mean = acc != get_norm_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     centered = np.abs(np.asarray(centered, float))
     var, v = float(var), float(var) + float(eps)
     tiny = _HALF_TINY[acc]
     if depth is not None:
         D = max(int(depth), 1)
-        # + tiny: mu' rounded to the accumulator may land on its subnormal grid
-        e_mu = 0.0 if rms else (gamma(D, u) + 3 * u) * abs_dev_mean + tiny
-        dc = np.zeros_like(centered) if rms else u * (centered + radius) + e_mu + u * centered + 2 * tiny
+        if fp64_mean:   # the mean in fp64, stored as is; c = (x - hi) - lo in fp32 (x / 4 - ... for a huge mean)
+            e_mu = (gamma(D, u64) + 3 * u64) * abs_dev_mean + _HALF_TINY[torch.float64]
+            mean_error = e_mu + u64 * (abs(float(row_mean)) + e_mu)
+            dc = 2 * u * centered + 2 * u * u * abs(float(row_mean)) + mean_error + 8 * tiny
+        else:
+            # + tiny: mu' rounded to the accumulator may land on its subnormal grid
+            e_mu = 0.0 if rms else (gamma(D, u) + 3 * u) * abs_dev_mean + tiny
+            dc = np.zeros_like(centered) if rms else u * (centered + radius) + e_mu + u * centered + 2 * tiny
+            mean_error = 0.0 if rms else e_mu + u64 * (abs(float(row_mean)) + e_mu)   # K + mu' in fp64
         # t = c 2^-E is exact but where a scale below 1 (max |c| >= 2) meets a subnormal c: half a
         # subnormal spacing in t, 2^E <= max |c| of it in c
         c_max = float(np.max(centered)) + float(np.max(dc)) if centered.size else 0.0
@@ -598,7 +621,6 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
         big_e = float(np.max(dc))
         perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
         e_v = gamma(D + 1, u) * (var + perturbation) + perturbation
-        mean_error = 0.0 if rms else e_mu + u64 * (abs(float(row_mean)) + e_mu)   # K + mu' in fp64
     else:
         if row_m2 is None:
             raise ValueError("norm_error_bound: a streaming row (depth=None) needs row_m2 and row_mean")
@@ -631,9 +653,12 @@ def _norm_statistics_error(mode, dtype, out_dtype, rms, n, depth, var, eps, radi
 
 def norm_statistics_error(mode: str, dtype: torch.dtype, *, rms: bool, n: int, depth: int | None, var: float,
                           eps: float, radius: float, abs_dev_mean: float, abs_centered_sum: float, centered,
-                          row_mean: float = 0.0, row_m2: float | None = None) -> tuple[float, float]:
+                          row_mean: float = 0.0, row_m2: float | None = None,
+                          parameter_dtypes=None) -> tuple[float, float]:
     """(absolute error of the fp64 mean, relative error of the fp64 rstd) that the forward pass of one
     row leaves for the backward pass; arguments as norm_error_bound's."""
-    _, mean_error, rstd_error = _norm_statistics_error(mode, dtype, dtype, rms, n, depth, var, eps, radius,
-                                                       abs_dev_mean, abs_centered_sum, centered, row_mean, row_m2)
+    parameter_dtypes = (dtype,) if parameter_dtypes is None else tuple(parameter_dtypes)
+    _, mean_error, rstd_error = _norm_statistics_error(mode, dtype, dtype, parameter_dtypes, rms, n, depth, var, eps,
+                                                       radius, abs_dev_mean, abs_centered_sum, centered, row_mean,
+                                                       row_m2)
     return mean_error, rstd_error

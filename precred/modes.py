@@ -154,7 +154,8 @@ NORM_MODES = {
                  "fp32 statistics and arithmetic (fp64 for fp64 input): a few ulps of O(1) outputs, any mean"),
     "precise": Mode("precise", WELFORD, True, False,
                     "fp64 statistics and arithmetic, rounded once (the last steps, * w + b, in fp32 for 16-bit "
-                    "outputs): ~0.5 ulp of each output plus ~2^-45 of |w|"),
+                    "outputs; for 16-bit input and output the mean in fp64, the rest in fp32 around it): "
+                    "~0.5 ulp of each output plus ~2^-45 of |w|"),
 }
 
 

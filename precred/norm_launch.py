@@ -17,7 +17,6 @@ later call with the same signature (shapes, dtypes, device, eps, mode, the tenso
 replays the compiled kernels directly on raw addresses, without planning or Triton's argument binding.
 """
 from dataclasses import dataclass
-import struct
 
 import torch
 import triton
@@ -41,11 +40,6 @@ class NormStats:
     """Per-row statistics the forward pass leaves for the backward pass (fp64, [rows])."""
     mean: torch.Tensor     # 0 for rms_norm
     rstd: torch.Tensor     # 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps)
-
-
-def _float64_bits(value: float) -> int:
-    """A float's fp64 bit pattern as an int: how eps reaches a kernel exactly."""
-    return struct.unpack("<q", struct.pack("<d", float(value)))[0]
 
 
 # Launch recipes of CUDA calls, by signature (see the module docstring). Unbounded only in the number
@@ -119,20 +113,22 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     consts = dict(RMS=rms, HAS_W=weight is not None, HAS_B=bias is not None, ACC_DTYPE=_TL_DTYPE[acc],
                   AFFINE_DTYPE=_TL_DTYPE[norm_affine_dtype(acc, out_dtype, parameter_dtypes)])
     if plan is not None:
+        fp64_mean = planner.norm_fp64_mean(acc, x.dtype, out_dtype, parameter_dtypes, rms)
+        kernel_acc = torch.float32 if fp64_mean else acc   # the mean alone in fp64 (norm_fp64_mean)
         launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
-                         [rows, n, _float64_bits(eps), _float64_bits(1.0 / n)], plan.num_warps,
+                         [rows, n, float(eps), 1.0 / n], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
-                         FP32_PASS=planner.norm_fp32_pass(acc, x.dtype, out_dtype, parameter_dtypes, n),
-                         FP32_RSTD=planner.norm_fp32_rstd(acc, x.dtype, out_dtype, n),
+                         FP32_PASS=planner.norm_fp32_pass(kernel_acc, x.dtype, out_dtype, parameter_dtypes, n),
+                         FP32_RSTD=planner.norm_fp32_rstd(kernel_acc, x.dtype, out_dtype, n), FP64_MEAN=fp64_mean,
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
-                         **consts)
+                         **dict(consts, ACC_DTYPE=_TL_DTYPE[kernel_acc]))
     elif loop is not None:
-        launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, _float64_bits(eps)], loop.num_warps,
+        launch = _launch(norm_row_loop_kernel, (rows,), pointers, [rows, n, float(eps)], loop.num_warps,
                          BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)
     else:
         block_rows, block_j = planner.NORM_APPLY_TILE   # read at call time (bench/ sweeps set it)
         launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
-                         [rows, n, _float64_bits(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
+                         [rows, n, float(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _Replay([launch], on_chip=not streamed,
                                 stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
@@ -190,7 +186,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     consts = dict(row_consts, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad)
     if plan.on_chip:
         launches = [_launch(norm_backward_kernel, (programs,), pointer_lists[0],
-                            [rows, n, plan.rows_per_program, _float64_bits(1.0 / n)],
+                            [rows, n, plan.rows_per_program, 1.0 / n],
                             plan.num_warps, BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_n,
                             LOOP_STAGES=plan.loop_stages, **blocked_tree_layout(x, plan.num_warps),
                             **consts)]

@@ -1307,8 +1307,11 @@ NORM_APPLY_TILE = (8, 512)
 # fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
 # precise bf16 GB/s fp64 -> fp32 pass: layer_norm 4096^2 1969 -> 2152, 8192^2 2212 -> 2477, 65536x1024
 # 2063 -> 2208, 262144x256 2097 -> 1969 (fast: 2224 / 2643 / 2489 / 2424); rms_norm 2270 -> 2305,
-# 2740 -> 2834, 2645 -> 2822, 2690 -> 2760.
-NORM_FP32_PASS_MIN_ROW = 1024
+# 2740 -> 2834, 2645 -> 2822, 2690 -> 2760. Since rms_norm's rstd by fp32 steps on rows up to 1024
+# (norm_fp32_rstd) the pass wins on rows of 256 too: H200, 2026-11-29, rms_norm precise bf16 262144x256
+# 3202 -> 3648 GB/s (fast 3769), 65536x1024 3780 -> 3801. (layer_norm's precise 16-bit rows now take
+# norm_fp64_mean, fp32 from the centred values on: this pass applies to them only with NORM_FP64_MEAN off.)
+NORM_FP32_PASS_MIN_ROW = 256
 # Rows beyond NORM_FORWARD_MAX_ROW take the row loop (schedules/norm_row_loop.py: one program per row,
 # read twice, the second time from L2) where the row has at most ROW_LOOP_MAX_ROW_BYTES and there are
 # ROW_LOOP_MIN_ROWS_PER_SM rows per SM, as softmax's; the streaming path (Welford launch, then
@@ -1396,6 +1399,26 @@ def norm_fp32_pass(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: t
     stay 2^-15 below the output's -- on rows of at least NORM_FP32_PASS_MIN_ROW elements."""
     sixteen_bit = (torch.bfloat16, torch.float16)
     return (accumulator == torch.float64 and in_dtype in sixteen_bit and n >= NORM_FP32_PASS_MIN_ROW
+            and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
+
+
+# precise layer_norm of 16-bit input and output on rows on chip: the mean by an fp64 sum, every other
+# step in fp32 with the mean as an fp32 pair (norm_fp64_mean). False: the fp64 accumulator throughout
+# (bench/ compares the two).
+NORM_FP64_MEAN = True
+
+
+def norm_fp64_mean(accumulator: torch.dtype, in_dtype: torch.dtype, out_dtype: torch.dtype, parameter_dtypes,
+                   rms: bool) -> bool:
+    """Whether the single-read forward of layer_norm takes its mean alone in fp64 and runs the rest in
+    fp32 (schedules/norm_rows.py fp64_mean_as_pair: c = (x - hi) - lo, the mean as an fp32 pair, as the
+    streaming pass's): `precise` (an fp64 accumulator) of 16-bit input whose affine steps run in fp32
+    (modes.norm_affine_dtype: 16-bit output, no fp64 parameter). The mean keeps its fp64 accuracy,
+    which is what `precise` is for; the centred values, the variance and xhat take fp32's roundings,
+    2^-15 below the output's (bounds.norm_error_bound), without the fp64 conversions and arithmetic
+    per element that made `precise` conversion-bound."""
+    sixteen_bit = (torch.bfloat16, torch.float16)
+    return (NORM_FP64_MEAN and not rms and accumulator == torch.float64 and in_dtype in sixteen_bit
             and norm_affine_dtype(accumulator, out_dtype, parameter_dtypes) == torch.float32)
 
 

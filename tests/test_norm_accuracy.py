@@ -202,14 +202,18 @@ def test_parameters_of_another_dtype_within_bounds(mode, dtype, parameter_dtype,
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy's overflow, under the interpreter
+@pytest.mark.parametrize("row", [[1e38, -1e38, 2e38, -2e38, 3e38, -5e37, 7e37, 1.5e38], [3.3e38] * 6 + [-3.3e38] * 2],
+                         ids=["mixed", "beyond-fp32-centred"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("mode, rms", [("fast", True), ("precise", True), ("precise", False)],
                          ids=["rms_norm-fast", "rms_norm-precise", "layer_norm-precise"])
-def test_rows_near_fp32s_largest_within_bounds(mode, rms, dtype, device):
-    """Finite rows near 3.4e38: rms_norm's power-of-two scale and the fp64 arithmetic of `precise`
-    keep them within the bounds, forward and backward (layer_norm `fast` gives NaN there, documented:
-    test_norm_semantics)."""
-    x = torch.tensor([[1e38, -1e38, 2e38, -2e38, 3e38, -5e37, 7e37, 1.5e38]], dtype=dtype)
+def test_rows_near_fp32s_largest_within_bounds(mode, rms, dtype, row, device):
+    """Finite rows near 3.4e38: rms_norm's power-of-two scale and `precise`'s arithmetic keep them
+    within the bounds, forward and backward (layer_norm `fast` gives NaN there, documented:
+    test_norm_semantics). The second row's x - mean (-4.95e38) leaves fp32's range: `precise` on
+    16-bit rows, whose centred values are fp32 (plan.norm_fp64_mean), centres x / 4 where the mean
+    is that large (norm_rows.fp64_mean_as_pair)."""
+    x = torch.tensor([row], dtype=dtype)
     check_forward_and_backward(x, 0.0, mode, rms, device, "on-chip")
 
 
@@ -288,8 +292,10 @@ def test_scale_when_needed_within_bounds(kind, dtype, rms, device):
 
 @pytest.fixture
 def fp32_pass(monkeypatch):
-    """precise's fp32 normalizing pass (plan.norm_fp32_pass) on rows of 64 elements and more."""
+    """precise's fp32 normalizing pass (plan.norm_fp32_pass) on rows of 64 elements and more; for
+    layer_norm, with the fp64 accumulator throughout (plan.NORM_FP64_MEAN off: bench/'s alternative)."""
     monkeypatch.setattr(planner, "NORM_FP32_PASS_MIN_ROW", 64)
+    monkeypatch.setattr(planner, "NORM_FP64_MEAN", False)
     norm_recipes.clear()
     yield
     norm_recipes.clear()
@@ -316,8 +322,9 @@ def test_fp32_pass_within_bounds(kind, dtype, rms, fp32_pass, device):
     check_forward_and_backward(x, eps, "precise", rms, device, "on-chip")
 
 
-@pytest.mark.parametrize("mode, dtype", [("fast", torch.float32), ("precise", torch.bfloat16)], ids=str)
-@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("mode, dtype, rms", [("fast", torch.float32, False), ("fast", torch.float32, True),
+                                             ("precise", torch.bfloat16, True)],
+                         ids=["layer_norm-fast-fp32", "rms_norm-fast-fp32", "rms_norm-precise-bf16"])
 def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, mode, dtype, device):
     """`fast`: the forward takes the power-of-two scale for a whole program once one of its rows needs
     it. Rows that do not need it come out the same either way (powers of two commute with the
@@ -325,9 +332,10 @@ def test_scale_when_needed_changes_no_bit_of_ordinary_rows(rms, mode, dtype, dev
     rows but the last, a row of 1e-30 instead (scaled), give y, and the statistics autograd keeps, bit
     for bit. fp32 rows only: `fast` on 16-bit rows takes rstd by fp32 steps where no row is scaled and
     by fp64 steps where one is (norm_rows.rstd_scaled_when_needed), so their bits may differ (both
-    within the bound). `precise` bf16 takes no scale, and rstd's fp32 steps on every row they fit
-    (norm_rows.rstd_in_fp32_where_it_fits): the row of 1e-30 (its sum of squares below 2^-60) takes
-    the fp64 steps alone."""
+    within the bound); so does `precise` layer_norm on 16-bit rows, which runs `fast`'s fp32 steps
+    after its fp64 mean (plan.norm_fp64_mean). `precise` bf16 rms_norm takes no scale, and rstd's
+    fp32 steps on every row they fit (norm_rows.rstd_in_fp32_where_it_fits): the row of 1e-30 (its
+    sum of squares below 2^-60) takes the fp64 steps alone."""
     rows = plan_norm_forward(4, 300, accumulator_size=4 if mode == "fast" else 8,
                              element_size=dtype.itemsize).block_rows
     assert rows >= 4       # whole programs: a partly filled one takes the scale (its missing rows' q is 0)
@@ -366,11 +374,11 @@ def test_precise_is_within_two_ulp_at_offset_1e4(n, device):
     assert np.max(ulps[keep]) <= 2.0
 
 
-@triton.jit(do_not_specialize=["eps_bits"])
-def _rstd_in_fp32_kernel(q_ptr, out_ptr, n_cols, eps_bits, SIZE: tl.constexpr):
+@triton.jit
+def _rstd_in_fp32_kernel(q_ptr, out_ptr, n_cols, eps: tl.float64, SIZE: tl.constexpr):
     i = tl.arange(0, SIZE)
-    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)   # as norm_forward_kernel takes it
-    tl.store(out_ptr + i, rstd_in_fp32(tl.load(q_ptr + i), n_cols, eps.to(tl.float32)))
+    eps32 = tl.full((), eps, tl.float64).to(tl.float32)   # as norm_forward_kernel takes it
+    tl.store(out_ptr + i, rstd_in_fp32(tl.load(q_ptr + i), n_cols, eps32))
 
 
 @pytest.mark.parametrize("eps", [0.0, 2.0 ** -126, 1e-5, 1.0, 2.0 ** 100])
@@ -383,8 +391,7 @@ def test_rstd_in_fp32_within_its_bound(n, eps, device):
     rng = np.random.default_rng(n)
     q = np.concatenate([2.0 ** rng.uniform(-60, 127, 62), [2.0 ** -60, 3.4028234663852886e38]]).astype(np.float32)
     out = torch.empty(64, dtype=torch.float64, device=device)
-    bits = torch.tensor([eps], dtype=torch.float64).view(torch.int64).item()
-    _rstd_in_fp32_kernel[(1,)](torch.from_numpy(q).to(device), out, n, bits, SIZE=64)
+    _rstd_in_fp32_kernel[(1,)](torch.from_numpy(q).to(device), out, n, eps, SIZE=64)
     got = out.cpu().numpy()
     mpmath.mp.prec = 200
     u = mpmath.mpf(2) ** -24

@@ -66,7 +66,7 @@ def moments_rows_kernel(x_ptr, out_ptr, mean_ptr, n_rows, n_cols, stride_row, in
     shift = row_shift(x_ptr + starts, row_ok, tl.float32)   # a finite shift, else 0
     d = tl.where(mask, x - shift[:, None], 0.0)
     shifted_mean = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS).to(tl.float64) * inv_n
-    c = centred_row(x, mask, shift, shifted_mean, False, tl.float32)
+    c = centred_row(x, mask, shift, shifted_mean, 1.0, False, False, tl.float32)
     scale, q = sum_of_squares_scaled_when_needed(c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     inv_scale = reciprocal_of_power_of_two(scale)
     m2 = (q.to(tl.float64) * inv_scale) * inv_scale   # exact: powers of two, m2 inside fp64's range

@@ -26,15 +26,14 @@ from ..strategies import welford_lane_counts
 _WELFORD = tl.constexpr(2)   # strategies.WELFORD
 
 
-@triton.jit(do_not_specialize=["eps_bits"])
-def norm_row_loop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits,
+@triton.jit
+def norm_row_loop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps: tl.float64,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
                          AFFINE_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64, written; one program
-    # per row. eps_bits: eps's fp64 bits. LOOP_STAGES: the loops' software pipelining (tiles of x in
+    # per row. eps: fp64 (annotated). LOOP_STAGES: the loops' software pipelining (tiles of x in
     # flight while one is folded: a plain loop waits out each tile's load, with a few KB in flight per
     # program).
-    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK_N)
     row_start = x_ptr + row * n_cols

@@ -3,9 +3,11 @@
 Rows are the contiguous [n_rows, n_cols] view of the input (the normalized dims are the trailing ones).
 A program holds BLOCK_ROWS whole rows ([BLOCK_ROWS, BLOCK_N] tiles, BLOCK_N >= n_cols a power of two)
 in registers and does every pass there. Arithmetic runs in ACC_DTYPE (fp32 for the `fast` mode, fp64
-for `precise` and for fp64 inputs); the per-row divisions and square roots run in fp64 (a division by
-n as a product by fp64's 1 / n) -- but rstd's for 16-bit output of narrower input, in fp32
-(rstd_in_fp32, plan.norm_fp32_rstd) -- correctly rounded on the GPU and in the interpreter alike.
+for `precise` and for fp64 inputs; but `precise` layer_norm of 16-bit input and output takes its mean
+alone in fp64 and runs fp32 from there on, FP64_MEAN: fp64_mean_as_pair); the per-row divisions and
+square roots run in fp64 (a division by n as a product by fp64's 1 / n) -- but rstd's for 16-bit
+output of narrower input, in fp32 (rstd_in_fp32, plan.norm_fp32_rstd) -- correctly rounded on the GPU
+and in the interpreter alike.
 Sums use the fixed pairwise tree (schedules/tree.py), the same order on every device.
 
 Forward numerics (bounds: precred.bounds.norm_error_bound):
@@ -149,8 +151,9 @@ def rstd_in_fp32_where_it_fits(q, row_ok, n_cols, inv_n, eps):
 
 
 @triton.jit
-def rstd_scaled_when_needed(c, n_cols, inv_n, eps, ROWS: tl.constexpr, WIDTH: tl.constexpr,
-                            TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr, FP32_RSTD: tl.constexpr):
+def rstd_scaled_when_needed(c, n_cols, inv_n, eps, pre, ROWS: tl.constexpr, WIDTH: tl.constexpr,
+                            TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr, FP32_RSTD: tl.constexpr,
+                            FP64_MEAN: tl.constexpr):
     """(scale, rs = rstd / scale) per row of an fp32 tile c: sum_of_squares_scaled_when_needed's scale
     and q, then rs by rstd_in_fp64 -- or, FP32_RSTD, by rstd_in_fp32 in the programs that take no scale
     and whose eps fits its steps; the others take the fp64 steps inside the scale's branch, which an
@@ -163,12 +166,19 @@ def rstd_scaled_when_needed(c, n_cols, inv_n, eps, ROWS: tl.constexpr, WIDTH: tl
     Not taken: the fp32 steps also on the scaled rows they fit, per row inside the scale's branch (a
     row's bits then independent of its neighbours'): H200, bench/profile_norm.py, fast bf16 GB/s
     262144x256 rms_norm 3735 -> 2995, layer_norm 3090 -> 2834, 65536x1024 layer_norm 3565 -> 3256
-    (sm_90 at 80 registers: rms_norm 262144x256 spilled 8 -> 56 bytes)."""
+    (sm_90 at 80 registers: rms_norm 262144x256 spilled 8 -> 56 bytes).
+    FP64_MEAN (fp64_mean_as_pair): c is the centred row times pre (per row, a power of two: 1, or 1/4
+    where the mean is huge); a program holding a row of pre != 1 takes the scale's branch, whose
+    rstd then divides by scale * pre, so rs = rstd / scale there too."""
+    tl.static_assert(FP32_RSTD or not FP64_MEAN, "FP64_MEAN takes the fp32 tile's path")
     if FP32_RSTD:
         q = tree_sum_blocked_rows(c * c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-        if squares_left_fp32_range(q) | ~eps_fits_fp32_steps(eps):
+        scaled = squares_left_fp32_range(q) | ~eps_fits_fp32_steps(eps)
+        if FP64_MEAN:
+            scaled = scaled | (tl.max((pre != 1.0).to(tl.int32), 0) != 0)
+        if scaled:
             scale, q = scaled_sum_of_squares(c, ROWS, WIDTH, TREE_VEC, TREE_THREADS)
-            rs = rstd_in_fp64(q, scale, inv_n, eps)
+            rs = rstd_in_fp64(q, scale * pre if FP64_MEAN else scale, inv_n, eps)
         else:
             scale = tl.full([ROWS], 1.0, c.dtype)
             rs = rstd_in_fp32(q, n_cols, eps.to(tl.float32))
@@ -241,9 +251,29 @@ def store_affine(xhat, w_ptr, b_ptr, y_ptr, offsets, cols, col_ok, mask, HAS_W: 
 
 
 @triton.jit
-def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl.constexpr):
-    """c = (x - K) - mu' (layer_norm; rms_norm: c = x) in ACC_DTYPE, masked lanes 0."""
+def fp64_mean_as_pair(raw, first_ptrs, row_ok, mask, inv_n, ROWS: tl.constexpr, WIDTH: tl.constexpr,
+                      TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
+    """(mean, pre, hi, lo) of 16-bit rows (`precise`, 16-bit output: plan.norm_fp64_mean): the mean
+    K + sum(x - K) / n by an fp64 tree (d = x - K exact but where their exponents lie more than 44
+    apart), then as an fp32 pair hi + lo of mean * pre, so that c = (x * pre - hi) - lo in fp32 keeps
+    it to ~2^-48 of itself. pre = 1/4 where |mean| >= 2^119, else 1: x - hi could leave fp32's range
+    only there (|x| <= 2^128 - 2^120 for bf16), and x * pre is exact for 16-bit x."""
+    shift = row_shift(first_ptrs, row_ok, tl.float64)   # a finite shift, else 0
+    d = tl.where(mask, to_accumulator(raw, tl.float64) - shift[:, None], 0.0)
+    mean = shift + tree_sum_blocked_rows(d, ROWS, WIDTH, TREE_VEC, TREE_THREADS) * inv_n
+    pre = tl.where(tl.abs(mean) >= 6.646139978924579e35, 0.25, 1.0).to(tl.float32)   # 2^119; NaN: 1
+    hi, lo = split_to_accumulator(mean * pre.to(tl.float64), tl.float32)
+    return mean, pre, hi, lo
+
+
+@triton.jit
+def centred_row(raw, mask, shift, shifted_mean, pre, RMS: tl.constexpr, FP64_MEAN: tl.constexpr,
+                ACC_DTYPE: tl.constexpr):
+    """c = (x - K) - mu' (layer_norm; rms_norm: c = x) in ACC_DTYPE, masked lanes 0. FP64_MEAN:
+    c = (x * pre - hi) - lo, shift and shifted_mean being hi and lo (fp64_mean_as_pair)."""
     x = to_accumulator(raw, ACC_DTYPE)
+    if FP64_MEAN:
+        x = x * pre[:, None]   # exact: 16-bit input, pre 1 or 1/4
     if RMS:
         c = tl.where(mask, x, 0.0)
     else:
@@ -251,15 +281,16 @@ def centred_row(raw, mask, shift, shifted_mean, RMS: tl.constexpr, ACC_DTYPE: tl
     return c
 
 
-@triton.jit(do_not_specialize=["eps_bits", "inv_n_bits"])
-def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps_bits, inv_n_bits,
+@triton.jit
+def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps: tl.float64,
+                        inv_n: tl.float64,
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                         BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                        FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr):
-    # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps_bits, inv_n_bits:
-    # the fp64 bit patterns (int64s: a float argument would reach the kernel rounded to fp32) of eps and
-    # of 1 / n_cols (correctly rounded on the host: the row divisions by n become products).
+                        FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr, FP64_MEAN: tl.constexpr):
+    # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps and inv_n (1 / n_cols,
+    # correctly rounded on the host: the row divisions by n become products) arrive as fp64 (annotated:
+    # an unannotated float argument would reach the kernel rounded to fp32).
     # Only the raw tile (the input dtype) stays live across the passes; each pass converts it anew
     # (opaque_copy). The power-of-two scale is needed only where the squares could leave the
     # accumulator's range: an fp32 accumulator, or fp64 input. For an fp64 accumulator of narrower
@@ -267,8 +298,9 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     # is 0 or at least 2^-189 in magnitude, so one of 2^-241), so every c^2 and sum(c^2) stay normal
     # and finite in fp64: the scale is 1 there and its pass is skipped (a power-of-two scale changes no
     # bit where nothing underflows).
-    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
-    inv_n = inv_n_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    # The interpreter passes eps as the Python float itself, which has no .to and whose comparisons
+    # are Python bools (~True is -2): an fp64 scalar tensor on both (a no-op when compiled).
+    eps = tl.full((), eps, tl.float64)
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -276,16 +308,22 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
     raw = tl.load(x_ptr + offsets, mask=mask, other=0)
     WIDENED: tl.constexpr = ACC_DTYPE == tl.float64 and raw.dtype != tl.float64   # see the scale above
+    pre = tl.full([BLOCK_ROWS], 1.0, tl.float32)
     if RMS:
         shift = tl.zeros([BLOCK_ROWS], ACC_DTYPE)
         shifted_mean = tl.zeros([BLOCK_ROWS], tl.float64)
+        mean = shifted_mean
+    elif FP64_MEAN:   # 16-bit rows, `precise`: the mean in fp64, then as hi + lo (passed as shift, shifted_mean)
+        mean, pre, shift, shifted_mean = fp64_mean_as_pair(raw, x_ptr + rows.to(tl.int64) * n_cols, row_ok, mask,
+                                                           inv_n, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
     else:
         shift = row_shift(x_ptr + rows.to(tl.int64) * n_cols, row_ok, ACC_DTYPE)   # a finite shift, else 0
         d = tl.where(mask, to_accumulator(raw, ACC_DTYPE) - shift[:, None], 0.0)
         s = tree_sum_blocked_rows(d, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         shifted_mean = s.to(tl.float64) * inv_n
-    mean = shift.to(tl.float64) + shifted_mean
-    c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+        mean = shift.to(tl.float64) + shifted_mean
+    c = centred_row(opaque_copy(raw, runtime_zero(x_ptr), WIDENED), mask, shift, shifted_mean, pre, RMS, FP64_MEAN,
+                    ACC_DTYPE)
     if WIDENED:
         scale = tl.full([BLOCK_ROWS], 1.0, ACC_DTYPE)
         q = tree_sum_blocked_rows(c * c, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
@@ -294,15 +332,16 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
         else:
             rs = rstd_in_fp64(q, scale, inv_n, eps)
     else:
-        scale, rs = rstd_scaled_when_needed(c, n_cols, inv_n, eps, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS,
-                                            FP32_RSTD)
-    rstd = rs * scale.to(tl.float64)                            # exact: a power of two
+        scale, rs = rstd_scaled_when_needed(c, n_cols, inv_n, eps, pre, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS,
+                                            FP32_RSTD, FP64_MEAN)
+    rstd = rs * (scale * pre if FP64_MEAN else scale).to(tl.float64)   # exact: powers of two
     if FP32_PASS and tl.max((row_ok & ~(rstd < 1.2676506002282294e30)).to(tl.int32), 0) == 0:
         # 16-bit input and output: xhat = ((x - hi) - lo) * rstd in fp32 (the mean as hi + lo, rstd < 2^100
         # for every row of the program, so it and xhat stay finite), as the streaming pass computes it
         xhat = normalized_chunk(to_accumulator(raw, tl.float32), mean[:, None], rstd[:, None], RMS, tl.float32)
     else:
-        c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, RMS, ACC_DTYPE)
+        c = centred_row(opaque_copy(raw, runtime_zero(y_ptr), WIDENED), mask, shift, shifted_mean, pre, RMS,
+                        FP64_MEAN, ACC_DTYPE)
         xhat = (c * scale[:, None]) * rs.to(ACC_DTYPE)[:, None]
         if FP32_PASS:
             xhat = xhat.to(tl.float32)   # store_affine's first step (its dtype is fp32 here)
@@ -330,9 +369,9 @@ def row_gradient(x, g, w, mean, rstd, mask, inv_n, RMS: tl.constexpr, ACC_DTYPE:
     return tl.where(mask, inner * rstd.to(ACC_DTYPE)[:, None], 0.0), xhat
 
 
-@triton.jit(do_not_specialize=["inv_n_bits"])
+@triton.jit
 def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                         n_rows, n_cols, rows_per_program, inv_n_bits,
+                         n_rows, n_cols, rows_per_program, inv_n: tl.float64,
                          RMS: tl.constexpr, HAS_W: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                          BIAS_GRAD: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                          BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr,
@@ -340,9 +379,8 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
     # Program p owns rows [p * rows_per_program, (p + 1) * rows_per_program) (a multiple of BLOCK_ROWS),
     # writes their dx, and its partial dw / db (the sums over its rows, in ACC_DTYPE) to row p of
     # dw_part / db_part ([programs, n_cols]); the launcher merges the partials in a fixed order. No
-    # float atomics: every bit of dx, dw and db is the same run to run. inv_n_bits: the fp64 bit pattern
-    # of 1 / n_cols (correctly rounded on the host), as the forward's.
-    inv_n = inv_n_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    # float atomics: every bit of dx, dw and db is the same run to run. inv_n: 1 / n_cols in fp64
+    # (correctly rounded on the host), as the forward's.
     program = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols

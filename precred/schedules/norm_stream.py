@@ -45,14 +45,13 @@ def row_statistics(var, mean, eps, RMS: tl.constexpr):
     return mean, 1.0 / tl.sqrt(var + eps)
 
 
-@triton.jit(do_not_specialize=["eps_bits"])
+@triton.jit
 def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mean_ptr, rstd_ptr,
-                      n_rows, n_cols, eps_bits,
+                      n_rows, n_cols, eps: tl.float64,
                       RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
                       AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; var, welford_mean (read), mean, rstd (written by the programs of
-    # column block 0): [n_rows] fp64; grid (row blocks, column blocks). eps_bits: eps's fp64 bits.
-    eps = eps_bits.to(tl.int64).to(tl.float64, bitcast=True)
+    # column block 0): [n_rows] fp64; grid (row blocks, column blocks). eps: fp64 (annotated).
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)
     row_ok = rows < n_rows
