@@ -315,25 +315,27 @@ def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, outp
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
     no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows."""
-    if plan is None:
+    if plan is None and mode.strategy != CERTIFIED_EXP:   # the certified pass keeps its filter and recompute
         replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),
                                                                planning.plan_logsumexp_rows)
         if replayed is not None:
             return replayed[0]
         if row_plan is not None:
-            return _logsumexp_rows(x, view, row_plan, key)
+            return _logsumexp_rows(x, view, mode, row_plan, key)
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
 
 
-def _logsumexp_rows(x: torch.Tensor, view, plan: RowPlan, key) -> torch.Tensor:
+def _logsumexp_rows(x: torch.Tensor, view, mode: Mode, plan: RowPlan, key) -> torch.Tensor:
     """logsumexp of the view's contiguous rows by the single-read kernel, into a flat output of x's
     dtype; a CUDA call leaves its launch recipe under key."""
     rows = view.outer
     out = torch.empty(rows, dtype=x.dtype, device=x.device)
-    launch = _launch(single_read_logsumexp_kernel, (triton.cdiv(rows, plan.block_rows),), [view.source, out],
-                     [rows, view.red, view.stride_outer], plan.num_warps, ACC_DTYPE=tl.float64,
-                     BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
-                     **_register_cap(planning.single_read_register_cap(plan, 8)))
+    acc = mode.accumulator_dtype(x.dtype, x.dtype)
+    launch = _launch(single_read_logsumexp_kernel, (triton.cdiv(rows, plan.block_rows),),
+                     [_bits_if_bf16(view.source), _bits_if_bf16(out)], [rows, view.red, view.stride_outer],
+                     plan.num_warps, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j,
+                     **blocked_tree_layout(x, plan.num_warps),
+                     **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _RowsRecipe(rows, x.dtype, None, launch)
     return out

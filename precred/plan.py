@@ -1113,16 +1113,22 @@ def single_read_register_cap(p: RowPlan, accumulator_size: int) -> int | None:
 # two runs, one-pass -> single-read with tiles of 512 / 2048 / 4096 elements: 65536x1024 1550/1555 ->
 # 2039/2042 / 1789/1791 / 1444/1432, 262144x256 1637/1648 -> 1946/1951 / 1525/1508 / 1517/1499,
 # 8192^2 1516/1511 -> 1487/1487 (hence rows of 8192 keep the one pass; rows between were not measured).
-LOGSUMEXP_SINGLE_READ_MAX_ROW = 1024
+# The fp32 accumulator (`fast`) over fp32 rows of up to 8192 too: H200, 2026-11-29, sweep_outer --op
+# logsumexp --dim -1 --modes fast, GB/s one pass -> single read: 8192^2 3548 -> 3638, 65536x1024 3522 ->
+# 3674, 262144x256 3471 -> 3627 (copy 4254). Not bf16 `fast`: 8192^2 2996 -> 2851, 65536x1024 even,
+# 262144x256 2586 -> 2147. (bf16's fp64 mode is the certified fp32 pass, modes.CERTIFIED_EXP_MODE,
+# which keeps the one pass and its recompute: launch.reduce_logsumexp.)
+# By (accumulator size, input element size): the longest row the single-read kernel takes.
+LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 
 
 def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
     """The single-read plan of a logsumexp over rows x red contiguous rows (both >= 1), or None where
-    the one-pass reduction serves it: only the fp64 accumulator over fp32 input, rows of at most
-    LOGSUMEXP_SINGLE_READ_MAX_ROW elements (the measured cases)."""
-    if accumulator_size != 8 or element_size != 4 or red > LOGSUMEXP_SINGLE_READ_MAX_ROW:
+    the one-pass reduction serves it: rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW's elements for the
+    accumulator and input (the measured cases)."""
+    if red > LOGSUMEXP_SINGLE_READ_MAX_ROW.get((accumulator_size, element_size), 0):
         return None
-    return plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
+    return plan_single_read(rows, red, j_fast=True, accumulator_size=accumulator_size, element_size=element_size)
 
 
 # var / std / var_mean in the fp32 accumulator (`fast`) over contiguous fp32 rows of MOMENTS_ROWS_MIN_ROW to

@@ -135,14 +135,19 @@ def test_default_mode_fp32_within_two_ulp(device):
             assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, value, float(row.lse))
 
 
-@pytest.mark.parametrize("shape", [(4, 97), (37, 256), (3, 1024), (2, 1), (5, 1000)], ids=str)
-def test_single_read_rows_within_bound(shape, device, monkeypatch):
-    """The default (fp64) mode over contiguous fp32 rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW runs
-    the single-read kernel (the one-pass reduction is never called), several rows a program with a
-    partial last one included: every row within the bound at the row plan's depth, on every family;
-    rows of a transposed copy (strided) take the one pass, as do longer rows."""
+@pytest.mark.parametrize("mode, shape", [("fp64", (4, 97)), ("fp64", (37, 256)), ("fp64", (3, 1024)),
+                                         ("fp64", (2, 1)), ("fp64", (5, 1000)), ("fast", (4, 97)),
+                                         ("fast", (2, 1)), ("fast", (3, 1024)), ("fast", (2, 3000))], ids=str)
+def test_single_read_rows_within_bound(mode, shape, device, monkeypatch):
+    """The fp64 (default) and fast modes over contiguous fp32 rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW's
+    elements run the single-read kernel (the one-pass reduction is never called), several rows a
+    program with a partial last one included: every row within the mode's bound at the row plan's
+    depth, on every family; rows of a transposed copy (strided) take the one pass, as do longer rows
+    and bf16 rows (the certified fp64 pass among them)."""
     rows, n = shape
-    plan = plan_module.plan_logsumexp_rows(rows, n, element_size=4, accumulator_size=8)
+    acc = 8 if mode == "fp64" else 4
+    limit = plan_module.LOGSUMEXP_SINGLE_READ_MAX_ROW[(acc, 4)]
+    plan = plan_module.plan_logsumexp_rows(rows, n, element_size=4, accumulator_size=acc)
     assert plan is not None and plan.block_j >= n
 
     def one_pass(*args, **kwargs):
@@ -153,17 +158,17 @@ def test_single_read_rows_within_bound(shape, device, monkeypatch):
         x = family(name, rows, n, rng, torch.float32)
         with monkeypatch.context() as patch:
             patch.setattr(launch, "reduce", one_pass)
-            got = precred.logsumexp(x.to(device), -1).cpu().double().tolist()
-        rows_within_bound(x, -1, got, "fp64", plan.depth, "single-read")
+            got = precred.logsumexp(x.to(device), -1, mode=mode).cpu().double().tolist()
+        rows_within_bound(x, -1, got, mode, plan.depth, "single-read")
     with monkeypatch.context() as patch:
         patch.setattr(launch, "reduce", one_pass)
         if n > 1:   # (a row of one element reads contiguously either way)
             with pytest.raises(AssertionError, match="one-pass"):
-                precred.logsumexp(x.t().contiguous().to(device), 0)
+                precred.logsumexp(x.t().contiguous().to(device), 0, mode=mode)
         with pytest.raises(AssertionError, match="one-pass"):
-            precred.logsumexp(torch.zeros(2, plan_module.LOGSUMEXP_SINGLE_READ_MAX_ROW + 1, device=device), 1)
+            precred.logsumexp(torch.zeros(2, limit + 1, device=device), 1, mode=mode)
         with pytest.raises(AssertionError, match="one-pass"):
-            precred.logsumexp(x.to(device), -1, mode="fast")
+            precred.logsumexp(x.to(torch.bfloat16).to(device), -1, mode=mode)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

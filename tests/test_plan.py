@@ -345,18 +345,19 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
 
 
-def test_logsumexp_rows_plans_where_measured():
-    """The single-read logsumexp: fp64 accumulator over fp32 rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW
-    only, with softmax's single-read plan for them."""
-    limit = plan_module.LOGSUMEXP_SINGLE_READ_MAX_ROW
-    assert limit == 1024
+@pytest.mark.parametrize("acc, limit", [(8, 1024), (4, 8192)])
+def test_logsumexp_rows_plans_where_measured(acc, limit):
+    """The single-read logsumexp: fp32 rows, of at most 1024 elements for the fp64 accumulator and 8192
+    for fp32's (LOGSUMEXP_SINGLE_READ_MAX_ROW), with softmax's single-read plan for them; never 16-bit
+    or fp64 input."""
+    assert plan_module.LOGSUMEXP_SINGLE_READ_MAX_ROW[(acc, 4)] == limit
     for rows, red in [(1, 1), (3, 97), (65536, 1024), (262144, 256), (5, limit)]:
-        plan = plan_module.plan_logsumexp_rows(rows, red, element_size=4, accumulator_size=8)
-        assert plan == plan_single_read(rows, red, j_fast=True, accumulator_size=8, element_size=4)
-        for element_size, acc in ((2, 8), (8, 8), (4, 4), (2, 4)):
+        plan = plan_module.plan_logsumexp_rows(rows, red, element_size=4, accumulator_size=acc)
+        assert plan == plan_single_read(rows, red, j_fast=True, accumulator_size=acc, element_size=4)
+        for element_size in (2, 8):
             assert plan_module.plan_logsumexp_rows(rows, red, element_size=element_size, accumulator_size=acc) is None
-    for red in (limit + 1, 8192, 65536):
-        assert plan_module.plan_logsumexp_rows(64, red, element_size=4, accumulator_size=8) is None
+    for red in (limit + 1, 65536):
+        assert plan_module.plan_logsumexp_rows(64, red, element_size=4, accumulator_size=acc) is None
 
 
 def test_moments_rows_plans_where_measured():

@@ -27,8 +27,9 @@ the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gi
 every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
 -inf). Padding lanes load -inf, so they add exp(-inf) = 0.
 
-single_read_logsumexp_kernel: the same first half for logsumexp over contiguous rows (the fp64 mode
-over fp32 rows of at most precred.plan.LOGSUMEXP_SINGLE_READ_MAX_ROW), writing m + log(s) per row.
+single_read_logsumexp_kernel: the same first half for logsumexp over contiguous rows (the fp64 and
+fast modes over fp32 rows of at most precred.plan.LOGSUMEXP_SINGLE_READ_MAX_ROW's elements), writing
+m + log(s) per row.
 """
 import triton
 import triton.language as tl
