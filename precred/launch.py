@@ -152,7 +152,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # 1192 vs 764 GB/s). 65536x1024 fp64 went 760 -> 1315 GB/s, 8192^2 dim 0 fp64 602 -> 1536.
         options.update(heavy_state=False)
         if view.outer * view.inner >= planning.STABLE_EXP_TILE_MIN_OUTPUTS and (view.inner == 1 or acc == 8):
-            options.update(tile_elements=planning.STABLE_EXP_TILE)
+            long_row, long_row_tile = planning.STABLE_EXP_16BIT_LONG_ROW
+            long_16bit_rows = x.element_size() == 2 and view.inner == 1 and view.red >= long_row
+            options.update(tile_elements=long_row_tile if long_16bit_rows else planning.STABLE_EXP_TILE)
     if mode.strategy == CERTIFIED_EXP and x.element_size() == 2 and not outer_schedule:
         options.update(long_row_part=planning.CERTIFIED_EXP_16BIT_ROW_PART)   # measured in its note
     if mode.strategy == EXACT:

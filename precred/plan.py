@@ -274,6 +274,13 @@ def stable_exp_vectors(accumulator_size: int, element_size: int, red: int | None
 # precred.launch.plan_for): rows, and the fp64 accumulator over a strided axis (the fp32 accumulator
 # over a strided axis keeps the planner's default).
 STABLE_EXP_TILE = 1024
+# 16-bit rows of at least STABLE_EXP_16BIT_LONG_ROW[0] elements take tiles of [1] instead (a tile of 1024
+# bf16 is 2 KiB). H200, 2026-11-29, sweep_outer --op logsumexp --dim -1, bf16, GB/s two runs, tiles of
+# 1024 -> 2048 -> 4096: fast 1024x65536 2680/2713 -> 3048/3093 -> 2975/3013, 8192^2 3002/3055 ->
+# 3037/3039 -> 2996/3002, 65536x1024 3106/3109 -> 3132/3141, 262144x256 2625/2656 -> 2319/2347 (hence
+# long rows only); 16x262144 707/736 -> 736/736; the fp64 mode (the certified fp32 pass) within 1%
+# on the long rows, 262144x256 -9%. softmax / log_softmax do not take these passes (no change).
+STABLE_EXP_16BIT_LONG_ROW = (16384, 2048)
 STABLE_EXP_TILE_MIN_OUTPUTS = 1024
 # The same over a strided axis (schedules/outer.py welford_tile_part): each tile's lanes merged first, in
 # registers, then one Chan merge per column and tile. bench/sweep_outer.py --op var --dim 0, H100, GB/s

@@ -802,3 +802,16 @@ def test_stable_exp_vector_states_where_measured():
         assert plan_module.stable_exp_vectors(8, element_size, None)
     assert not plan_module.stable_exp_vectors(8, 8, 256)
     assert not plan_module.stable_exp_vectors(8, 8, None)
+
+
+def test_stable_exp_long_sixteen_bit_rows_take_the_larger_tile():
+    """logsumexp's first pass over many rows: tiles of STABLE_EXP_TILE elements, but 16-bit rows of at
+    least STABLE_EXP_16BIT_LONG_ROW[0] elements take STABLE_EXP_16BIT_LONG_ROW[1] (measured: its note)."""
+    from precred.launch import plan_for
+    from precred.modes import get_exp_mode
+    long_row, long_tile = plan_module.STABLE_EXP_16BIT_LONG_ROW
+    for dtype, red, tile in ((torch.bfloat16, long_row, long_tile), (torch.float16, 2 * long_row, long_tile),
+                             (torch.bfloat16, long_row // 2, plan_module.STABLE_EXP_TILE),
+                             (torch.float32, long_row, plan_module.STABLE_EXP_TILE)):
+        _, p = plan_for(torch.empty(1024, red, dtype=dtype), (1,), get_exp_mode("fast"), dtype, sm_count=132)
+        assert p.passes[0].lanes * p.passes[0].block_kept == tile, (dtype, red, p)
