@@ -257,7 +257,8 @@ def fp64_mean_as_pair(raw, first_ptrs, row_ok, mask, inv_n, ROWS: tl.constexpr, 
     K + sum(x - K) / n by an fp64 tree (d = x - K exact but where their exponents lie more than 44
     apart), then as an fp32 pair hi + lo of mean * pre, so that c = (x * pre - hi) - lo in fp32 keeps
     it to ~2^-48 of itself. pre = 1/4 where |mean| >= 2^119, else 1: x - hi could leave fp32's range
-    only there (|x| <= 2^128 - 2^120 for bf16), and x * pre is exact for 16-bit x."""
+    only there (|x| <= 2^128 - 2^120 for bf16), and x * pre is exact for 16-bit x. (The multiply
+    measured free: H200, precise bf16 262144x256 3124/3127 GB/s with it, 3117/3119 without.)"""
     shift = row_shift(first_ptrs, row_ok, tl.float64)   # a finite shift, else 0
     d = tl.where(mask, to_accumulator(raw, tl.float64) - shift[:, None], 0.0)
     mean = shift + tree_sum_blocked_rows(d, ROWS, WIDTH, TREE_VEC, TREE_THREADS) * inv_n
