@@ -174,7 +174,8 @@ def test_family_specs():
 def test_bound_depth_is_the_plan_that_runs():
     """The report holds each mode to its bound at the depth of the plan the call runs: the two-pass rows
     kernel's for var / std `fast` over fp32 rows it takes (plan.plan_moments_rows), the single-read
-    logsumexp's for `fp64` over short fp32 rows (plan.plan_logsumexp_rows), plan_for's elsewhere."""
+    logsumexp's for `fp64` and `fast` over short fp32 rows (plan.plan_logsumexp_rows), plan_for's
+    elsewhere (bf16 rows among them)."""
     from precred.launch import plan_for
     from precred.modes import get_exp_mode, get_var_mode
     from precred.plan import plan_logsumexp_rows, plan_moments_rows
@@ -186,6 +187,9 @@ def test_bound_depth_is_the_plan_that_runs():
     short = torch.zeros(3, 100)
     assert OPS["logsumexp"].plan_depth(short, "fp64") == plan_logsumexp_rows(3, 100, element_size=4,
                                                                            accumulator_size=8).depth
-    assert OPS["logsumexp"].plan_depth(short, "fast") == plan_for(short, (1,), get_exp_mode("fast"),
-                                                                  torch.float32)[1].depth
+    assert OPS["logsumexp"].plan_depth(short, "fast") == plan_logsumexp_rows(3, 100, element_size=4,
+                                                                           accumulator_size=4).depth
+    short16 = short.to(torch.bfloat16)
+    assert OPS["logsumexp"].plan_depth(short16, "fast") == plan_for(short16, (1,), get_exp_mode("fast"),
+                                                                    torch.bfloat16)[1].depth
     assert OPS["var"].plan_depth(short, "fast") == plan_for(short, (1,), get_var_mode("fast"), torch.float32)[1].depth
