@@ -155,7 +155,7 @@ NORM_MODES = {
     "precise": Mode("precise", WELFORD, True, False,
                     "fp64 statistics and arithmetic, rounded once (the last steps, * w + b, in fp32 for 16-bit "
                     "outputs; for 16-bit input and output the mean in fp64, the rest in fp32 around it): "
-                    "~0.5 ulp of each output plus ~2^-45 of |w|"),
+                    "~0.5 ulp of each output plus ~2^-45 of |w| (16-bit: plus 2^-47 |mean| / std of |w|)"),
 }
 
 
