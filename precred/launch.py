@@ -82,6 +82,20 @@ def _cuda_properties(device: torch.device):
     return _PROPERTIES[index]
 
 
+def _narrow_outer_tile(mode: Mode, element_size: int, accumulator_size: int) -> int:
+    """The first tile (elements) of `mode`'s passes over a narrow strided axis (plan.NARROW_OUTER_MIN_INNER's
+    note), or 0 where the mode keeps its own plan there: the extrema and products (not measured), pairwise
+    (the registers layout already), the fp64 logsumexp's passes (they lost) and the exact filter on fp32
+    (its heavy default)."""
+    if mode.strategy == WELFORD:
+        return planning.WELFORD_NARROW_OUTER_TILE
+    if (mode.whole_tree or mode.strategy not in planning.NARROW_OUTER_STRATEGIES
+            or (mode.strategy == STABLE_EXP and accumulator_size != 4)
+            or (mode.strategy == EXACT and element_size not in planning.EXACT_OUTER_TILE_MOMENTS)):
+        return 0
+    return planning.NARROW_OUTER_TILE_BYTES // element_size
+
+
 def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | None = None,
              **planner_overrides) -> tuple:
     """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims into out_dtype
@@ -163,18 +177,12 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # not for bf16 (1024x65536 1984 -> 2166); a wide strided axis: no halving, larger tiles (8192^2 dim 0
         # fp32 1773 -> 2913); one long row: no halving (2^28: 3663 -> 3977). Narrow strided axes (262144x256
         # dim 0) keep the heavy default -- but for 16-bit input, which takes the registers layout from one
-        # warp wide (plan.EXACT_NARROW_OUTER_MIN_INNER).
+        # warp wide (plan.NARROW_OUTER_MIN_INNER, below).
         outputs = view.outer * view.inner
         options.update(state_pass_min_columns=planning.EXACT_STATE_PASS_MIN_COLUMNS)
         if outer_schedule:
             tile_moments = x.element_size() in planning.EXACT_OUTER_TILE_MOMENTS
-            registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS
-            if tile_moments and planning.EXACT_NARROW_OUTER_MIN_INNER <= view.inner < registers_min_inner:
-                # measured in plan.EXACT_NARROW_OUTER_MIN_INNER's note
-                options.update(heavy_state=False, tile_elements=planning.EXACT_NARROW_OUTER_TILE, outer_min_warps=1,
-                               split_programs_per_sm=planning.EXACT_NARROW_OUTER_PROGRAMS_PER_SM,
-                               state_pass_min_columns=planning.EXACT_NARROW_STATE_PASS_MIN_COLUMNS)
-            elif view.inner >= planning.EXACT_OUTER_MIN_INNER:
+            if view.inner >= planning.EXACT_OUTER_MIN_INNER:
                 options.update(heavy_state=False, tile_elements=planning.EXACT_OUTER_TILE[x.element_size()])
                 if tile_moments:   # measured in plan.EXACT_OUTER_16BIT_PROGRAMS_PER_SM's note
                     options.update(split_programs_per_sm=planning.EXACT_OUTER_16BIT_PROGRAMS_PER_SM)
@@ -195,6 +203,15 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # H100, three runs, GB/s, this split -> short parts of 8 / 16 tiles per lane: fp32 1059/1061/1061
             # -> 1030/989/1032, 995/982/1004; bf16 636/633/636 -> 643/646/646, 624/624/627.
             options.update(heavy_state=False, short_part_tiles=0, wide_long_splits=True)
+    narrow_tile = _narrow_outer_tile(mode, x.element_size(), acc)
+    registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS   # the registers layout's default
+    if (narrow_tile and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED
+            and planning.NARROW_OUTER_MIN_INNER <= view.inner < registers_min_inner):
+        # A narrow strided axis (262144x256 over dim 0): the registers layout from one warp wide, measured in
+        # plan.NARROW_OUTER_MIN_INNER's note; in place of what the strategy's branch above chose.
+        options.update(heavy_state=False, tile_elements=narrow_tile, outer_min_warps=1,
+                       split_programs_per_sm=planning.NARROW_OUTER_PROGRAMS_PER_SM,
+                       state_pass_min_columns=planning.NARROW_STATE_PASS_MIN_COLUMNS)
     if mode.strategy in planning.PROGRAMMATIC_MERGE_STRATEGIES and programmatic_dependent_launch(x.device):
         options.update(dependent_merge=True)   # measured in plan.PROGRAMMATIC_MERGE_STRATEGIES' note
         if mode.strategy in VALUE_EXTREMA:   # measured in plan.VALUE_EXTREMA_SHORT_SPLIT's note

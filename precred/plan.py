@@ -307,6 +307,8 @@ WELFORD_OUTER_TILE = 1024
 # exact, logsumexp fast and amax over dim 0 within +-2%, bf16 and fp32: they keep 3.) 8-byte inputs
 # were not measured: the default.
 WELFORD_OUTER_STAGES = {2: 6, 4: 4}
+# Welford's first tile (elements) over a narrow strided axis (NARROW_OUTER_MIN_INNER's note).
+WELFORD_NARROW_OUTER_TILE = 8192
 # Split a long reduction when fewer than two programs per SM would otherwise run, into enough parts
 # for this many per SM...
 PROGRAMS_PER_SM = 4
@@ -547,21 +549,42 @@ EXACT_OUTER_MIN_INNER = 512
 # narrow layout) unmoved. 3 and 4 read alike; 3 is the nearer to the H100's 2 (not remeasured there).
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
-# Narrow strided axes of 16-bit input (at least EXACT_NARROW_OUTER_MIN_INNER columns, fewer than
-# OUTER_MIN_WARPS warps of 16-byte vectors: 262144x256 over dim 0) take the registers layout too, from
-# one warp wide (plan_reduction's outer_min_warps), with tile moments on tiles of EXACT_NARROW_OUTER_TILE,
-# EXACT_NARROW_OUTER_PROGRAMS_PER_SM programs per SM of one or two warps, and merging passes narrowed
-# down to EXACT_NARROW_STATE_PASS_MIN_COLUMNS columns, instead of the wide layout's chains (16 lanes of
-# 128 columns: 232 registers, ncu on the H200: DRAM 50% busy, 56 us where fast's pass took 41).
-# H100, bench/sweep_outer.py --op sum --modes exact --dim 0, 262144x256 bf16, GB/s (fast 2000-2010), two
-# runs each: wide chains 1615-1647; registers layout at 2 / 4 / 8 / 12 / 16 programs per SM (tiles of
-# 8192, columns 8, 3 stages) 1186-1206 / 1723-1733 / 1865-1866 / -- / --; at 8 programs, tiles of 16384
-# and columns of 4: 4 stages 1902-1905, 3 stages 1914-1963; 12 / 16 programs there 1817 / 1660; tiles
-# of 8192 1888-1890; columns of 8 1879-1891.
-EXACT_NARROW_OUTER_MIN_INNER = 256
-EXACT_NARROW_OUTER_TILE = 16384
-EXACT_NARROW_OUTER_PROGRAMS_PER_SM = 8
-EXACT_NARROW_STATE_PASS_MIN_COLUMNS = 4
+# Narrow strided axes: at least NARROW_OUTER_MIN_INNER columns, fewer than OUTER_MIN_WARPS warps of
+# 16-byte vectors (262144x256 over dim 0). There, first outer passes take the registers layout from one
+# warp wide (plan_reduction's outer_min_warps), on tiles of NARROW_OUTER_TILE_BYTES (Welford: of
+# WELFORD_NARROW_OUTER_TILE elements; the merging passes' tiles too), split for NARROW_OUTER_PROGRAMS_PER_SM
+# programs per SM, merging passes narrowed down to NARROW_STATE_PASS_MIN_COLUMNS columns -- instead of
+# the wide layout's chains (the exact filter's 16 lanes of 128 columns: 232 registers, ncu on the H200:
+# DRAM 50% busy, 56 us where fast's pass took 41; var fast bf16: 198 registers, 2 warps, 12% occupancy,
+# DRAM 46% busy). The strategies: NARROW_OUTER_STRATEGIES (precred.strategies ids: the plain sums, kahan,
+# logsumexp's fp32 passes, the certified fp32 pass, the exact filter on 16-bit input) and Welford
+# (precred.launch._narrow_outer_tile).
+# Exact, first: H100, bench/sweep_outer.py --op sum --modes exact --dim 0, 262144x256 bf16, GB/s (fast
+# 2000-2010), two runs each: wide chains 1615-1647; registers layout at 2 / 4 / 8 / 12 / 16 programs per
+# SM (tiles of 8192, columns 8, 3 stages) 1186-1206 / 1723-1733 / 1865-1866 / -- / --; at 8 programs,
+# tiles of 16384 and columns of 4: 4 stages 1902-1905, 3 stages 1914-1963; 12 / 16 programs there 1817 /
+# 1660; tiles of 8192 1888-1890; columns of 8 1879-1891.
+# The rest, H200, 2026-11-29, bench/sweep_outer.py --dim 0, two runs each (same within 1%), GB/s, wide ->
+# tiles of 8192 -> 16384 elements: sum fast bf16 262144x256 2561 -> 2750 -> 2833, 131072x384 2246 ->
+# 2392 -> 2585; fp32 3211 -> 3510 -> 3484, 2921 -> 3279 -> 3237; kahan bf16 2311 -> 2533 -> 2588, 1991
+# -> 2106 -> 2312; fp32 3241 -> 3398 -> 3343, 2965 -> 3161 -> 3088; fp64 bf16 2226 -> 2612 -> 2672,
+# 1935 -> 2191 -> 2443; fp32 3137 -> 3425 -> 3385, 2870 -> 3176 -> 3132; logsumexp fast bf16 2000 ->
+# 2452 -> 2428, 1710 -> 2030 -> 2273; fp32 2865 -> 3366 -> 3304, 2511 -> 3109 -> 3040; fp64 (certified
+# fp32 pass) bf16 1943 -> 2363 -> 2343, 1698 -> 2016 -> 2195; logsumexp fp64 on fp32 (fp64 states)
+# 1320 -> 1029 -> 242 (spills): not taken. Hence 32 KiB tiles (16-bit: 16384 elements, fp32: 8192).
+# 4 programs per SM at tiles of 8192: bf16 fast 2330, 12 at 4096: 2468 (and lower elsewhere).
+# Welford (var), same sweep, GB/s fast / fp64, wide -> tiles of 1024 -> 8192: bf16 262144x256 1547/1260
+# -> 1843/1460 -> 2351/2127, fp32 2584/2305 -> 2833/2520 -> 3278/3171; tiles of 8192 against 1024: bf16
+# 131072x384 1797/1280 -> 2220/1732, 65536x320 1116/831 -> 1484/1047, fp32 131072x384 2728/2420 ->
+# 3009/2875, 65536x320 1795/1605 -> 2137/1989. Not taken there: tiles of 4096 / 16384 (bf16 262144x256
+# 2096 / 2067 at 6 programs per SM), 4 / 6 / 12 / 16 programs per SM (1839 at tiles of 1024 / 2340 /
+# 2193 / 1375), 3 or 4 stages (2319 / 2373; 131072x384 1977 / 2170), merging passes of 2 or 8 columns
+# (2344 / 1680; fp32 131072x384 3097 at 2). Four warps wide and more (65536x1024): unchanged.
+NARROW_OUTER_MIN_INNER = 256
+NARROW_OUTER_TILE_BYTES = 32768
+NARROW_OUTER_PROGRAMS_PER_SM = 8
+NARROW_STATE_PASS_MIN_COLUMNS = 4
+NARROW_OUTER_STRATEGIES = frozenset({0, 1, 3, 7, 10})
 EXACT_STATE_PASS_MIN_COLUMNS = 8
 # The exact filter over rows (schedules/inner.py exact_input_part). 16-bit rows of many outputs take the
 # plain loop with the evict_first hint (EXACT_PLAIN_16BIT_ROWS; rows of at least PLAIN_16BIT_ROWS_MIN_RED

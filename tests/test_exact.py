@@ -282,7 +282,7 @@ def test_split_parts_whose_bound_leaves_fp32_are_recomputed(device, stage_flags)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_narrow_strided_axis_of_16_bit_input(device, dtype):
     """16-bit columns fewer than four warps wide take the registers layout from one warp, with each
-    tile's lanes merged in registers (plan.EXACT_NARROW_OUTER_MIN_INNER, schedules/outer.py
+    tile's lanes merged in registers (plan.NARROW_OUTER_MIN_INNER, schedules/outer.py
     exact_tile_part), split into parts here: still the correctly rounded sums and means."""
     rng = np.random.default_rng(11)
     wide = 8.0 if dtype == torch.float16 else 40.0   # exponents within the format's range

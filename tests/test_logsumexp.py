@@ -109,6 +109,21 @@ def test_within_bound_every_schedule(mode, dtype, planner, device):
             assert_within_bound(x.t().contiguous(), 0, mode, device, PLANNER_SETTINGS[planner])   # outer
 
 
+@pytest.mark.parametrize("mode,dtype", [("fast", torch.float32), ("fast", torch.bfloat16), ("fp64", torch.bfloat16)],
+                         ids=str)
+def test_narrow_strided_axis_within_bound(mode, dtype, device):
+    """Fewer columns than four warps of 16-byte vectors (plan.NARROW_OUTER_MIN_INNER): the fp32 passes
+    run one-warp programs with the lanes in registers, split into parts here (the fp64 mode on fp32
+    input keeps its plan: tests/test_plan.py); within the bound on every family."""
+    rng = np.random.default_rng([5, DTYPES.index(dtype), EXP_MODES.index(mode)])
+    planner = dict(split_min_bytes=0)
+    for name in FAMILIES:
+        x = family(name, 264, 70, rng, dtype).t().contiguous()
+        first = plan_for(x, (0,), logsumexp_mode(mode, dtype), dtype, **planner)[1].passes[0]
+        assert first.num_warps == 1 and first.block_kept == 32 * 16 // x.element_size() and first.parts > 1, first
+        assert_within_bound(x, 0, mode, device, planner)
+
+
 @pytest.mark.parametrize("mode", EXP_MODES)
 def test_within_bound_lengths_around_blocks(mode, device):
     rng = np.random.default_rng(11)

@@ -650,6 +650,44 @@ def test_wide_outer_first_passes_run_on_few_warps():
     assert first.num_warps > plan_module.OUTER_WIDE_MAX_WARPS
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_narrow_strided_axes_split_on_one_warp_in_the_registers_layout(dtype, monkeypatch):
+    """262144 x 256 over dim 0 -- fewer columns than OUTER_MIN_WARPS warps of 16-byte vectors: the sums
+    (fast, kahan, fp64), var, logsumexp's fp32 passes and the exact filter on 16-bit input take
+    programs one warp wide in the registers layout, about NARROW_OUTER_PROGRAMS_PER_SM per SM, whose
+    states merge on NARROW_STATE_PASS_MIN_COLUMNS columns (plan.NARROW_OUTER_MIN_INNER); pairwise, the
+    fp64 logsumexp of fp32 input and the exact filter on fp32 keep the plans they had without it."""
+    from precred.launch import plan_for
+    from precred.modes import get_mode, get_var_mode, logsumexp_mode
+    x = torch.empty((262144, 256), dtype=dtype, device="meta")
+    modes = {"fast": get_mode("fast"), "kahan": get_mode("kahan"), "fp64": get_mode("fp64"),
+             "pairwise": get_mode("pairwise"), "exact": get_mode("exact"), "var fast": get_var_mode("fast"),
+             "var fp64": get_var_mode("fp64"), "logsumexp fast": logsumexp_mode("fast", dtype),
+             "logsumexp fp64": logsumexp_mode("fp64", dtype)}
+    keeping = {"pairwise"} | ({"logsumexp fp64", "exact"} if dtype == torch.float32 else set())
+
+    wide = torch.empty((65536, 1024), dtype=dtype, device="meta")   # four warps of vectors and more
+
+    def plans(t):
+        return {name: plan_for(t, (0,), m, sm_count=132)[1] for name, m in modes.items()}
+
+    narrow, wide_plans = plans(x), plans(wide)
+    monkeypatch.setattr(plan_module, "NARROW_OUTER_MIN_INNER", 1 << 30)
+    without = plans(x)
+    assert plans(wide) == wide_plans
+    for name in modes:
+        if name in keeping:
+            assert narrow[name] == without[name], name
+            continue
+        first, merge = narrow[name].passes
+        programs = first.parts * (256 // first.block_kept)
+        assert first.schedule == "outer" and first.num_warps == 1, (name, first)
+        assert first.block_kept == 32 * (16 // x.element_size()), (name, first)   # one warp of vectors
+        assert plan_module.NARROW_OUTER_PROGRAMS_PER_SM * 132 // 2 < programs <= plan_module.NARROW_OUTER_PROGRAMS_PER_SM * 132
+        assert merge.block_kept == plan_module.NARROW_STATE_PASS_MIN_COLUMNS, (name, merge)
+        assert narrow[name] != without[name], name
+
+
 @pytest.mark.parametrize("dtype,mode,halved", [(torch.float32, "fast", False), (torch.float32, "fp64", False),
                                                (torch.bfloat16, "fp64", False), (torch.bfloat16, "fast", True)])
 def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):

@@ -77,6 +77,20 @@ def test_every_mode_within_bound_on_adversarial_rows(device, family, dtype, plan
         check_within_bound(x.t().contiguous(), (0,), mode, device=device, planner=PLANNER_SETTINGS[planner])
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("family", ["ill_conditioned", "wide_range"])
+def test_narrow_strided_axis_within_bound(device, family, dtype):
+    """Fewer columns than four warps of 16-byte vectors (plan.NARROW_OUTER_MIN_INNER): the first pass
+    runs one-warp programs with the lanes in registers, split into parts here (a merging pass on
+    narrowed column blocks); every mode within its bound at the plan's depth."""
+    x = _rows(family, 70, 264, dtype, seed=zlib.crc32(f"narrow {family} {dtype}".encode())).t().contiguous()
+    for mode in MODES:
+        plan, _ = check_within_bound(x, (0,), mode, device=device, planner=dict(split_min_bytes=0))
+        if mode in ("fast", "kahan", "fp64"):
+            first = plan.passes[0]
+            assert first.num_warps == 1 and first.block_kept == 32 * 16 // x.element_size() and first.parts > 1, plan
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("family", list(gen.FAMILIES))
 def test_kahan_vector_sums_within_bound(device, family, dtype, monkeypatch):

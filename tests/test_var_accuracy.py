@@ -268,6 +268,20 @@ def test_outer_tile_moments_within_bound(device, family, dtype):
         check_moments_within_bound(x, (0,), mode, device=device, planner=planner, std=False)
 
 
+@pytest.mark.parametrize("family,dtype", [("offset1e6", torch.bfloat16), ("offset1e6", torch.float32),
+                                          ("huge", torch.float32)], ids=str)
+def test_narrow_strided_axis_within_bound(device, family, dtype):
+    """Fewer columns than four warps of 16-byte vectors (plan.NARROW_OUTER_MIN_INNER): one-warp programs
+    with each tile's lanes merged in registers, split into parts here; every mode within its bound."""
+    rng = np.random.default_rng(zlib.crc32(f"narrow {family} {dtype}".encode()))
+    x = torch.stack([_family(family, 70, rng, dtype) for _ in range(264)], dim=1)
+    planner = dict(split_min_bytes=0)
+    first = plan_for(x, (0,), get_var_mode("fast"), dtype, **planner)[1].passes[0]
+    assert first.num_warps == 1 and first.block_kept == 32 * 16 // x.element_size() and first.parts > 1
+    for mode in VAR_MODES:
+        check_moments_within_bound(x, (0,), mode, device=device, planner=planner, std=False)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_lengths_around_block_sizes(device, dtype):
     """Rows around the tiny tiles' sizes (16-element tiles: chains, splits and merges of partial
