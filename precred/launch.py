@@ -85,13 +85,11 @@ def _cuda_properties(device: torch.device):
 def _narrow_outer_tile(mode: Mode, element_size: int, accumulator_size: int) -> int:
     """The first tile (elements) of `mode`'s passes over a narrow strided axis (plan.NARROW_OUTER_MIN_INNER's
     note), or 0 where the mode keeps its own plan there: the extrema and products (not measured), pairwise
-    (the registers layout already), the fp64 logsumexp's passes (they lost) and the exact filter on fp32
-    (its heavy default)."""
+    (the registers layout already) and the fp64 logsumexp's passes (they lost)."""
     if mode.strategy == WELFORD:
         return planning.WELFORD_NARROW_OUTER_TILE
     if (mode.whole_tree or mode.strategy not in planning.NARROW_OUTER_STRATEGIES
-            or (mode.strategy == STABLE_EXP and accumulator_size != 4)
-            or (mode.strategy == EXACT and element_size not in planning.EXACT_OUTER_TILE_MOMENTS)):
+            or (mode.strategy == STABLE_EXP and accumulator_size != 4)):
         return 0
     return planning.NARROW_OUTER_TILE_BYTES // element_size
 
@@ -880,12 +878,16 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         grid = (p.outer * triton.cdiv(p.inner, p.block_kept) * p.parts,)
         scalars = [p.outer, p.inner, stride_outer, stride_inner, stride_red, p.red, p.chunk, p.parts, divisor]
         consts.update(BLOCK_R=p.lanes, BLOCK_I=p.block_kept, TILE_COUNTER=p.tile_counter, LOOP_STAGES=p.loop_stages)
-        # Tile moments (Welford, stable exp) where each thread holds all lanes of its columns (the registers layout:
-        # a warp's 16-byte vectors span 32 * vector columns, the warps side by side; plan._outer_pass).
-        lanes_in_registers = p.block_kept >= 32 * (16 // src[0].element_size()) * p.num_warps
+        # Tile moments (Welford, stable exp, the exact filter) where each thread holds all lanes of its columns
+        # (the registers layout: a warp's 16-byte vectors span 32 * vector columns, the warps side by side;
+        # plan._outer_pass) -- the exact filter's on 16-bit input and on narrow axes (fewer than
+        # plan.OUTER_MIN_WARPS warps wide: plan.NARROW_OUTER_MIN_INNER's note).
+        warp_columns = 32 * (16 // src[0].element_size())
+        lanes_in_registers = p.block_kept >= warp_columns * p.num_warps
+        narrow = p.block_kept < warp_columns * planning.OUTER_MIN_WARPS
         consts.update(TILE_MOMENTS=not src_is_state and lanes_in_registers and (
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
-            or (strategy == EXACT and src[0].element_size() in planning.EXACT_OUTER_TILE_MOMENTS)
+            or (strategy == EXACT and (src[0].element_size() in planning.EXACT_OUTER_TILE_MOMENTS or narrow))
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)

@@ -557,7 +557,8 @@ EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
 # the wide layout's chains (the exact filter's 16 lanes of 128 columns: 232 registers, ncu on the H200:
 # DRAM 50% busy, 56 us where fast's pass took 41; var fast bf16: 198 registers, 2 warps, 12% occupancy,
 # DRAM 46% busy). The strategies: NARROW_OUTER_STRATEGIES (precred.strategies ids: the plain sums, kahan,
-# logsumexp's fp32 passes, the certified fp32 pass, the exact filter on 16-bit input) and Welford
+# logsumexp's fp32 passes, the certified fp32 pass, the exact filter -- with tile moments on fp32 input
+# there too, which EXACT_OUTER_TILE_MOMENTS gives wide axes of 16-bit input alone) and Welford
 # (precred.launch._narrow_outer_tile).
 # Exact, first: H100, bench/sweep_outer.py --op sum --modes exact --dim 0, 262144x256 bf16, GB/s (fast
 # 2000-2010), two runs each: wide chains 1615-1647; registers layout at 2 / 4 / 8 / 12 / 16 programs per
@@ -573,6 +574,10 @@ EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
 # fp32 pass) bf16 1943 -> 2363 -> 2343, 1698 -> 2016 -> 2195; logsumexp fp64 on fp32 (fp64 states)
 # 1320 -> 1029 -> 242 (spills): not taken. Hence 32 KiB tiles (16-bit: 16384 elements, fp32: 8192).
 # 4 programs per SM at tiles of 8192: bf16 fast 2330, 12 at 4096: 2468 (and lower elsewhere).
+# The exact filter on fp32 (same sweep, --modes fast,exact, two runs): its heavy default -> this rule with
+# tile moments: 262144x256 2907/2899 -> 3326/3268 (fast 3510), 131072x384 2603/2645 -> 3022/3017 (fast
+# 3277). Exact on bf16 (the rule before) against 6 / 12 programs per SM, tiles of 16 / 64 KiB: 262144x256
+# 2402/2393 -> 2350 / 2375 / 2390 / 2359, 131072x384 2197/2195 -> 1922 / 2144 / 2053 / 2125.
 # Welford (var), same sweep, GB/s fast / fp64, wide -> tiles of 1024 -> 8192: bf16 262144x256 1547/1260
 # -> 1843/1460 -> 2351/2127, fp32 2584/2305 -> 2833/2520 -> 3278/3171; tiles of 8192 against 1024: bf16
 # 131072x384 1797/1280 -> 2220/1732, 65536x320 1116/831 -> 1484/1047, fp32 131072x384 2728/2420 ->
