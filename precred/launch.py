@@ -201,6 +201,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # H100, three runs, GB/s, this split -> short parts of 8 / 16 tiles per lane: fp32 1059/1061/1061
             # -> 1030/989/1032, 995/982/1004; bf16 636/633/636 -> 643/646/646, 624/624/627.
             options.update(heavy_state=False, short_part_tiles=0, wide_long_splits=True)
+    if outer_schedule and x.element_size() <= 4 and mode.strategy in planning.OUTER_SPLIT_PROGRAMS_PER_SM:
+        # measured in plan.OUTER_SPLIT_PROGRAMS_PER_SM's note (fp64 input: not measured)
+        options.update(split_programs_per_sm=planning.OUTER_SPLIT_PROGRAMS_PER_SM[mode.strategy])
     narrow_tile = _narrow_outer_tile(mode, x.element_size(), acc)
     registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS   # the registers layout's default
     if (narrow_tile and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED

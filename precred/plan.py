@@ -322,6 +322,16 @@ SPLIT_MIN_BYTES = 4 << 20
 # sum within 1% (8192^2 64 parts instead of 66); logsumexp fp64 1024x65536 fp32 1567 -> 1680; amax
 # +0-2%; var fast bf16 1024x65536 1964 -> 1889 (one run), the rest of var within 1%.
 SPLIT_PARTS_WITHIN_TARGET = True
+# In place of PROGRAMS_PER_SM, for the strategies named here (precred.strategies ids: kahan, logsumexp's
+# certified fp32 pass on 16-bit input), this many per SM where the split runs over a strided axis (the
+# outer schedule; narrow axes take NARROW_OUTER_PROGRAMS_PER_SM). H200, 2026-11-29, bench/sweep_outer.py --dim 0, GB/s at 4 -> 8
+# (a second run at 4 within 1%, 4096^2 within 4%): kahan bf16 8192^2 2580 -> 2711, 65536x1024 2461 ->
+# 2464, 1024x65536 2650 -> 2696, 4096^2 1456 -> 1487; fp32 3318 -> 3418, 3250 -> 3347, 3351 -> 3485,
+# 2066 -> 2181; logsumexp fp64 (certified pass) bf16 8192^2 1175 -> 1197, 65536x1024 1051 -> 1350,
+# 1024x65536 1476 -> 1665, 4096^2 1370 -> 1321 (6: 1174 / 1351 / 1659 / 1280). Not taken at 8 (same
+# sweep): sum fast (fp32 -2 to -4%), fp64 sums (bf16 -2 to +1%), logsumexp fast (fp32 -2 to -5%; bf16
+# -1 to +5%), var (fast -2 to -19%; 6 and Welford tiles of 4096 lost too).
+OUTER_SPLIT_PROGRAMS_PER_SM = {1: 8, 10: 8}
 # A split inner pass whose parts would hold fewer than SHORT_PART_TILES tiles per lane (few rows of a
 # few MB: 16 x 262144) is planned for fewer, longer parts instead: SHORT_SPLIT_PROGRAMS_PER_SM programs
 # per SM, lanes narrowed to SHORT_PART_TILES tiles per part, and the full warps of the heavy states.

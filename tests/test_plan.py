@@ -688,6 +688,29 @@ def test_narrow_strided_axes_split_on_one_warp_in_the_registers_layout(dtype, mo
         assert narrow[name] != without[name], name
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_outer_splits_take_their_strategys_programs_per_sm(dtype, monkeypatch):
+    """Over wide strided axes, kahan and logsumexp's certified pass (fp64 mode on 16-bit input) split
+    for OUTER_SPLIT_PROGRAMS_PER_SM programs per SM, the other modes for PROGRAMS_PER_SM; rows keep theirs."""
+    from precred.launch import plan_for
+    from precred.modes import get_mode, logsumexp_mode
+    sms = 132
+    modes = {"kahan": get_mode("kahan"), "fast": get_mode("fast"), "logsumexp fp64": logsumexp_mode("fp64", dtype)}
+    for shape in ((8192, 8192), (65536, 1024), (1024, 65536)):
+        x = torch.empty(shape, dtype=dtype, device="meta")
+        for name, m in modes.items():
+            first = plan_for(x, (0,), m, sm_count=sms)[1].passes[0]
+            programs = first.parts * -(-shape[1] // first.block_kept)
+            wanted = plan_module.OUTER_SPLIT_PROGRAMS_PER_SM.get(m.strategy, plan_module.PROGRAMS_PER_SM)
+            assert first.parts > 1 and wanted * sms // 2 < programs <= wanted * sms, (name, shape, first)
+        assert plan_module.OUTER_SPLIT_PROGRAMS_PER_SM.get(modes["kahan"].strategy, 0) > plan_module.PROGRAMS_PER_SM
+        assert (modes["logsumexp fp64"].strategy in plan_module.OUTER_SPLIT_PROGRAMS_PER_SM) == (dtype == torch.bfloat16)
+    rows = torch.empty((16, 262144), dtype=dtype, device="meta")
+    before = plan_for(rows, (1,), modes["kahan"], sm_count=sms)[1]
+    monkeypatch.setattr(plan_module, "OUTER_SPLIT_PROGRAMS_PER_SM", {})
+    assert plan_for(rows, (1,), modes["kahan"], sm_count=sms)[1] == before
+
+
 @pytest.mark.parametrize("dtype,mode,halved", [(torch.float32, "fast", False), (torch.float32, "fp64", False),
                                                (torch.bfloat16, "fp64", False), (torch.bfloat16, "fast", True)])
 def test_welford_rows_keep_full_warps_except_bf16_fast(dtype, mode, halved):
