@@ -323,14 +323,14 @@ SPLIT_MIN_BYTES = 4 << 20
 # +0-2%; var fast bf16 1024x65536 1964 -> 1889 (one run), the rest of var within 1%.
 SPLIT_PARTS_WITHIN_TARGET = True
 # In place of PROGRAMS_PER_SM, for the strategies named here (precred.strategies ids: kahan, logsumexp's
-# certified fp32 pass on 16-bit input), this many per SM where the split runs over a strided axis (the
-# outer schedule; narrow axes take NARROW_OUTER_PROGRAMS_PER_SM). H200, 2026-11-29, bench/sweep_outer.py --dim 0, GB/s at 4 -> 8
-# (a second run at 4 within 1%, 4096^2 within 4%): kahan bf16 8192^2 2580 -> 2711, 65536x1024 2461 ->
-# 2464, 1024x65536 2650 -> 2696, 4096^2 1456 -> 1487; fp32 3318 -> 3418, 3250 -> 3347, 3351 -> 3485,
+# certified fp32 pass on 16-bit input), this many per SM where the split runs over a strided axis (the outer
+# schedule; narrow axes take NARROW_OUTER_PROGRAMS_PER_SM). H200, 2026-11-29, bench/sweep_outer.py --dim 0,
+# GB/s at 4 -> 8 (a second run at 4 within 1%, 4096^2 within 4%): kahan bf16 8192^2 2580 -> 2711, 65536x1024
+# 2461 -> 2464, 1024x65536 2650 -> 2696, 4096^2 1456 -> 1487; fp32 3318 -> 3418, 3250 -> 3347, 3351 -> 3485,
 # 2066 -> 2181; logsumexp fp64 (certified pass) bf16 8192^2 1175 -> 1197, 65536x1024 1051 -> 1350,
-# 1024x65536 1476 -> 1665, 4096^2 1370 -> 1321 (6: 1174 / 1351 / 1659 / 1280). Not taken at 8 (same
-# sweep): sum fast (fp32 -2 to -4%), fp64 sums (bf16 -2 to +1%), logsumexp fast (fp32 -2 to -5%; bf16
-# -1 to +5%), var (fast -2 to -19%; 6 and Welford tiles of 4096 lost too).
+# 1024x65536 1476 -> 1665, 4096^2 1370 -> 1321 (6: 1174 / 1351 / 1659 / 1280). Not taken at 8 (same sweep):
+# sum fast (fp32 -2 to -4%), fp64 sums (bf16 -2 to +1%), logsumexp fast (fp32 -2 to -5%; bf16 -1 to +5%),
+# var (fast -2 to -19%; 6 and Welford tiles of 4096 lost too).
 OUTER_SPLIT_PROGRAMS_PER_SM = {1: 8, 10: 8}
 # A split inner pass whose parts would hold fewer than SHORT_PART_TILES tiles per lane (few rows of a
 # few MB: 16 x 262144) is planned for fewer, longer parts instead: SHORT_SPLIT_PROGRAMS_PER_SM programs
@@ -588,13 +588,14 @@ EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
 # tile moments: 262144x256 2907/2899 -> 3326/3268 (fast 3510), 131072x384 2603/2645 -> 3022/3017 (fast
 # 3277). Exact on bf16 (the rule before) against 6 / 12 programs per SM, tiles of 16 / 64 KiB: 262144x256
 # 2402/2393 -> 2350 / 2375 / 2390 / 2359, 131072x384 2197/2195 -> 1922 / 2144 / 2053 / 2125.
-# Welford (var), same sweep, GB/s fast / fp64, wide -> tiles of 1024 -> 8192: bf16 262144x256 1547/1260
-# -> 1843/1460 -> 2351/2127, fp32 2584/2305 -> 2833/2520 -> 3278/3171; tiles of 8192 against 1024: bf16
+# Welford (var), same sweep, GB/s fast / fp64, wide -> tiles of 1024 -> 8192: bf16 262144x256 1547/1260 ->
+# 1843/1460 -> 2351/2127, fp32 2584/2305 -> 2833/2520 -> 3278/3171; tiles of 8192 against 1024: bf16
 # 131072x384 1797/1280 -> 2220/1732, 65536x320 1116/831 -> 1484/1047, fp32 131072x384 2728/2420 ->
-# 3009/2875, 65536x320 1795/1605 -> 2137/1989. Not taken there: tiles of 4096 / 16384 (bf16 262144x256
-# 2096 / 2067 at 6 programs per SM), 4 / 6 / 12 / 16 programs per SM (1839 at tiles of 1024 / 2340 /
-# 2193 / 1375), 3 or 4 stages (2319 / 2373; 131072x384 1977 / 2170), merging passes of 2 or 8 columns
-# (2344 / 1680; fp32 131072x384 3097 at 2). Four warps wide and more (65536x1024): unchanged.
+# 3009/2875, 65536x320 1795/1605 -> 2137/1989. Not taken there: tiles of 4096 / 16384 (bf16 262144x256 2096
+# / 2067; 16384 at 6 programs per SM 2347), 6 / 12 / 16 programs per SM at tiles of 8192 (2340 / 2193 /
+# 1982; 4 at tiles of 1024: 1839 against 1843), 3 or 4 stages (2319 / 2373; 131072x384 1977 / 2170), merging
+# passes of 2 or 8 columns (2344 / 1680; fp32 131072x384 3097 at 2). Four warps wide and more (65536x1024):
+# unchanged.
 NARROW_OUTER_MIN_INNER = 256
 NARROW_OUTER_TILE_BYTES = 32768
 NARROW_OUTER_PROGRAMS_PER_SM = 8
