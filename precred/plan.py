@@ -559,6 +559,22 @@ EXACT_OUTER_MIN_INNER = 512
 # narrow layout) unmoved. 3 and 4 read alike; 3 is the nearer to the H100's 2 (not remeasured there).
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
+# Wide strided axes of 16-bit input (four warps of 16-byte vectors wide and more, a reduced axis of at
+# least OUTER_REGISTERS_MIN_RED): first passes of the strategies in OUTER_16BIT_ACC_TILE_STRATEGIES hold
+# OUTER_16BIT_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead of ACC_TILE_BYTES: 8192
+# elements, 4 lanes of 16-byte vectors a thread (two before) -- as many bytes loaded per tile as over fp32
+# input (ncu, H200, sum fast bf16 65536x1024 dim 0 before: DRAM 83% busy, issue slots 27%, 24% occupancy).
+# H200, 2026-11-29, bench/sweep_outer.py --dim 0, bf16 / fp16, two runs each (within 1%), GB/s 16 KiB ->
+# this: sum fast bf16 8192^2 2832 -> 2964, 65536x1024 2708 -> 2808, 1024x65536 2903 -> 2981, 4096^2 1702
+# -> 1757 (fp16 alike, +5%); sum fp64 (64 KiB of fp64 accumulators) bf16 2709 -> 2813, 2548 -> 2660, 2780
+# -> 2829, 1550 -> 1607; logsumexp fast bf16 2390 -> 2697, 2182 -> 2468, 2440 -> 2700, 1413 -> 1484 (fp16
+# alike); its certified pass (fp64 mode) bf16 1576 -> 1554, 1044-1055 -> 1044-1053, 1462 -> 1512, 1314 ->
+# 1311, fp16 1024x65536 1044 -> 1244, the rest within 2%; amax bf16 2423 -> 2661, 2333 -> 2554, 2537 ->
+# 2681, 1520 -> 1571; argmax 2375 -> 2610, 2193 -> 2430, 2459 -> 2620, 1367 -> 1407. kahan on it (the full
+# warps, not the heavy state's halves) lost 5-6% (8192^2 2710 -> 2568): not taken. fp32 input keeps
+# ACC_TILE_BYTES: TILE_BYTES bounds its tile (4096 elements) first.
+OUTER_16BIT_ACC_TILE_BYTES = {4: 32768, 8: 65536}
+OUTER_16BIT_ACC_TILE_STRATEGIES = frozenset({0, 3, 4, 5, 8, 9, 10})
 # Narrow strided axes: at least NARROW_OUTER_MIN_INNER columns, fewer than OUTER_MIN_WARPS warps of
 # 16-byte vectors (262144x256 over dim 0). There, first outer passes take the registers layout from one
 # warp wide (plan_reduction's outer_min_warps), on tiles of NARROW_OUTER_TILE_BYTES (Welford: of
