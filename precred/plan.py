@@ -492,7 +492,17 @@ OUTER_WIDE_MAX_WARPS = 2
 # bench/sweep_outer.py, H100 (stop note of 2026-11-24's sixth session), GB/s 0 -> 32: bf16 pairwise
 # 65536x1024 892 -> 1913, 262144x256 821 -> 1613; fp32 pairwise 262144x256 1375 -> 2344, 65536x1024
 # 1805 -> 2484; fast 65536x1024 fp32 2410 -> 2534, bf16 1922 -> 2113. 64 was no better.
-STATE_PASS_MIN_COLUMNS = 32
+# 32 -> 4 columns (16 bytes of fp32 states; the states were written just before, read from L2): ncu, H200,
+# var fast bf16 65536x1024 dim 0, its merge of 263 parts on 32 programs took 20 us next to the first
+# pass's 40 (sum fast: 8 us next to 35). bench/sweep_outer.py --dim 0, H200, 2026-11-29, two runs each
+# (within 1%), GB/s 32 -> 4: var fast bf16 65536x1024 2135 -> 2464, 4096^2 1454 -> 1535, 8192^2 2568 ->
+# 2656, fp32 2978 -> 3264, 2064 -> 2170, 3383 -> 3460; var fp64 bf16 1694 -> 1901, 1120 -> 1200, fp32
+# 2800 -> 3084; logsumexp fast bf16 65536x1024 2456 -> 2558, fp32 3327 -> 3402, fp64 bf16 1371 -> 1472;
+# sum fast / kahan / fp64 bf16 65536x1024 2815 / 2431 / 2668 -> 2836 / 2461 / 2708 (kahan bf16 4096^2
+# 1483 -> 1452-1467, the rest within 1%); 1024x65536 (4-8 parts) unchanged. Not taken: merging tiles of
+# 8192 / 16384 elements with chains of 2 tiles (var 65536x1024 bf16 2371 / 2325, kahan bf16 1024x65536
+# 2708 -> 2524), Welford's merges on tiles of 4096 instead of its first tile (65536x1024 bf16 2497, +1%).
+STATE_PASS_MIN_COLUMNS = 4
 
 
 def _warps(tile_elements: int) -> int:
@@ -543,7 +553,7 @@ EXACT_OUTER_MIN_INNER = 512
 # column keeps one state (8192^2 dim 0 bf16: 121 -> 72 registers with tiles of 8192 instead of 2048),
 # on half the split's programs (EXACT_OUTER_16BIT_PROGRAMS_PER_SM: fewer parts, fewer partial states
 # to write and merge); and every exact plan's merging outer passes narrow their column block down to
-# EXACT_STATE_PASS_MIN_COLUMNS (8 fp64 states, 64 bytes) where the default stops at 32: the merge of
+# EXACT_STATE_PASS_MIN_COLUMNS (8 fp64 states, 64 bytes) where the default stopped at 32 then (4 since): the merge of
 # 521 parts of 65536x1024 over dim 0 ran on 32 programs (H200, ncu: 15.9 us of a 59 us call; fast's
 # 8.8). H100, bench/sweep_outer.py --op sum --modes fast,exact --dim 0, bf16, GB/s of exact (fast
 # 2120-2250 on the first three): default -> columns of 8 -> tile moments at 8192 and 2 programs per SM
