@@ -692,13 +692,14 @@ def test_narrow_strided_axes_split_on_one_warp_in_the_registers_layout(dtype, mo
 def test_wide_strided_axes_of_16bit_input_take_the_larger_accumulator_tile(dtype, monkeypatch):
     """Over wide strided axes of 16-bit input, the first passes of fast, fp64, logsumexp's passes and the
     extrema hold OUTER_16BIT_ACC_TILE_BYTES of accumulators (8192 elements: each thread holds 1/256 of
-    it in the registers layout, four lanes of 16-byte vectors); kahan, pairwise, var, exact, fp32 input, narrow axes (262144 x 256) and short reduced
-    axes (16 x 262144) keep the plans they had without it."""
+    it in the registers layout, four lanes of 16-byte vectors); kahan, pairwise, var, exact, fp32 input,
+    narrow axes (262144 x 256) and short reduced axes (16 x 262144) keep the plans they had without it."""
     from precred.launch import plan_for
     from precred.modes import MAXIMUM_MODE, MAXIMUM_VALUE_MODE, get_mode, get_var_mode, logsumexp_mode
     modes = {"fast": get_mode("fast"), "fp64": get_mode("fp64"), "logsumexp fast": logsumexp_mode("fast", dtype),
-             "logsumexp fp64": logsumexp_mode("fp64", dtype), "amax": MAXIMUM_VALUE_MODE, "argmax": MAXIMUM_MODE, "kahan": get_mode("kahan"), "pairwise": get_mode("pairwise"),
-             "var fast": get_var_mode("fast"), "exact": get_mode("exact")}
+             "logsumexp fp64": logsumexp_mode("fp64", dtype), "amax": MAXIMUM_VALUE_MODE, "argmax": MAXIMUM_MODE,
+             "kahan": get_mode("kahan"), "pairwise": get_mode("pairwise"), "var fast": get_var_mode("fast"),
+             "exact": get_mode("exact")}
     taking = {"fast", "fp64", "logsumexp fast", "logsumexp fp64", "amax", "argmax"} if dtype != torch.float32 else set()
     shapes = ((8192, 8192), (65536, 1024), (1024, 65536), (262144, 256), (16, 262144))
 
