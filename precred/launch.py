@@ -218,6 +218,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         options.update(heavy_state=False, tile_elements=narrow_tile, outer_min_warps=1,
                        split_programs_per_sm=planning.NARROW_OUTER_PROGRAMS_PER_SM,
                        state_pass_min_columns=planning.NARROW_STATE_PASS_MIN_COLUMNS)
+    if outer_schedule and mode.strategy in planning.WIDE_LANES_STATE_STRATEGIES:
+        options.update(state_pass_wide_lanes=True)   # measured in plan.WIDE_LANES_STATE_STRATEGIES' note
     if mode.strategy in planning.PROGRAMMATIC_MERGE_STRATEGIES and programmatic_dependent_launch(x.device):
         options.update(dependent_merge=True)   # measured in plan.PROGRAMMATIC_MERGE_STRATEGIES' note
         if mode.strategy in VALUE_EXTREMA:   # measured in plan.VALUE_EXTREMA_SHORT_SPLIT's note

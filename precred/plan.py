@@ -503,6 +503,23 @@ OUTER_WIDE_MAX_WARPS = 2
 # 8192 / 16384 elements with chains of 2 tiles (var 65536x1024 bf16 2371 / 2325, kahan bf16 1024x65536
 # 2708 -> 2524), Welford's merges on tiles of 4096 instead of its first tile (65536x1024 bf16 2497, +1%).
 STATE_PASS_MIN_COLUMNS = 4
+# Merging passes with wide lanes (plan_reduction's state_pass_wide_lanes; the strategies in
+# WIDE_LANES_STATE_STRATEGIES, precred.launch.plan_for): once narrowed below 128 columns, a merging pass
+# takes WIDE_LANES_STATE_TILE / columns lanes (chains of at least WIDE_LANES_TILES_PER_LANE tiles) on
+# warps holding WIDE_LANES_PER_THREAD states a thread -- short chains, a deeper lane tree, a smaller
+# depth (plan.Pass.depth) -- in place of the narrowed block's own lanes (the same tree as the 128-column
+# block's). Taken for logsumexp's certified pass alone: its certificate's margin grows with the depth
+# (precred.bounds.certified_log_sum_margin), so a smaller one certifies more outputs. H200, 2026-11-29,
+# bench/sweep_outer.py --dim 0, GB/s, one run each (default twice): logsumexp fp64 (certified pass) bf16
+# 65536x1024 1116/1122 -> 2277 (tiles of 2048 with 8 states a thread 2239, of 4096 2303, chains of 1
+# 2282), fp32 1613 -> 1673, 262144x256 bf16 2331 -> 2335 (tiles of 4096 2411), 8192^2 1569/1600 -> 1559,
+# 4096^2 633/629 -> 612, 1024x65536 even. The other strategies lost: var fast bf16 8192^2 2640 -> 2528,
+# 4096^2 1533 -> 1446, fp32 8192^2 3414 -> 3314; kahan bf16 4096^2 1457 -> 1371, 8192^2 2685 -> 2621;
+# logsumexp fast -1-3%; sum fast / fp64 65536x1024 +1%.
+WIDE_LANES_STATE_STRATEGIES = frozenset({10})
+WIDE_LANES_STATE_TILE = 1024
+WIDE_LANES_TILES_PER_LANE = 2
+WIDE_LANES_PER_THREAD = 4
 
 
 def _warps(tile_elements: int) -> int:
@@ -798,6 +815,17 @@ def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
     return Pass("outer", outer, red, inner, lanes, block_inner, chunk, parts, warps, tile_counter=whole_tree)
 
 
+def _wide_lanes_state_pass(red: int, inner: int, block: int) -> Pass:
+    """A merging outer pass over `red` partial states of `inner` outputs on `block` columns, its lanes
+    widened to the block (WIDE_LANES_STATE_STRATEGIES' note): WIDE_LANES_STATE_TILE / block lanes, narrowed
+    to chains of at least WIDE_LANES_TILES_PER_LANE tiles, WIDE_LANES_PER_THREAD states a thread."""
+    lanes = _narrow_lanes(min(_pow2_at_least(red), max(2, WIDE_LANES_STATE_TILE // block)), red, 1,
+                          WIDE_LANES_TILES_PER_LANE)
+    chunk, parts = _chunk_and_parts(red, lanes, 1, 0)
+    warps = max(1, min(8, lanes * block // WIDE_LANES_PER_THREAD // 32))
+    return Pass("outer", 1, red, inner, lanes, block, chunk, parts, warps)
+
+
 def _vector_loads(lanes: int, element_size: int, warps: int) -> bool:
     """Whether a tile of `lanes` elements still gives each thread of `warps` warps 16-byte vectors."""
     return lanes * element_size >= 16 * 32 * warps
@@ -821,7 +849,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                    long_row_warps: int = 0, long_row_stages: int | None = None,
                    dependent_merge: bool = False, short_split_programs_per_sm: int | None = None,
                    split_programs_per_sm: int | None = None, state_pass_min_columns: int | None = None,
-                   outer_min_warps: int | None = None) -> Plan:
+                   outer_min_warps: int | None = None, state_pass_wide_lanes: bool = False) -> Plan:
     """Plan the reduction of an (outer, red, inner) view; red >= 1, outer * inner >= 1.
 
     inner_contiguous: the kept inner axis has unit stride (then, with inner > 1, the outer schedule
@@ -867,7 +895,8 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     state_pass_min_columns: the narrowest column block of a later outer pass (default
     STATE_PASS_MIN_COLUMNS); outer_min_warps: the narrowest kept axis, in warps, that takes the registers
     layout (default OUTER_MIN_WARPS) -- the three for the exact filter (EXACT_OUTER_16BIT_PROGRAMS_PER_SM's
-    note).
+    note). state_pass_wide_lanes: merging outer passes narrowed below 128 columns widen their lanes to
+    the block (_wide_lanes_state_pass; WIDE_LANES_STATE_STRATEGIES' note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
     split_min_bytes = SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes
@@ -964,9 +993,12 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
             min_columns = STATE_PASS_MIN_COLUMNS if state_pass_min_columns is None else state_pass_min_columns
             while _programs(nxt) < 2 * sm_count and nxt.block_kept > min_columns > 0:
                 # Same lanes and parts, fewer columns: the same operations in the same order, the same
-                # bits (tests/test_gpu_only.py; Welford's FMAs are explicit for that, strategies/welford.py).
+                # bits (tests/test_gpu_only.py; Welford's FMAs are explicit for that, strategies/welford.py)
+                # -- unless state_pass_wide_lanes, below.
                 nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
                                   nxt.block_kept // 2, 0)
+            if state_pass_wide_lanes and not whole_tree and nxt.block_kept < 128:
+                nxt = _wide_lanes_state_pass(prev.parts, prev.outer * prev.inner, nxt.block_kept)
         if nxt.parts > 1 and nxt.parts >= prev.parts:
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")
         passes.append(nxt)

@@ -261,7 +261,8 @@ def test_fused_and_dependent_merges_give_the_bits_of_two_launches(device, shape,
 def test_narrowed_outer_merge_gives_the_bits_of_the_full_block(device, shape, dtype, monkeypatch):
     """plan.STATE_PASS_MIN_COLUMNS: an outer pass over partial states split into more, narrower
     programs returns the bits of the unnarrowed pass, on the GPU's plans: the same tree in the same
-    order. Welford included: its products and sums are explicit FMAs (strategies/welford.py), where
+    order (but for plan.WIDE_LANES_STATE_STRATEGIES, whose narrowed merges take more lanes). Welford
+    included: its products and sums are explicit FMAs (strategies/welford.py), where
     contractible mul.f32 / add.f32 had let ptxas fuse them differently per column block (1 ulp of
     fp32 var on 65536x1024 and 262144x256)."""
     from precred import plan as plan_module
@@ -276,8 +277,8 @@ def test_narrowed_outer_merge_gives_the_bits_of_the_full_block(device, shape, dt
         plan_module.plan_reduction.cache_clear()
     narrowed_seen = 0
     for (mode, run), plan, full in zip(runs, plans, full_plans):
-        if full == plan:
-            continue
+        if full == plan or mode.strategy in plan_module.WIDE_LANES_STATE_STRATEGIES:
+            continue   # (the latter widen a narrowed merge's lanes: another tree by design, test_plan.py)
         narrowed_seen += 1
         assert all(p.block_kept <= f.block_kept for p, f in zip(plan.passes, full.passes))
         _assert_same_bits(run(plan, mode), run(full, mode), mode)

@@ -725,6 +725,40 @@ def test_wide_strided_axes_of_16bit_input_take_the_larger_accumulator_tile(dtype
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_certified_merges_widen_their_lanes_to_the_narrowed_block(dtype, monkeypatch):
+    """logsumexp's certified pass (plan.WIDE_LANES_STATE_STRATEGIES) merges its parts on the narrowed
+    block with WIDE_LANES_STATE_TILE / columns lanes, chains of at least WIDE_LANES_TILES_PER_LANE tiles
+    and WIDE_LANES_PER_THREAD states a thread: a smaller depth than the narrowed block's own lanes give
+    (that depth sizes the certificate's margin). Its first pass, the other modes and rows keep their plans."""
+    from precred.launch import plan_for
+    from precred.modes import CERTIFIED_EXP_MODE, get_mode, get_var_mode, logsumexp_mode
+    modes = {"certified": CERTIFIED_EXP_MODE, "fast": get_mode("fast"), "var": get_var_mode("fast"),
+             "logsumexp fast": logsumexp_mode("fast", dtype)}
+
+    def plans():
+        return {(name, shape, dim): plan_for(torch.empty(shape, dtype=dtype, device="meta"), (dim,), m, sm_count=132)[1]
+                for name, m in modes.items() for shape in ((65536, 1024), (8192, 8192), (262144, 256))
+                for dim in (0, 1)}
+
+    wide = plans()
+    monkeypatch.setattr(plan_module, "WIDE_LANES_STATE_STRATEGIES", frozenset())
+    without = plans()
+    for (name, shape, dim), p in wide.items():
+        if name != "certified" or dim == 1:
+            assert p == without[(name, shape, dim)], (name, shape, dim)
+            continue
+        first, merge = p.passes
+        assert first == without[(name, shape, dim)].passes[0]
+        assert merge.block_kept < 128 and merge.parts == 1, merge
+        lanes = plan_module.WIDE_LANES_STATE_TILE // merge.block_kept   # then halved to chains of TILES_PER_LANE
+        while lanes > 1 and first.parts < plan_module.WIDE_LANES_TILES_PER_LANE * lanes:
+            lanes //= 2
+        assert merge.lanes == lanes and merge.tiles_per_lane >= plan_module.WIDE_LANES_TILES_PER_LANE, merge
+        assert merge.lanes * merge.block_kept == plan_module.WIDE_LANES_PER_THREAD * 32 * merge.num_warps, merge
+        assert p.depth < without[(name, shape, dim)].depth, (shape, p, without[(name, shape, dim)])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_outer_splits_take_their_strategys_programs_per_sm(dtype, monkeypatch):
     """Over wide strided axes, kahan and logsumexp's certified pass (fp64 mode on 16-bit input) split
     for OUTER_SPLIT_PROGRAMS_PER_SM programs per SM, the other modes for PROGRAMS_PER_SM; rows keep theirs."""
