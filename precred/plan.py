@@ -512,10 +512,11 @@ STATE_PASS_MIN_COLUMNS = 4
 # (precred.bounds.certified_log_sum_margin), so a smaller one certifies more outputs. H200, 2026-11-29,
 # bench/sweep_outer.py --dim 0, GB/s, one run each (default twice): logsumexp fp64 (certified pass) bf16
 # 65536x1024 1116/1122 -> 2277 (tiles of 2048 with 8 states a thread 2239, of 4096 2303, chains of 1
-# 2282), fp32 1613 -> 1673, 262144x256 bf16 2331 -> 2335 (tiles of 4096 2411), 8192^2 1569/1600 -> 1559,
-# 4096^2 633/629 -> 612, 1024x65536 even. The other strategies lost: var fast bf16 8192^2 2640 -> 2528,
+# 2282), 262144x256 bf16 2331 -> 2335 (tiles of 4096 2411), 8192^2 1569/1600 -> 1559, 4096^2 633/629 ->
+# 612, 1024x65536 even. The other strategies lost or barely moved: var fast bf16 8192^2 2640 -> 2528,
 # 4096^2 1533 -> 1446, fp32 8192^2 3414 -> 3314; kahan bf16 4096^2 1457 -> 1371, 8192^2 2685 -> 2621;
-# logsumexp fast -1-3%; sum fast / fp64 65536x1024 +1%.
+# logsumexp fast -1-3% -- its strategy is also fp32 input's fp64 mode, which gained there (65536x1024
+# 1613 -> 1673) and keeps the narrowed block's lanes with it; sum fast / fp64 65536x1024 +1%.
 WIDE_LANES_STATE_STRATEGIES = frozenset({10})
 WIDE_LANES_STATE_TILE = 1024
 WIDE_LANES_TILES_PER_LANE = 2
