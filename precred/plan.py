@@ -504,11 +504,11 @@ OUTER_WIDE_MAX_WARPS = 2
 # 2708 -> 2524), Welford's merges on tiles of 4096 instead of its first tile (65536x1024 bf16 2497, +1%).
 STATE_PASS_MIN_COLUMNS = 4
 # Merging passes with wide lanes (plan_reduction's state_pass_wide_lanes; the strategies in
-# WIDE_LANES_STATE_STRATEGIES, precred.launch.plan_for): once narrowed below 128 columns, a merging pass
-# takes WIDE_LANES_STATE_TILE / columns lanes (chains of at least WIDE_LANES_TILES_PER_LANE tiles) on
-# warps holding WIDE_LANES_PER_THREAD states a thread -- short chains, a deeper lane tree, a smaller
-# depth (plan.Pass.depth) -- in place of the narrowed block's own lanes (the same tree as the 128-column
-# block's). Taken for logsumexp's certified pass alone: its certificate's margin grows with the depth
+# WIDE_LANES_STATE_STRATEGIES, precred.launch.plan_for): once narrowed below WIDE_LAYOUT_COLUMNS, a
+# merging pass takes WIDE_LANES_STATE_TILE / columns lanes (chains of at least WIDE_LANES_TILES_PER_LANE
+# tiles) on warps holding WIDE_LANES_PER_THREAD states a thread -- short chains, a deeper lane tree, a
+# smaller depth (plan.Pass.depth) -- in place of the narrowed block's own lanes (the same tree as the
+# full block's). Taken for logsumexp's certified pass alone: its certificate's margin grows with the depth
 # (precred.bounds.certified_log_sum_margin), so a smaller one certifies more outputs. H200, 2026-11-29,
 # bench/sweep_outer.py --dim 0, GB/s, one run each (default twice): logsumexp fp64 (certified pass) bf16
 # 65536x1024 1116/1122 -> 2277 (tiles of 2048 with 8 states a thread 2239, of 4096 2303, chains of 1
@@ -791,6 +791,11 @@ def _inner_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
                 tile_counter=whole_tree and chunk > lanes)
 
 
+# The wide layout's tile row (schedules/outer.py's passes with vector == 0): this many columns, 512 bytes
+# of fp32 in one coalesced run.
+WIDE_LAYOUT_COLUMNS = 128
+
+
 def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, block_limit, vector):
     """A pass of the outer schedule over [lanes, block_inner] tiles.
 
@@ -798,7 +803,7 @@ def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
     contiguous columns (vector elements = 16 bytes per thread) and the warps sit side by side along
     the columns, so each thread holds its columns of every lane: the lane tree stays in registers.
     vector == 0, the wide layout (passes over partial states, and first passes plan_reduction keeps
-    wide): 128 columns and the lanes spread over the warps.
+    wide): WIDE_LAYOUT_COLUMNS columns and the lanes spread over the warps.
     whole_tree (pairwise): the lanes' tiles are merged by the binary counter, whose tree over a part
     has depth ceil(log2(chunk)).
     """
@@ -808,8 +813,8 @@ def _outer_pass(outer, red, inner, parts_wanted, whole_tree, tile_elements, bloc
         # Every thread holds tile_elements / 256 elements of the tile, whatever the warp count.
         lanes = _fit_lanes(max(2, _pow2_at_most(tile_elements * warps // (8 * block_inner))), red, whole_tree)
     else:
-        # At most tile/128 lanes, so that a tile row spans 128 columns: 512 bytes of fp32 in one coalesced run.
-        lanes = _fit_lanes(max(2, tile_elements // 128), red, whole_tree)
+        # At most tile / WIDE_LAYOUT_COLUMNS lanes, so that a tile row spans WIDE_LAYOUT_COLUMNS columns.
+        lanes = _fit_lanes(max(2, tile_elements // WIDE_LAYOUT_COLUMNS), red, whole_tree)
         block_inner = max(1, min(_pow2_at_least(inner), tile_elements // lanes, block_limit))
         warps = _warps(lanes * block_inner)
     chunk, parts = _chunk_and_parts(red, lanes, parts_wanted, COUNTER_TILES if whole_tree else 0)
@@ -896,7 +901,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     state_pass_min_columns: the narrowest column block of a later outer pass (default
     STATE_PASS_MIN_COLUMNS); outer_min_warps: the narrowest kept axis, in warps, that takes the registers
     layout (default OUTER_MIN_WARPS) -- the three for the exact filter (EXACT_OUTER_16BIT_PROGRAMS_PER_SM's
-    note). state_pass_wide_lanes: merging outer passes narrowed below 128 columns widen their lanes to
+    note). state_pass_wide_lanes: merging outer passes narrowed below WIDE_LAYOUT_COLUMNS widen their lanes to
     the block (_wide_lanes_state_pass; WIDE_LANES_STATE_STRATEGIES' note).
     """
     # Defaults read here, not bound in the signature: bench/ sweeps set precred.plan's constants.
@@ -936,7 +941,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     # the reduced axis across programs.
     block_limit = 1 << 30
     single = first_pass(1, block_limit)
-    floor = 1 if single.schedule == "inner" else 32 * vector * min_warps if registers_layout else 128
+    floor = 1 if single.schedule == "inner" else 32 * vector * min_warps if registers_layout else WIDE_LAYOUT_COLUMNS
     while _programs(single) < FIRST_PASS_MIN_PROGRAMS_PER_SM * sm_count and single.block_kept > floor:
         block_limit = single.block_kept // 2
         single = first_pass(1, block_limit)
@@ -998,7 +1003,7 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                 # -- unless state_pass_wide_lanes, below.
                 nxt = _outer_pass(1, prev.parts, prev.outer * prev.inner, 1, whole_tree, state_tile,
                                   nxt.block_kept // 2, 0)
-            if state_pass_wide_lanes and not whole_tree and nxt.block_kept < 128:
+            if state_pass_wide_lanes and not whole_tree and nxt.block_kept < WIDE_LAYOUT_COLUMNS:
                 nxt = _wide_lanes_state_pass(prev.parts, prev.outer * prev.inner, nxt.block_kept)
         if nxt.parts > 1 and nxt.parts >= prev.parts:
             raise AssertionError(f"plan_reduction made no progress: {prev} -> {nxt}")

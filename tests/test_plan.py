@@ -749,7 +749,7 @@ def test_certified_merges_widen_their_lanes_to_the_narrowed_block(dtype, monkeyp
             continue
         first, merge = p.passes
         assert first == without[(name, shape, dim)].passes[0]
-        assert merge.block_kept < 128 and merge.parts == 1, merge
+        assert merge.block_kept < plan_module.WIDE_LAYOUT_COLUMNS and merge.parts == 1, merge
         lanes = plan_module.WIDE_LANES_STATE_TILE // merge.block_kept   # then halved to chains of TILES_PER_LANE
         while lanes > 1 and first.parts < plan_module.WIDE_LANES_TILES_PER_LANE * lanes:
             lanes //= 2
