@@ -205,14 +205,15 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
         # measured in plan.OUTER_SPLIT_PROGRAMS_PER_SM's note (fp64 input: not measured)
         options.update(split_programs_per_sm=planning.OUTER_SPLIT_PROGRAMS_PER_SM[mode.strategy])
     narrow_tile = _narrow_outer_tile(mode, x.element_size(), acc)
-    registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS   # the registers layout's default
-    if (outer_schedule and x.element_size() == 2 and acc in planning.OUTER_16BIT_ACC_TILE_BYTES
-            and view.red >= planning.OUTER_REGISTERS_MIN_RED and view.inner >= registers_min_inner
+    # A strided axis long enough for the registers layout; from how many columns it takes it by default:
+    strided_registers = outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED
+    registers_min_inner = 32 * (16 // x.element_size()) * planning.OUTER_MIN_WARPS
+    if (strided_registers and view.inner >= registers_min_inner and x.element_size() == 2
+            and acc in planning.OUTER_16BIT_ACC_TILE_BYTES
             and mode.strategy in planning.OUTER_16BIT_ACC_TILE_STRATEGIES):
         # measured in plan.OUTER_16BIT_ACC_TILE_BYTES' note
         options.update(heavy_state=False, acc_tile_bytes=planning.OUTER_16BIT_ACC_TILE_BYTES[acc])
-    if (narrow_tile and outer_schedule and view.red >= planning.OUTER_REGISTERS_MIN_RED
-            and planning.NARROW_OUTER_MIN_INNER <= view.inner < registers_min_inner):
+    if narrow_tile and strided_registers and planning.NARROW_OUTER_MIN_INNER <= view.inner < registers_min_inner:
         # A narrow strided axis (262144x256 over dim 0): the registers layout from one warp wide, measured in
         # plan.NARROW_OUTER_MIN_INNER's note; in place of what the strategy's branch above chose.
         options.update(heavy_state=False, tile_elements=narrow_tile, outer_min_warps=1,
