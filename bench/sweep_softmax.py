@@ -17,7 +17,7 @@ import torch
 import triton
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-from precred.launch import plan_for, softmax_rows  # noqa: E402
+from precred.launch import softmax_rows, softmax_statistics_plan  # noqa: E402
 from precred.layout import reduction_view  # noqa: E402
 from precred.modes import EXP_MODES  # noqa: E402
 from precred.plan import LoopPlan, plan_single_read  # noqa: E402
@@ -69,7 +69,7 @@ def main():
         view = reduction_view(x, (dim,))
         for mode, m in EXP_MODES.items():
             acc = m.accumulator_dtype(x.dtype, x.dtype).itemsize
-            two_pass = plan_for(x, (dim,), m, torch.float64)[1]
+            two_pass = softmax_statistics_plan(x, dim, m, x.dtype)
             row = [f"two-pass {nbytes / _time(lambda: softmax_rows(x, dim, m, x.dtype, log, two_pass)) / 1e6:.0f}"]
             best = None
             for per_thread, tile in SETTINGS:

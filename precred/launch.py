@@ -95,16 +95,18 @@ def _narrow_outer_tile(mode: Mode, element_size: int, accumulator_size: int) -> 
 
 
 def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | None = None,
-             **planner_overrides) -> tuple:
+             acc_dtype: torch.dtype | None = None, **planner_overrides) -> tuple:
     """(view, plan) for reducing non-empty x over the sorted, unique, non-negative dims into out_dtype
-    (default x.dtype; an fp64 output makes the accumulator fp64, which sizes the tile).
+    (default x.dtype) in acc_dtype (default the mode's accumulator for x and out_dtype: an fp64 output
+    makes it fp64), which sizes the tile.
 
     planner_overrides (sm_count, tile_elements, split_min_bytes) let tests force splits and long lane
     chains on small inputs; the public functions never pass them."""
     view = reduction_view(x, dims)
+    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     options = dict(sm_count=device_sm_count(x.device), element_size=x.element_size(),
                    heavy_state=mode.strategy not in (PLAIN, PRODUCT, *EXTREMA, *VALUE_EXTREMA),
-                   accumulator_size=mode.accumulator_dtype(x.dtype, out_dtype).itemsize,
+                   accumulator_size=acc_dtype.itemsize,
                    pipelined=mode.strategy in PIPELINED_STRATEGIES)
     acc = options["accumulator_size"]
     outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
@@ -260,8 +262,8 @@ class Output:
 _RECIPES = {}
 
 
-def _recipe_key(x, dims, mode, out_dtype, output):
-    return (x.shape, x.stride(), x.dtype, x.device, dims, mode, out_dtype, output, x.data_ptr() % 16)
+def _recipe_key(x, dims, mode, out_dtype, output, acc_dtype=None):
+    return (x.shape, x.stride(), x.dtype, x.device, dims, mode, out_dtype, output, acc_dtype, x.data_ptr() % 16)
 
 
 def cached_recipe(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output):
@@ -507,7 +509,17 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
     second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
     and log-sum, then the normalizing pass)."""
     row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
-    return row_plan if row_plan is not None else plan_for(x, (dim,), mode, torch.float64)[1]
+    return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
+
+
+def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype,
+                            **planner_overrides) -> Plan:
+    """The plan of the one-pass reduction that gives the softmax (into out_dtype) each row's maximum
+    and log(sum exp(x - max)), written in fp64 but accumulated in the mode's accumulator for x and
+    out_dtype -- the one precred.softmax_error_bound's log-sum error counts (fp32 in `fast` for 16-bit
+    and fp32 input), not the fp64 the outputs' dtype would make it."""
+    return plan_for(x, (dim,), mode, torch.float64, mode.accumulator_dtype(x.dtype, out_dtype),
+                    **planner_overrides)[1]
 
 
 def _row_plan(x, view, acc_dtype) -> RowPlan | LoopPlan | None:
@@ -563,7 +575,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)
     else:
         output = Output(with_mean=True)
-        log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan)
+        log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan, acc)
         j_fast = src.stride_red == 1
         block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
         block_j = min(block_j, triton.next_power_of_2(red))
@@ -571,7 +583,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(normalize_kernel, grid, [_bits_if_bf16(src.source), log_s, row_max,
                                                   _bits_if_bf16(dst.source)], scalars, 4,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j)
-        wire, reduction = _bits_if_bf16, (dim, mode, output)
+        wire, reduction = _bits_if_bf16, (dim, mode, output, acc)
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
@@ -613,8 +625,8 @@ class _SoftmaxRecipe:
         out = torch.empty(x.shape, dtype=self.out_dtype, device=x.device)
         pointers = [self.wire(x), self.wire(out)]
         if self.reduction is not None:
-            dim, mode, output = self.reduction
-            pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output)
+            dim, mode, output, acc = self.reduction
+            pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output, acc_dtype=acc)
         _replay(self.compiled, self.grid, self.get_stream(x.device.index), pointers, self.trailing)
         return out
 
@@ -652,27 +664,29 @@ class _BoundLaunch:
 
 
 def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,
-           plan: Plan | None = None):
+           plan: Plan | None = None, acc_dtype: torch.dtype | None = None):
     """(flat output, flat mean or None) of the reduction over dims; O*I values, row-major over kept dims.
 
     x is non-empty; dims sorted, unique, non-negative. `plan` overrides the planner (tests use it to
-    cover every schedule on small inputs); it must describe the same view.
+    cover every schedule on small inputs); it must describe the same view. acc_dtype: the accumulator
+    (default the mode's for x and out_dtype; softmax's statistics keep the softmax's own and write fp64).
     """
     key = None
     if plan is None and x.is_cuda:
-        key = _recipe_key(x, dims, mode, out_dtype, output)
+        key = _recipe_key(x, dims, mode, out_dtype, output, acc_dtype)
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)
-    view, planned = plan_for(x, dims, mode, out_dtype)
+    view, planned = plan_for(x, dims, mode, out_dtype, acc_dtype)
+    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     plan = planned if plan is None else plan
     # The exact mode's filter may recompute its own uncertified outputs (plan.exact_in_one_launch): then
     # no flags and no second launch.
     element_size = view.source.element_size()
     one_launch = mode.strategy == EXACT and planning.exact_in_one_launch(
         plan, view.outer * view.red * view.inner * element_size)
-    workspace = _Workspace(mode.strategy, mode.accumulator_dtype(x.dtype, out_dtype), out_dtype,
-                           view.outer * view.inner, output.with_mean, flags=not one_launch)
+    workspace = _Workspace(mode.strategy, acc_dtype, out_dtype, view.outer * view.inner, output.with_mean,
+                           flags=not one_launch)
     out, mean = workspace.outputs(x)
     source = _bits_if_bf16(view.source)
     src = (source, source, source)

@@ -603,6 +603,13 @@ EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
 # ACC_TILE_BYTES: TILE_BYTES bounds its tile (4096 elements) first.
 OUTER_16BIT_ACC_TILE_BYTES = {4: 32768, 8: 65536}
 OUTER_16BIT_ACC_TILE_STRATEGIES = frozenset({0, 3, 4, 5, 8, 9, 10})
+# kahan keeps its lane chains there: each tile's lanes summed first (one compensated pair a column, on
+# this larger tile and fast's warps; the tile's sum by the TwoSum tree, or in fp64 split into a pair as
+# inner.py's FP64_LEAVES) measured slower. H200, 2026-11-29, bench/sweep_outer.py --op sum --dim 0, two
+# runs (within 0.5%), GB/s of kahan, chains / fp64 tile sums / fp32 TwoSum trees / fp64 tile sums at 4
+# programs per SM: bf16 1024x65536 2697 / 2430 / 2607 / 2617, 8192^2 2690 / 2436 / 2604 / 2583, 65536x1024
+# 2469 / 2267 / 2434 / 2491, 262144x256 2583 / 2550 / 2576 / 2550, 4096^2 1471 / 1434 / 1542 / 1513 (fp16
+# alike; fast 2840-2983, 4096^2 1767). Not kept (session 42's stop note).
 # Narrow strided axes: at least NARROW_OUTER_MIN_INNER columns, fewer than OUTER_MIN_WARPS warps of
 # 16-byte vectors (262144x256 over dim 0). There, first outer passes take the registers layout from one
 # warp wide (plan_reduction's outer_min_warps), on tiles of NARROW_OUTER_TILE_BYTES (Welford: of

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import precred
-from precred.launch import plan_for, plan_softmax, softmax_rows
+from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
 from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
@@ -77,7 +77,7 @@ def softmax_by_path(x, dim, mode, log, out_dtype, path):
                              accumulator_size=m.accumulator_dtype(x.dtype, out_dtype).itemsize, sm_count=1,
                              block_n=ROW_LOOP_LANES)
     else:
-        plan = plan_for(x, (dim,), m, torch.float64, **PATHS[path])[1]
+        plan = softmax_statistics_plan(x, dim, m, out_dtype, **PATHS[path])
     return softmax_rows(x, dim, m, out_dtype, log, plan), plan
 
 
@@ -165,6 +165,23 @@ def test_public_calls_around_the_path_limits(mode, dtype, monkeypatch, device):
         for cache in caches:
             cache.cache_clear()
         launch._RECIPES.clear()
+
+
+def test_statistics_pass_accumulates_in_the_modes_accumulator():
+    """The two-pass path's reduction writes each row's m and log(s) in fp64 but accumulates in the
+    softmax mode's accumulator (fp32 in `fast` for fp32 and 16-bit input and output, the one
+    precred.softmax_error_bound counts): the plan logsumexp takes in that accumulator, not the fp64 one
+    the fp64 outputs would make it (the fp64 loops ran softmax `fast` over dim 0 of bf16 at half speed)."""
+    from precred.launch import plan_for
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.empty(8192, 1024, dtype=dtype)
+        for mode, out_dtype, acc in (("fast", dtype, torch.float32), ("fast", torch.float64, torch.float64),
+                                     ("fp64", dtype, torch.float64)):
+            m = get_exp_mode(mode)
+            got = softmax_statistics_plan(x, 0, m, out_dtype, sm_count=132)
+            assert got == plan_for(x, (0,), m, acc, sm_count=132)[1], (dtype, mode, out_dtype)
+            if acc == torch.float32:   # the tile an fp64 accumulator would size differs
+                assert got != plan_for(x, (0,), m, torch.float64, sm_count=132)[1], (dtype, mode)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
