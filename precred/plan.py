@@ -564,7 +564,7 @@ PLAIN_16BIT_ROWS_MIN_RED = 1024
 # rows tiles of 512 / 2048 (2117-2125 / 2103-2105), 3 pipeline stages (2118-2122), 2 (1799-1800).
 EXACT_ROWS_TILE = 1024
 EXACT_ROWS_MIN_OUTPUTS = 1024
-EXACT_OUTER_TILE = {4: 4096, 2: 8192}
+EXACT_OUTER_TILE = {4: 4096, 2: 16384}
 EXACT_OUTER_MIN_INNER = 512
 # The exact filter over a strided axis, 16-bit input (schedules/outer.py exact_tile_part): each tile's
 # lanes merged in registers first (EXACT_OUTER_TILE_MOMENTS: the input element sizes that take it), so a
@@ -585,8 +585,15 @@ EXACT_OUTER_MIN_INNER = 512
 # 2521/2556 -> 2417/2412 (2734-2740); fp16 1024x65536 2581/2558 -> 2738/2689 -> 2680/2713, 8192^2
 # 2498/2522 -> 2701/2640 -> 2661/2663, 65536x1024 2457/2461 -> 2544/2572 -> 2559/2547; 262144x256 (the
 # narrow layout) unmoved. 3 and 4 read alike; 3 is the nearer to the H100's 2 (not remeasured there).
+# Since fast's larger tiles there (OUTER_16BIT_ACC_TILE_BYTES), tiles of 16384 on 2 programs per SM (the
+# same elements in flight a program's SM as 8192 on 4): H200, 2026-11-29, same sweep, three runs each
+# (runs spread 1-3%), exact's GB/s / ratio to fast, 8192 on 3 -> 16384 on 2: bf16 65536x1024 2510-2524 /
+# 0.88-0.89 -> 2554-2556 / 0.90; 1024x65536 2613-2703 / 0.88-0.91 -> 2640-2722 / 0.88-0.91; 8192^2
+# 2586-2618 / 0.88 -> 2604-2620 / 0.88-0.89; fp16 2540-2554 -> 2576-2592, 2635-2713 -> 2664-2749,
+# 2606-2692 -> 2643-2725 (0.89-0.92); 4096^2 and 16x262144 within the runs' spread; 262144x256 (the
+# narrow layout) unmoved. A fourth round (four runs) read the same. Tiles of 16384 on 3 programs lost 1-3%.
 EXACT_OUTER_TILE_MOMENTS = (2,)
-EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 3
+EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
 # Wide strided axes of 16-bit input (four warps of 16-byte vectors wide and more, a reduced axis of at
 # least OUTER_REGISTERS_MIN_RED): first passes of the strategies in OUTER_16BIT_ACC_TILE_STRATEGIES hold
 # OUTER_16BIT_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead of ACC_TILE_BYTES: 8192

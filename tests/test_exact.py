@@ -296,6 +296,23 @@ def test_narrow_strided_axis(device, dtype):
     assert_correctly_rounded(x, (0,), mean=True, device=device, planner=dict(split_min_bytes=0))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_wide_strided_axis_of_16bit_input(device, dtype):
+    """Four warps of 16-byte vectors wide and more: the registers layout on plan.EXACT_OUTER_TILE's
+    16-bit tile, each tile's lanes merged in registers (exact_tile_part), split into parts here: still
+    the correctly rounded sums and means."""
+    rng = np.random.default_rng(12)
+    wide = 8.0 if dtype == torch.float16 else 40.0   # exponents within the format's range
+    values = rng.standard_normal((64, 1024)) * np.exp2(rng.uniform(-wide, wide, (64, 1024)))
+    x = torch.tensor(values).to(dtype)
+    _, plan = plan_for(x.to(device), (0,), EXACT, dtype, split_min_bytes=0)
+    first = plan.passes[0]
+    assert first.schedule == "outer" and first.block_kept == 1024 and first.num_warps == 4, plan
+    assert first.lanes >= 4 and first.parts > 1, plan
+    assert_correctly_rounded(x, (0,), device=device, planner=dict(split_min_bytes=0))
+    assert_correctly_rounded(x, (0,), mean=True, device=device, planner=dict(split_min_bytes=0))
+
+
 def test_specials_follow_torch(device):
     rows = torch.tensor([[1.0, float("inf"), 2.0], [float("inf"), float("-inf"), 0.0],
                          [float("nan"), 1.0, 2.0], [-float("inf"), 1.0, 1e30]])
