@@ -585,13 +585,14 @@ EXACT_OUTER_MIN_INNER = 512
 # 2521/2556 -> 2417/2412 (2734-2740); fp16 1024x65536 2581/2558 -> 2738/2689 -> 2680/2713, 8192^2
 # 2498/2522 -> 2701/2640 -> 2661/2663, 65536x1024 2457/2461 -> 2544/2572 -> 2559/2547; 262144x256 (the
 # narrow layout) unmoved. 3 and 4 read alike; 3 is the nearer to the H100's 2 (not remeasured there).
-# Since fast's larger tiles there (OUTER_16BIT_ACC_TILE_BYTES), tiles of 16384 on 2 programs per SM (the
-# same elements in flight a program's SM as 8192 on 4): H200, 2026-11-29, same sweep, three runs each
+# Since fast's larger tiles there (OUTER_16BIT_ACC_TILE_BYTES), tiles of 16384 on 2 programs per SM (as
+# many elements in flight per SM as tiles of 8192 on 4): H200, 2026-11-29, same sweep, three runs each
 # (runs spread 1-3%), exact's GB/s / ratio to fast, 8192 on 3 -> 16384 on 2: bf16 65536x1024 2510-2524 /
 # 0.88-0.89 -> 2554-2556 / 0.90; 1024x65536 2613-2703 / 0.88-0.91 -> 2640-2722 / 0.88-0.91; 8192^2
 # 2586-2618 / 0.88 -> 2604-2620 / 0.88-0.89; fp16 2540-2554 -> 2576-2592, 2635-2713 -> 2664-2749,
 # 2606-2692 -> 2643-2725 (0.89-0.92); 4096^2 and 16x262144 within the runs' spread; 262144x256 (the
-# narrow layout) unmoved. A fourth round (four runs) read the same. Tiles of 16384 on 3 programs lost 1-3%.
+# narrow layout) unmoved. An earlier round of four runs read the same. Tiles of 16384 on 3 programs lost
+# 1-3%; merging passes on 4 columns (EXACT_STATE_PASS_MIN_COLUMNS) moved within the runs' spread.
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
 # Wide strided axes of 16-bit input (four warps of 16-byte vectors wide and more, a reduced axis of at
