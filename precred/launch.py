@@ -671,6 +671,7 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     cover every schedule on small inputs); it must describe the same view. acc_dtype: the accumulator
     (default the mode's for x and out_dtype; softmax's statistics keep the softmax's own and write fp64).
     """
+    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     key = None
     if plan is None and x.is_cuda:
         key = _recipe_key(x, dims, mode, out_dtype, output, acc_dtype)
@@ -678,7 +679,6 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         if recipe is not None:
             return recipe.run(x)
     view, planned = plan_for(x, dims, mode, out_dtype, acc_dtype)
-    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     plan = planned if plan is None else plan
     # The exact mode's filter may recompute its own uncertified outputs (plan.exact_in_one_launch): then
     # no flags and no second launch.
