@@ -36,7 +36,8 @@ import math
 
 import torch
 
-from .modes import get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype
+from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype,
+                    softmax_two_part_exp)
 from .plan import norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
@@ -228,6 +229,9 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
 # the bounds' n (2h + 1) eps term counts those --, fp64 is libdevice's exp (within 1 ulp = 2u; taken as
 # 4u); the interpreter's numpy exp is within both.
 _EXP_ERROR_UNITS = {torch.float32: 8.0, torch.float64: 4.0}
+# softmax's fp32 exponential of a two-part argument (strategies/stable_exp.py exp_two_part, where the
+# derivation is): relative error in units of fp32's u, the argument's parts taken as exact.
+EXP_TWO_PART_ERROR_UNITS = 4.0
 _SMALLEST_NORMAL = {torch.float32: 2.0 ** -126, torch.float64: 2.0 ** -1022}
 
 
@@ -320,7 +324,10 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     single_read (the single-read kernel, schedules/single_read.py; depth = log2 of its row tile): the
     row's sum is one exp per term (relative error theta = expm1(3u gap) (1 + c u) + c u, the gap
     m - x rounded and, in fp32, multiplied by log2(e)) added by a depth-h tree: within the two-pass
-    bound's |s_hat - s| <= rho s (which counts h + 1 exps per term). log_softmax is formed as in the
+    bound's |s_hat - s| <= rho s (which counts h + 1 exps per term). With the two-part exponential
+    (fp32 output from the fp32 accumulator, precred.modes.softmax_two_part_exp) x - m is exact, theta =
+    c' u (c' = EXP_TWO_PART_ERROR_UNITS), and the sum's own rho = c' u + gamma_h (1 + c' u) + 2 n eps / s
+    (a flushed term; a flushed or subnormal sum's rounding). log_softmax is formed as in the
     normalizing pass with the fp64 accumulator; with the fp32 one it is formed in fp32, (x - m) -
     fl(log(s_hat)), three roundings: u (gap + log(s) + L + |shift|) in place of the fp64 forming's
     two and the conversion. softmax reuses the term: y = e_hat * r_hat, r_hat =
@@ -332,14 +339,19 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)
+    two_part = single_read and not log and softmax_two_part_exp(acc, out_dtype)
     if single_read and not log:
-        rho = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth)
+        if two_part:   # each term one exp within c' u, then the tree's h additions of positive terms
+            c2 = EXP_TWO_PART_ERROR_UNITS * u
+            rho = c2 + gamma(max(int(depth), 1), u) * (1 + c2) + 2 * n * _SMALLEST_NORMAL[acc] / float(s)
+        else:
+            rho = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth)
         if math.isinf(rho):
             return math.inf
         c = _EXP_ERROR_UNITS[acc] * u
         y = math.exp(-gap) / float(s)
-        if 3 * u * gap < 700.0:
-            theta = math.expm1(3 * u * gap) * (1 + c) + c
+        if two_part or 3 * u * gap < 700.0:
+            theta = EXP_TWO_PART_ERROR_UNITS * u if two_part else math.expm1(3 * u * gap) * (1 + c) + c
             err = ((1 + theta) * (1 + u64) * (1 + u) ** 2 / (1 - rho) - 1) * y
         else:   # the gap is not resolved at all: both values lie in [0, exp(-gap (1 - 3u)) (...)]
             err = math.exp(-gap * (1 - 3 * u)) * (1 + c) * (1 + u64) * (1 + u) ** 2 / ((1 - rho) * float(s))

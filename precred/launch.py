@@ -15,7 +15,7 @@ import triton.language as tl
 from . import plan as planning
 from .bounds import certified_log_sum_margin
 from .layout import reduction_view
-from .modes import Mode
+from .modes import Mode, softmax_two_part_exp
 # Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
@@ -562,8 +562,9 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     if isinstance(plan, RowPlan):
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
-                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=plan.j_fast, BLOCK_ROWS=plan.block_rows,
-                         BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc],
+                         TWO_PART_EXP=not log and softmax_two_part_exp(acc, out_dtype), J_FAST=plan.j_fast,
+                         BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both
         tree_vec = 16 // x.element_size()

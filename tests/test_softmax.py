@@ -8,8 +8,13 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import precred
+from precred.bounds import EXP_TWO_PART_ERROR_UNITS
+from precred.strategies.compensated import two_sum
+from precred.strategies.stable_exp import exp_two_part
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
 from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
@@ -195,6 +200,43 @@ def test_strided_short_rows_share_a_tile_within_bound(mode, dtype, log, device):
     plan = plan_softmax(x.t().contiguous(), 0, get_exp_mode(mode), dtype)
     assert isinstance(plan, RowPlan) and not plan.j_fast and plan.block_rows >= 32
     assert_elements_within_bound(x, mode, log, device)
+
+
+@triton.jit
+def _exp_of_difference_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    hi, lo = two_sum(tl.load(x_ptr + offsets, mask=offsets < n), -tl.load(m_ptr + offsets, mask=offsets < n))
+    tl.store(out_ptr + offsets, exp_two_part(hi, lo), mask=offsets < n)
+
+
+def test_two_part_exponential_within_its_bound(device):
+    """exp_two_part(TwoSum(x - m)) (softmax's fp32 exponential, strategies/stable_exp.py) within
+    EXP_TWO_PART_ERROR_UNITS u of exp(x - m) wherever that is a normal fp32 number, whatever the gap --
+    the rounded gap and the product with log2(e) of the other exponential would be 3u |x - m| off at
+    gaps near 87 -- and at most the smallest normal below it (flushed to 0 or subnormal): gaps whose
+    difference is inexact (x of the other sign or far smaller than m), reduced arguments at the
+    Cody-Waite boundaries (k ln 2 +- ln 2 / 2), the underflow edge, and -inf (0) and NaN (NaN)."""
+    rng = np.random.default_rng(11)
+    k = np.arange(-126, 1)
+    gaps = np.concatenate([rng.uniform(0, 90, 3000), (k + 0.5) * math.log(2), (k - 0.5) * math.log(2),
+                           87.0 + rng.uniform(0, 1, 200), [0.0, 1e-30, 2.0 ** -24]])
+    m = np.where(rng.random(gaps.size) < 0.5, rng.uniform(-3, 3, gaps.size), rng.uniform(-1, 1, gaps.size) * 1e3)
+    x32 = torch.tensor(m - gaps, dtype=torch.float32)
+    m32 = torch.tensor(m, dtype=torch.float32)
+    x32 = torch.cat([x32, torch.tensor([-math.inf, math.nan, 1.0])])
+    m32 = torch.cat([m32, torch.tensor([0.5, 0.5, 1.0])])
+    out = torch.empty_like(x32, device=device)
+    _exp_of_difference_kernel[(1,)](x32.to(device), m32.to(device), out, x32.numel(), BLOCK=4096)
+    got = out.cpu().double().tolist()
+    assert got[-3] == 0.0 and math.isnan(got[-2]) and got[-1] == 1.0
+    u, smallest_normal = 2.0 ** -24, 2.0 ** -126
+    for value, xi, mi in zip(got[:-3], x32.double().tolist(), m32.double().tolist()):
+        with mpmath.workprec(100):
+            exact = mpmath.exp(mpmath.mpf(xi) - mpmath.mpf(mi))
+        if exact >= smallest_normal:
+            assert abs(value - exact) <= EXP_TWO_PART_ERROR_UNITS * u * exact, (xi, mi, value, float(exact))
+        else:
+            assert 0.0 <= value <= smallest_normal, (xi, mi, value, float(exact))
 
 
 def test_default_mode_fp32_softmax_within_two_ulp(device):

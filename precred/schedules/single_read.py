@@ -11,7 +11,9 @@ describe the layout the row sum's tree follows (the input's 16-byte vectors; 32 
 
 Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for `fp64`):
 * m = the row's maximum (exact; order-free; taken in fp32 unless the input is fp64);
-* e_j = exp(x_j - m), one exponential per element, and s = sum e_j by a fixed balanced tree of
+* e_j = exp(x_j - m), one exponential per element (for fp32 output from the fp32 accumulator,
+  TWO_PART_EXP: exp_two_part of x_j - m made exact by TwoSum, so the gap's rounding and the product
+  with log2(e) do not enter), and s = sum e_j by a fixed balanced tree of
   depth log2(BLOCK_J), the same order on every device (schedules/tree.py): along contiguous rows the
   register-order tree (tree_sum_blocked_rows: each thread's own elements first, then lanes, then the
   warps' sums in one shared-memory round; sm_90 SASS, softmax fp32 rows of 8192 on 4 warps: 89 -> 14
@@ -36,7 +38,8 @@ import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
-from ..strategies.stable_exp import terms_below
+from ..strategies.compensated import two_sum
+from ..strategies.stable_exp import exp_two_part, terms_below
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -46,9 +49,9 @@ _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tr
 def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
-                       LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
-                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr, TREE_VEC: tl.constexpr,
-                       TREE_THREADS: tl.constexpr):
+                       LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
+                       J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                       TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
@@ -64,7 +67,11 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x_max, 1)[:, None].to(ACC_DTYPE)
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
-    e = tl.exp(x - m_tile)
+    if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
+        gap_hi, gap_lo = two_sum(x, -m_tile)
+        e = exp_two_part(gap_hi, gap_lo)
+    else:
+        e = tl.exp(x - m_tile)
     if J_FAST:
         s_tile = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS).to(tl.float64)[:, None]
     else:

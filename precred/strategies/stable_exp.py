@@ -53,6 +53,51 @@ def exp_flushed(x):
         return tl.exp(x)
 
 
+# exp_two_part's constants. Cody-Waite split of ln 2: LN2_HI has 15 significant bits, so k * LN2_HI is
+# exact for |k| < 2^9, and hi - k * LN2_HI is exact too (Sterbenz: k = rint(hi log2 e) puts k ln 2 within
+# a factor 2 of hi when k != 0); LN2_LO = fl32(ln 2 - LN2_HI). ROUNDING_SHIFTER = 1.5 * 2^23: adding it
+# rounds to an integer, and the sum's low bits hold that integer (+ 2^22).
+_LN2_HI = tl.constexpr(0.693145751953125)
+_LN2_LO = tl.constexpr(1.428606765330187e-06)
+_ROUNDING_SHIFTER = tl.constexpr(12582912.0)
+
+
+@triton.jit
+def exp_two_part(hi, lo):
+    """exp(hi + lo) in fp32 for fp32 hi <= 1 and a small correction lo (|lo| <= 2^-20 (|hi| + 1)):
+    relative error <= precred.bounds.EXP_TWO_PART_ERROR_UNITS u, whatever hi -- where exp_flushed of a
+    rounded argument d carries 3u |d| more (d's rounding and the product with log2(e)); the single-read
+    softmax kernel's fp32 outputs take it (schedules/single_read.py). Results below 2^-126 may be 0 or
+    subnormal; -inf gives 0, NaN gives NaN. Only fp32 adds, multiplies and fmas (no MUFU, no
+    libdevice), so the interpreter runs the same steps -- but its fma rounds twice (Triton 3.6:
+    x * y + z in numpy), which the bound allows for.
+
+    k = rint(hi log2 e) (by the shifter; off by one at most at a rounding boundary), r = hi - k ln 2
+    (Cody-Waite; |r| <= 0.347), exp(r) by the degree-7 Taylor polynomial in Horner's form, times 2^k
+    built in the exponent bits (exact), then exp(lo) ~ 1 + lo by one fma. Relative errors, in u:
+    truncation 0.35^8 / 8! e^0.35 < 0.13 of exp(r) >= 0.707; Horner's roundings, u (|q_i| + |q_(i+1) r|)
+    |r|^i over the steps (an fma rounding twice), < 2.0 of it (< 1.6 with fused fmas); the coefficients'
+    roundings < 0.1; the reduced argument: r1 exact, r2 = r1 - k LN2_LO rounded, u |r2| <= 0.35, with
+    LN2_LO's own error |k| 2^-44; the last fma, 1 (+ lo^2 / 2, negligible). Sum 3.6, second order
+    included: < 4 (EXP_TWO_PART_ERROR_UNITS). Measured under the interpreter over 2e5 gaps in
+    [-110, 0.5]: 2.2."""
+    shifted = tl.fma(hi, 1.4426950408889634, _ROUNDING_SHIFTER)
+    k = shifted - _ROUNDING_SHIFTER
+    r = tl.fma(k, -_LN2_HI, hi)
+    r = tl.fma(k, -_LN2_LO, r)
+    p = tl.fma(r, 1.0 / 5040.0, 1.0 / 720.0)
+    p = tl.fma(p, r, 1.0 / 120.0)
+    p = tl.fma(p, r, 1.0 / 24.0)
+    p = tl.fma(p, r, 1.0 / 6.0)
+    p = tl.fma(p, r, 0.5)
+    p = tl.fma(p, r, 1.0)
+    p = tl.fma(p, r, 1.0)
+    # 2^k for k >= -126: the exponent field k + 127 (the shifter's low 9 bits, shifted into place).
+    scale = ((shifted.to(tl.int32, bitcast=True) + 127) << 23).to(tl.float32, bitcast=True)
+    e = p * scale
+    return tl.where(k < -126.0, 0.0, tl.fma(e, lo, e))
+
+
 @triton.jit
 def terms_below(values, maximum):
     """exp(x - m) for the values x of a group (a thread's vector, a tile's column) whose maximum m comes
