@@ -1138,8 +1138,14 @@ SINGLE_READ_FP64_ROW_TILE = 512
 # 3871/3848 -> 3878/3907, log 3353/3468 -> 3568/3576 (64 a thread on 2048 lost bf16 18%; 8 or 16 a
 # thread on 1024 gained fp32 1-4% and lost bf16 log 1-5%). Kept at the default: rows of 16384 (64 a
 # thread: log_softmax fp32 3939/3941 -> 2689/2697) and 32768 (bf16 softmax -1.3%); shorter rows
-# unmeasured.
-SINGLE_READ_FP32_ROW_PLANS = {256: (1024, 32), 512: (2048, 64), 1024: (2048, 64), 2048: (2048, 64),
+# unmeasured. Since softmax's fp32 outputs take the two-part exponential (modes.softmax_two_part_exp),
+# rows of 1024 run 16 a thread on tiles of 1024: H200, 2026-11-29, bench/sweep_outer.py --op softmax /
+# log_softmax --dim -1 --modes fast, GB/s of the input, three runs, 65536x1024 (2048, 64) -> (1024, 16):
+# softmax fp32 2033/2035/2023 -> 2051/2062/2050, bf16 1959/1956/1945 -> 1984/1986/1974; log_softmax fp32
+# 2027/2039/2028 -> 2051 x3, bf16 1924/1925/1935 -> 1960/1971/1959. Rows of 256 at (1024, 16): softmax
+# fp32 +1.5%, but bf16 -0.6% and log_softmax bf16 1780/1780/1791 -> 1733/1724/1734: kept. logsumexp's
+# fp32 rows of 1024 share the plan (plan_logsumexp_rows): --op logsumexp, 3678/3699/3700 -> 3725/3722/3745.
+SINGLE_READ_FP32_ROW_PLANS = {256: (1024, 32), 512: (2048, 64), 1024: (1024, 16), 2048: (2048, 64),
                               4096: (2048, 64), 8192: (2048, 64)}
 SINGLE_READ_MAX_WARPS = 32
 # Strided rows (the reduced dim is not the contiguous one) take tiles of SINGLE_READ_STRIDED_TILE_BYTES

@@ -386,9 +386,9 @@ def test_single_read_tiles_where_measured():
         plan = plan_single_read(65536, red, j_fast=True, accumulator_size=8)
         assert plan.block_rows == max(1, plan_module.SINGLE_READ_FP64_ROW_TILE // red)
     assert plan_module.SINGLE_READ_FP64_ROW_TILE == 512 and plan_module.SINGLE_READ_TILE == 4096
-    # fp32 accumulator, contiguous rows: 256 on tiles of 1024 at 32 elements a thread, 512 .. 8192 on
-    # 2048 at 64 (rows up to 2048 on one warp); SINGLE_READ_TILE at 32 a thread elsewhere.
-    for red, rows_per_program, warps in ((128, 32, 4), (256, 4, 1), (300, 4, 1), (512, 4, 1), (1024, 2, 1),
+    # fp32 accumulator, contiguous rows: 256 on tiles of 1024 at 32 elements a thread, 1024 on 1024 at
+    # 16, the rest of 512 .. 8192 on 2048 at 64 (one warp up to 2048); SINGLE_READ_TILE at 32 elsewhere.
+    for red, rows_per_program, warps in ((128, 32, 4), (256, 4, 1), (300, 4, 1), (512, 4, 1), (1024, 1, 2),
                                          (2048, 1, 1), (4096, 1, 2), (8192, 1, 4), (16384, 1, 16)):
         plan = plan_single_read(65536, red, j_fast=True, accumulator_size=4, element_size=2)
         assert (plan.block_rows, plan.num_warps) == (rows_per_program, warps), (red, plan)
