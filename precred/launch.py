@@ -672,13 +672,15 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     cover every schedule on small inputs); it must describe the same view. acc_dtype: the accumulator
     (default the mode's for x and out_dtype; softmax's statistics keep the softmax's own and write fp64).
     """
-    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     key = None
     if plan is None and x.is_cuda:
+        # acc_dtype stays None in the key for the mode's own accumulator: the key cached_recipe and
+        # _contiguous_rows_route look up (the public functions' eager replays depend on finding it).
         key = _recipe_key(x, dims, mode, out_dtype, output, acc_dtype)
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)
+    acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     view, planned = plan_for(x, dims, mode, out_dtype, acc_dtype)
     plan = planned if plan is None else plan
     # The exact mode's filter may recompute its own uncertified outputs (plan.exact_in_one_launch): then
