@@ -77,9 +77,10 @@ def exp_two_part(hi, lo):
     built in the exponent bits (exact), then exp(lo) ~ 1 + lo by one fma. Relative errors, in u:
     truncation 0.35^8 / 8! e^0.35 < 0.13 of exp(r) >= 0.707; Horner's roundings, u (|q_i| + |q_(i+1) r|)
     |r|^i over the steps (an fma rounding twice), < 2.0 of it (< 1.6 with fused fmas); the coefficients'
-    roundings < 0.1; the reduced argument: r1 exact, r2 = r1 - k LN2_LO rounded, u |r2| <= 0.35, with
-    LN2_LO's own error |k| 2^-44; the last fma, 1 (+ lo^2 / 2, negligible). Sum 3.6, second order
-    included: < 4 (EXP_TWO_PART_ERROR_UNITS). Measured under the interpreter over 2e5 gaps in
+    roundings < 0.1; the reduced argument: r1 exact (Sterbenz; where k is off by one at a rounding
+    boundary, within u |r1| <= 0.35), r2 = r1 - k LN2_LO rounded, u |r2| <= 0.35, with LN2_LO's own
+    error |k| 2^-44; the last fma, 1 (+ lo^2 / 2, negligible). Sum 3.95, second order included: < 4
+    (EXP_TWO_PART_ERROR_UNITS). Measured under the interpreter over 2e5 gaps in
     [-110, 0.5]: 2.2."""
     shifted = tl.fma(hi, 1.4426950408889634, _ROUNDING_SHIFTER)
     k = shifted - _ROUNDING_SHIFTER
