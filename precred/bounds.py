@@ -339,19 +339,18 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)
-    two_part = single_read and not log and softmax_two_part_exp(acc, out_dtype)
     if single_read and not log:
-        if two_part:   # each term one exp within c' u, then the tree's h additions of positive terms
-            c2 = EXP_TWO_PART_ERROR_UNITS * u
-            rho = c2 + gamma(max(int(depth), 1), u) * (1 + c2) + 2 * n * _SMALLEST_NORMAL[acc] / float(s)
-        else:
+        c = _EXP_ERROR_UNITS[acc] * u
+        if softmax_two_part_exp(acc, out_dtype, log):   # one exp a term, then the tree's h additions
+            theta = EXP_TWO_PART_ERROR_UNITS * u
+            rho = theta + gamma(max(int(depth), 1), u) * (1 + theta) + 2 * n * _SMALLEST_NORMAL[acc] / float(s)
+        else:   # no theta where the gap is not resolved at all (expm1 would overflow)
+            theta = math.expm1(3 * u * gap) * (1 + c) + c if 3 * u * gap < 700.0 else None
             rho = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth)
         if math.isinf(rho):
             return math.inf
-        c = _EXP_ERROR_UNITS[acc] * u
         y = math.exp(-gap) / float(s)
-        if two_part or 3 * u * gap < 700.0:
-            theta = EXP_TWO_PART_ERROR_UNITS * u if two_part else math.expm1(3 * u * gap) * (1 + c) + c
+        if theta is not None:
             err = ((1 + theta) * (1 + u64) * (1 + u) ** 2 / (1 - rho) - 1) * y
         else:   # the gap is not resolved at all: both values lie in [0, exp(-gap (1 - 3u)) (...)]
             err = math.exp(-gap * (1 - 3 * u)) * (1 + c) * (1 + u64) * (1 + u) ** 2 / ((1 - rho) * float(s))

@@ -563,7 +563,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc],
-                         TWO_PART_EXP=not log and softmax_two_part_exp(acc, out_dtype), J_FAST=plan.j_fast,
+                         TWO_PART_EXP=softmax_two_part_exp(acc, out_dtype, log), J_FAST=plan.j_fast,
                          BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both

@@ -96,12 +96,13 @@ EXP_MODES = {
 DEFAULT_EXP_MODE = "fp64"
 
 
-def softmax_two_part_exp(acc_dtype: torch.dtype, out_dtype: torch.dtype) -> bool:
+def softmax_two_part_exp(acc_dtype: torch.dtype, out_dtype: torch.dtype, log: bool) -> bool:
     """Whether the single-read softmax kernel (schedules/single_read.py) takes its exponentials of
     x - m in two parts (strategies/stable_exp.py exp_two_part: within a few u whatever the gap) rather
-    than of the rounded gap (3u |x - m| more, with the product by log2(e)): for fp32 accumulators with
-    an fp32 output. A 16-bit output hides the difference (a few fp32 ulps are ~2^-12 of a bf16 ulp),
-    so it keeps the cheaper exponential. One place for the kernel (precred.launch) and the bound
+    than of the rounded gap (3u |x - m| more, with the product by log2(e)): for softmax (not
+    log_softmax, whose outputs are x - m - log(s)) with fp32 accumulators and an fp32 output. A 16-bit
+    output hides the difference (a few fp32 ulps are ~2^-12 of a bf16 ulp), so it keeps the cheaper
+    exponential. One place for the kernel (precred.launch) and the bound
     (precred.bounds.softmax_error_bound, single_read).
 
     Measured and not kept (H200, 2026-11-29, bench/exp_suite.py --ops softmax, fast fp32, GB/s of the
@@ -109,7 +110,7 @@ def softmax_two_part_exp(acc_dtype: torch.dtype, out_dtype: torch.dtype) -> bool
     exponential, its shift formed in fp32 as hi + lo (two TwoSums, log(s) split per row): worst error
     14-18 -> 2-8 ulp, but issue-bound there -- 262144x256 dim 0 2328 -> 1934, 16x262144 dim -1 1423 ->
     662, 1024x65536 dim 0 2567 -> 2467 (no spills; ~25 more instructions an element)."""
-    return acc_dtype == torch.float32 and out_dtype == torch.float32
+    return not log and acc_dtype == torch.float32 and out_dtype == torch.float32
 
 
 def get_exp_mode(mode: str) -> Mode:
