@@ -13,16 +13,10 @@ gamma_k = k u / (1 - k u):
   by TwoSum, so hi + sum(e_k) = s exactly, with sum |e_k| <= gamma_d * S1. `lo` sums the e_k through
   at most 2d additions (a merge adds lo_a + lo_b, then e), so |hi + lo - s| <= gamma_2d*gamma_d*S1.
   hi + lo is then formed in fp64 (one rounding, u_64).
-  On short 16-bit rows into an fp32 accumulator (schedules/inner.py FP64_LEAVES) the first 3 levels
-  (each 8-element vector) are summed in fp64 instead, v with |v - v_exact| <= gamma^64_3 S1_v, and
-  split into hi = fl32(v), lo = fl32(v - hi): v - hi is exact, and its rounding to fp32 is relative
-  (u |v - hi| <= u^2 |v|) or exact (below fp32's normal range: v and hi are multiples of 2^-149, as
-  every 16-bit input is, and fp64 keeps that).
-  The pair is a leaf whose lo is a captured error; with d' = d - 3 levels above the leaves, the lo
-  sum's rounding is <= gamma_2d' (u + gamma_d') S1 (1 + O(u)) ~ 2 (d - 3)(d - 2) u^2 S1, and the leaves
-  add (gamma^64_3 + u^2) S1 ~ 1.1 u^2 S1: together below gamma_2d gamma_d S1 ~ 2 d^2 u^2 S1, whose
-  margin 2 (5d - 6) u^2 S1 is at least 18 u^2 S1 (d >= 3). A vector whose fp64 sum overflows fp32
-  has S1 above fp32's largest finite value, where no bound is claimed (error_bound: inf).
+  16-bit input into a non-fp64 output runs the fp64 mode instead (precred.modes.sum_mode): its
+  gamma^64_d S1 < 2 d 2^-53 S1 (d < 2^52) is below gamma_2d gamma_d S1 >= 2 d^2 2^-48 S1 for every
+  d >= 1 (u = 2^-24), and the same final roundings follow, so this bound holds there too
+  (tests/test_sum_accuracy.py checks that it dominates the fp64 mode's).
 * exact: the result is the exact value correctly rounded (strategies/exact.py proves the filter's
   certificate, strategies/superaccumulator.py the recomputation): half an ulp of the output format
   at the exact value (half the smallest subnormal below the normal range), whatever n and S1.

@@ -112,11 +112,9 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     outer_schedule = view.inner > 1 and view.stride_inner == 1   # a contiguous kept axis (plan_reduction)
     if mode.strategy in (PLAIN, COMPENSATED, *EXTREMA, *VALUE_EXTREMA):
         options.update(short_part_tiles=planning.SUM_SHORT_PART_TILES,
-                       # kahan's vector sums over 16-bit rows keep consecutive tiles (schedules/inner.py); the
-                       # indexed extrema count an interleaved part's indices along the row, in int32: rows of
-                       # 2^31 - 1 or more keep the plan before (the one tests/test_gpu_only.py ran there)
-                       wide_long_splits=((mode.strategy != COMPENSATED or x.element_size() >= 4)
-                                         and not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1)),
+                       # the indexed extrema count an interleaved part's indices along the row, in int32: rows
+                       # of 2^31 - 1 or more keep the plan before (the one tests/test_gpu_only.py ran there)
+                       wide_long_splits=not (mode.strategy in EXTREMA and view.red >= 2 ** 31 - 1),
                        interleave_long_splits=True)
     if mode.strategy in PLAIN_16BIT_ROW_STRATEGIES:
         options.update(plain_16bit_rows=True)
@@ -128,18 +126,13 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
     short_rows = not outer_schedule and view.red < planning.PLAIN_16BIT_ROWS_MIN_RED and x.element_size() <= 4
     if mode.strategy == PLAIN and (acc == 4 or sixteen_bit_rows or short_rows):   # fast; fp64 over 16-bit or short rows
         options.update(min_tiles_per_lane=planning.PLAIN_MIN_TILES_PER_LANE)
-    if mode.strategy == COMPENSATED and not outer_schedule and (x.element_size() >= 4 or planning.KAHAN_VECTOR_SUMS):
+    if mode.strategy == COMPENSATED and not outer_schedule and x.element_size() >= 4:
         # kahan over rows: the full tile and warps (bench/sweep_outer.py --dim -1, H100, GB/s halved -> full,
         # two runs: fp32 8192^2 2554/2542 -> 2611/2613, 1024x65536 2560/2559 -> 2593/2612, 262144x256
-        # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645; bf16 with the vector sums
-        # (plan.KAHAN_VECTOR_SUMS), against the halves without them: 8192^2 2312/2288 -> 2386/2366,
-        # 65536x1024 2375/2378 -> 2416/2437, 1024x65536 2408/2382 -> 2390/2367, 2^28 2787/2786 ->
-        # 2799/2791; the halves with the vector sums lost (8192^2 2122/2137); without them, 16-bit rows keep
-        # the halves: the full tile cost the 2^28 bf16 reduction 2774 -> 2260). Dim 0 was not measured: it
-        # keeps the halving.
+        # 2522/2521 -> 2567/2565, 65536x1024 2622/2620 -> 2629/2645; 16-bit rows, which the public functions
+        # sum in fp64 (modes.sum_mode), keep the halves: the full tile cost the 2^28 bf16 reduction 2774 ->
+        # 2260 without vector sums). Dim 0 was not measured: it keeps the halving.
         options.update(heavy_state=False)
-        if sixteen_bit_rows and short_rows:
-            options.update(min_tiles_per_lane=planning.KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE)
     if mode.strategy == WELFORD and not outer_schedule:
         if x.element_size() >= 4 or acc == 8:
             # Welford over rows: the full tile's warps, not the heavy state's halves -- on 2 warps the state
@@ -872,8 +865,7 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         tail_free_min_red = planning.WELFORD_TAIL_FREE_MIN_RED.get(workspace.acc_dtype.itemsize)
         tail_free = strategy == WELFORD and tail_free_min_red is not None and p.red >= tail_free_min_red
         vector_sums = not src_is_state and p.lanes >= 2 * tree_vec and (
-            (strategy == COMPENSATED and src[0].element_size() == 2 and planning.KAHAN_VECTOR_SUMS)
-            or (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1 and planning.EXACT_VECTOR_SUMS)
+            (strategy == EXACT and src[0].element_size() == 2 and p.loop_stages == 1 and planning.EXACT_VECTOR_SUMS)
             or (strategy == WELFORD and planning.WELFORD_VECTOR_MOMENTS)
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.stable_exp_vectors(
                 workspace.acc_dtype.itemsize, src[0].element_size(), p.red)))
@@ -884,14 +876,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         word_loads = (vector_sums and prefetch and strategy == EXACT and planning.EXACT_WORD_LOADS
                       and p.red <= planning.EXACT_WORD_LOADS_MAX_RED and p.red % 2 == 0 and stride_red == 1
                       and stride_outer % 2 == 0 and stride_inner % 2 == 0 and src[0].data_ptr() % 4 == 0)
-        # kahan's vector sums in fp64 on short 16-bit rows (measured in plan.KAHAN_FP64_LEAVES' note) -- with an
-        # fp32 accumulator only: fp64 is the compensated pair's own precision where the output is fp64
-        fp64_leaves = (vector_sums and strategy == COMPENSATED and planning.KAHAN_FP64_LEAVES
-                       and workspace.acc_dtype == torch.float32 and p.red < planning.PLAIN_16BIT_ROWS_MIN_RED)
         consts.update(BLOCK_M=p.block_kept, BLOCK_N=p.lanes, LOOP_STAGES=p.loop_stages, MERGE_LANES=merge_lanes,
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter, VECTOR_SUMS=vector_sums,
-                      PREFETCH=prefetch, WORD_LOADS=word_loads, FP64_LEAVES=fp64_leaves,
+                      PREFETCH=prefetch, WORD_LOADS=word_loads,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

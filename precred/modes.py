@@ -62,6 +62,27 @@ def get_mode(mode: str) -> Mode:
     return _lookup(MODES, mode, "")
 
 
+# 16-bit input whose kahan pair would be fp32 (any output but fp64) is summed by the fp64 mode: each
+# element converts to fp64 exactly and the sum is plain fp64 accumulation. Its error, gamma^64_d S1 ~
+# d 2^-53 S1 at depth d, is below the compensated fp32 pair's gamma_2d gamma_d S1 ~ 2 d^2 2^-48 S1 for
+# every d >= 1, and both are rounded to the output alike (precred.bounds.error_bound: kahan's bound holds;
+# tests/test_sum_accuracy.py asserts kahan's bound on this route, and that it dominates fp64's). On the
+# GPUs measured it is also the faster of the two: a 16-bit element costs a conversion and one DADD
+# there against the fp32 pair's TwoSum (~6 FADD), which kept kahan 1.11-1.15x fast's time. H200,
+# bench/gpu_suite.py at 0377ad5 (one run), bf16 GB/s kahan / fp64 / fast: rows 1024x65536 3082 / 3166 /
+# 3369, 8192^2 3119 / 3350 / 3394, 65536x1024 3207 / 3198 / 3450, 262144x256 3180 / 3331 / 3544, 2^28
+# 3810 / 3951 / 3988; dim 0 1024x65536 2702 / 2843 / 2987, 8192^2 2712 / 2812 / 2950, 65536x1024 2480 /
+# 2711 / 2840, 262144x256 2610 / 2699 / 2857 (16x262144, an 8 MiB call, 817 / 776 and 954 / 1035).
+# fp64 output keeps the compensated fp64 pair, whose bound is tighter than plain fp64's.
+def sum_mode(mode: str, dtype: torch.dtype, out_dtype: torch.dtype | None = None) -> Mode:
+    """The Mode that runs `sum` / `mean`'s `mode` on `dtype` input into `out_dtype` (default dtype)."""
+    found = get_mode(mode)
+    if (found.name == "kahan" and dtype in (torch.bfloat16, torch.float16)
+            and found.accumulator_dtype(dtype, out_dtype) == torch.float32):
+        return MODES["fp64"]
+    return found
+
+
 # Modes of var / std / var_mean / std_mean: shifted Welford updates and Chan merges (strategies/welford.py)
 # on the same schedules and plans as the sums; they differ in the accumulator dtype. Bounds:
 # precred.bounds.moments_error_bound.

@@ -145,39 +145,9 @@ PLAIN_MIN_TILES_PER_LANE = 2
 # 1024 lanes on 525 parts, measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100,
 # amax fp32 2945/2940/2946 -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest
 # within 0.5%.)
-# kahan over 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED: few tiles per lane (a plain loop: fewer
-# than PIPELINE_MIN_TILES) -- 2 with fp32 vector trees, 4 since the fp64 leaves (below). H100,
-# sweep_outer --dim -1, bf16 262144x256, two runs: 8 tiles (pipelined, halves) 2260/2254, with the
-# vector sums and the full tile 2311/2333, and 2 tiles 2420/2411 (4 tiles without the vector sums:
-# 2286/2262); rows of 1024 and 8192 lost with 4 tiles (2418 -> 2334, 2356 -> 2238) and keep 8.
-# 2 tiles on rows up to 8192 too (PLAIN_16BIT_ROWS_MIN_RED at 16384 as a variant; H100, 2026-11-28, two
-# runs, GB/s of kahan bf16): 8192^2 2360 -> 2398/2433 (fast 2670-2679), but 65536x1024 2414/2439 ->
-# 2272/2294 and 4 tiles 2296/2298: not taken (a rule for rows of 8192 alone would fit one shape).
-# With fp64 leaves (KAHAN_FP64_LEAVES' note), 4 tiles: H200, 262144x256 bf16 3075 -> 3185 GB/s.
-KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE = 4
-# kahan's first inner passes over 16-bit input keep lanes of 8-element vector sums (schedules/inner.py
-# VECTOR_SUMS) instead of one lane per element: an eighth of the state (8192^2 bf16: 111 -> 32 registers
-# per thread on the full tile's 8 warps), hence more programs per SM; with them, 16-bit rows take the full
-# tile and warps as fp32 rows do (precred.launch.plan_for; GB/s in its kahan note). With
-# them, larger tiles lost (ACC_TILE_BYTES 32 KiB: 8192^2 2392 -> 2075), pipelined 16-bit rows too
-# (1024x65536 2404 -> 2092), 4 tiles per lane on rows >= 1024 moved within 3% (sweep_outer, H100).
-# Again on 2026-11-27 (sweep_outer --dim -1 --modes fast,kahan, H100, two runs, bf16 kahan GB/s): 2 / 4
-# tiles per lane (MIN_TILES_PER_LANE) and the pipelined loop: 8192^2 2389/2364 -> 2433/2391, 2304/2301,
-# 2434/2433; 65536x1024 2412/2436 -> 2272/2276, 2444/2446, 2302/2273; 1024x65536 2380/2378 -> 2405/2382,
-# 2404/2405, 2086/2093: none kept. The loop costs ~6 FADD an element (each vector's TwoSum tree) against
-# fast's ~2: kahan bf16 8192^2 stays ~1.1x fast's time.
-KAHAN_VECTOR_SUMS = True
-# On 16-bit rows shorter than PLAIN_16BIT_ROWS_MIN_RED, kahan forms those vector sums in fp64 (schedules/
-# inner.py FP64_LEAVES: 8 conversions and 7 DADD a vector, its sum split into an fp32 pair) instead of
-# the vector's fp32 TwoSum tree (ncu, H200, 262144x256 bf16: issue slots 80% busy, 16.9 instructions an
-# element), on KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE tiles per lane; precred/bounds.py shows the
-# kahan bound still holds. H200, 2026-11-28, bench/sweep_outer.py --op sum --modes fast,kahan --dim -1,
-# GB/s of kahan, two rounds: fp32 trees -> fp64 leaves (2 tiles per lane): 262144x256 bf16 2917/2871 ->
-# 3142/3147, fp16 3091/3095 -> 3209/3202 (fast 3331-3554); the same on longer rows moved -2% to +1%
-# (1024x65536 bf16 3100/3099 -> 3045/3037, 65536x1024 3219/3214 -> 3168/3175, 8192^2 3128/3123 ->
-# 3149/3091): not taken there. Tiles per lane with fp64 leaves, 262144x256 bf16 / fp16: 1 2476 / 2672,
-# 2 3075 / 3197, 4 3185 / 3224 (fp32 trees at 1: 2260 / 2404).
-KAHAN_FP64_LEAVES = True
+# kahan over 16-bit input had its own first passes until 2026-12-01 (lanes of 8-element vector sums by
+# TwoSum trees, or in fp64 split into pairs on short rows; 1.06-1.15x fast's time at best): the public
+# functions now sum such input in fp64 (precred.modes.sum_mode, measured in its note).
 # Welford's first inner passes over the input keep lanes of 16-byte vectors' (mean, m2) (schedules/inner.py
 # welford_vector_part): equal-count merges inside the vector, one Chan merge per lane and tile, and the
 # full tiles' lane tree without divisions. bench/sweep_outer.py --op var --dim -1, H100, GB/s fast / fp64,

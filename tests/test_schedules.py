@@ -123,8 +123,8 @@ def test_fused_merge_gives_the_bits_of_the_merging_pass(device, case, dtype):
     overrides = dict(sm_count=64, split_min_bytes=0)
     if case == "pairwise":   # its lanes would span the whole row: smaller tiles and fewer SMs make it split
         overrides.update(tile_elements=64, sm_count=4)   # into parts of several tiles (the binary counter)
-    if case in ("fast", "fp64", "kahan"):   # short rows narrow their lanes to 2 tiles (PLAIN_MIN_TILES_PER_LANE,
-        overrides.update(tile_elements=64)   # KAHAN_SHORT_16BIT_ROWS_TILES_PER_LANE): 256 lanes, too wide to split 700
+    if case in ("fast", "fp64", "kahan"):   # short rows narrow their lanes to 2 tiles (PLAIN_MIN_TILES_PER_LANE):
+        overrides.update(tile_elements=64)   # 256 lanes, too wide to split 700
     _, plan = plan_for(x, (1,), mode, out_dtype, **overrides)
     # amax / amin on sm_90 merge in a dependent launch instead (Plan.dependent_merge); the fused merge
     # stays their kernel elsewhere (the interpreter, older GPUs), so it is tested for them too.
@@ -162,7 +162,7 @@ def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype)
     # (Small rows and tiles, the split forced and its parts interleaved by hand; which plans the planner
     # interleaves: test_long_splits_interleave_for_the_chained_strategies.)
     if case == "kahan" and dtype.itemsize == 2:
-        pytest.skip("kahan's vector sums over 16-bit rows take no interleaved parts (a static_assert)")
+        pytest.skip("kahan over 16-bit input runs the fp64 mode (modes.sum_mode): the fp64 case")
     mode = INTERLEAVED_CASES[case]
     rng = np.random.default_rng(11)
     red = 1000   # a partial last tile
@@ -202,12 +202,12 @@ def test_interleaved_parts_give_what_consecutive_parts_give(device, case, dtype)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_long_splits_interleave_for_the_chained_strategies(dtype):
     # Which plans the planner interleaves (plan.LONG_SPLIT_WARPS' note): the long splits of the sums and
-    # the extrema, not kahan over 16-bit rows (its vector sums), pairwise (power-of-two runs of tiles) or
-    # the exact filter (its own loop), none of which the kernels interleave. Planning only.
+    # the extrema, not pairwise (power-of-two runs of tiles) or the exact filter (its own loop), neither of
+    # which the kernels interleave. Planning only.
     x = torch.empty((1, 40 * 4096 - 100), dtype=dtype)
     for case, mode in [*INTERLEAVED_CASES.items(), ("pairwise", get_mode("pairwise")), ("exact", get_mode("exact"))]:
         first = plan_for(x, (1,), mode, sm_count=1, split_min_bytes=0, tile_elements=4096)[1].passes[0]
-        expected = case not in ("pairwise", "exact") and not (case == "kahan" and dtype == torch.bfloat16)
+        expected = case not in ("pairwise", "exact")
         assert first.parts > 1 and first.interleaved == expected, (case, first)
 
 

@@ -12,7 +12,7 @@ from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce_sum
-from ..modes import DEFAULT_MODE, EXACT_DTYPES, get_mode
+from ..modes import DEFAULT_MODE, EXACT_DTYPES, get_mode, sum_mode
 from ..strategies.superaccumulator import MAX_COUNT
 
 
@@ -24,7 +24,7 @@ def _sum_reduce_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype:
         # torch: the empty sum is 0 and the empty mean is NaN (0/0); an empty output stays empty.
         fill = math.nan if divide else 0.0
         return torch.full(shape, fill, dtype=out_dtype, device=x.device)
-    flat = reduce_sum(x, tuple(dims), get_mode(mode), out_dtype, divide)
+    flat = reduce_sum(x, tuple(dims), sum_mode(mode, x.dtype, out_dtype), out_dtype, divide)
     return flat.view(shape)
 
 
@@ -74,7 +74,8 @@ def _reduce(x, dim, keepdim, dtype, mode, divide: bool):
         return _sum_reduce(x, list(dims), keepdim, out_dtype, mode, divide)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _sum_reduce_impl(x, list(dims), keepdim, out_dtype, mode, divide)
-    eager.remember(key, cached_recipe(x, dims, get_mode(mode), out_dtype, Output(divide=divide)), result.shape)
+    eager.remember(key, cached_recipe(x, dims, sum_mode(mode, x.dtype, out_dtype), out_dtype, Output(divide=divide)),
+                   result.shape)
     return result
 
 
@@ -102,9 +103,11 @@ def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype 
     (default), "fp64", "exact" -- see precred.MODES and precred.error_bound for what each guarantees.
     "exact" returns the exact sum rounded once (to nearest, ties to even): the same bits on every device,
     plan and batch size; it takes fp32/bf16/fp16 inputs and outputs and up to 2^37 elements per output. bf16/fp16 inputs always accumulate in
-    at least fp32. Empty reductions give 0; NaN and inf propagate as in torch. The fp32 modes (fast,
-    pairwise, kahan) overflow to +-inf where a partial sum leaves fp32's range, even if the exact sum
-    is representable (as torch.sum); fp64 and exact do not on fp32 and 16-bit input.
+    at least fp32; "kahan" sums them in fp64 (unless the output is fp64: precred.modes.sum_mode), which
+    meets its bound and is the faster route there. Empty reductions give 0; NaN and inf propagate as in
+    torch. The fp32 modes (fast, pairwise, kahan on fp32 input) overflow to +-inf where a partial sum
+    leaves fp32's range, even if the exact sum is representable (as torch.sum); fp64 and exact do not
+    on fp32 and 16-bit input, nor kahan on 16-bit input.
 
     CUDA tensors run compiled Triton kernels. CPU tensors run the same kernels through Triton's
     interpreter (TRITON_INTERPRET=1, set automatically on import when no GPU is present): the same

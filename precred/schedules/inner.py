@@ -8,9 +8,9 @@ tiles into a tile-shaped state -- each lane accumulates every BLOCK_N-th element
 BLOCK_N lanes once at the end with the fixed tree. (Pairwise parts of several tiles: each tile is merged
 by a balanced tree at once and the tile sums by the binary counter, TILE_COUNTER.)
 
-kahan over 16-bit input (VECTOR_SUMS) first sums each tile's 16-byte vectors in the thread (the lane
-tree's first levels) and keeps lanes of those vector sums: an eighth of the state for the same loads.
-The exact filter over the input may do the same (VECTOR_SUMS with STRATEGY 7, exact_input_part).
+The exact filter over 16-bit input (VECTOR_SUMS with STRATEGY 7, exact_input_part) first sums each tile's
+16-byte vectors in the thread (the lane tree's first levels) and keeps lanes of those vector sums: an
+eighth of the state for the same loads.
 Welford over the input does the same (VECTOR_SUMS with STRATEGY 2): each vector's (mean, m2) by
 equal-count merges, then one Chan merge per lane and tile with the tile's scalar weights -- no
 per-element update -- and a final tree over TREE_VEC times fewer lanes, all of one count (no division).
@@ -40,7 +40,7 @@ and multiples of 16 are known as such, which is what lets the loads be 16-byte v
 import triton
 import triton.language as tl
 
-from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, compensated_combine, exact_combine,
+from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, exact_combine,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors
@@ -79,7 +79,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
                 INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True,
-                WORD_LOADS: tl.constexpr = False, FP64_LEAVES: tl.constexpr = False):
+                WORD_LOADS: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -139,37 +139,6 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
     if STRATEGY == 7 and PREFETCH:
         return exact_input_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, BLOCK_M, BLOCK_N,
                                 TREE_VEC if VECTOR_SUMS else 1)
-    if VECTOR_SUMS and STRATEGY == 1:
-        # kahan over the input (STRATEGY 1, not SRC_IS_STATE): each tile's TREE_VEC adjacent elements
-        # (a thread's 16-byte vector) are summed by the first levels of the lane tree, and the lanes
-        # are BLOCK_N // TREE_VEC vector sums: an eighth of the state (16-bit input) for the same loads.
-        # Depth as plan.Pass.depth counts it: the vector levels, the chain (its first fold adds to the
-        # identity exactly), the tree over the vector lanes.
-        SUMS: tl.constexpr = BLOCK_N // TREE_VEC
-        hi = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
-        lo = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
-        for start in tl.range(part_start, part_end, BLOCK_N, num_stages=LOOP_STAGES):
-            mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
-            raw = tl.load(hi_ptrs, mask=mask, other=0, eviction_policy="evict_first")
-            if FP64_LEAVES:
-                # Each vector summed in fp64 (depth log2(TREE_VEC)), then split: hi = fp32(v), lo =
-                # fp32(v - hi) (v - hi is exact in fp64). Fewer instructions than the fp32 TwoSum tree;
-                # the pair enters the chain as a leaf whose lo is a captured error (precred/bounds.py:
-                # the kahan bound of the same depth still holds; plan.KAHAN_FP64_LEAVES). Only for an fp32
-                # accumulator: fp64's rounding is O(u^2) of fp32's, not of fp64's.
-                tl.static_assert(ACC_DTYPE == tl.float32, "fp64 leaves under an fp32 compensated pair only")
-                wide = to_accumulator(raw, tl.float64)
-                leaf, _, _ = tree_reduce_last_axis(wide, wide, wide, BLOCK_M, BLOCK_N, 0, SUMS)
-                tile_hi = leaf.to(ACC_DTYPE)
-                tile_lo = (leaf - tile_hi.to(tl.float64)).to(ACC_DTYPE)
-            else:
-                values = to_accumulator(raw, ACC_DTYPE)
-                tile_hi, tile_lo, _ = tree_reduce_last_axis(values, tl.zeros_like(values), values, BLOCK_M, BLOCK_N,
-                                                            STRATEGY, SUMS)
-            hi, lo = compensated_combine(hi, lo, tile_hi, tile_lo)
-            hi_ptrs += step
-        row_hi, row_lo, _ = tree_reduce_last_axis(hi, lo, hi, BLOCK_M, SUMS, STRATEGY)
-        return row_hi, row_lo, tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
     if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
@@ -470,7 +439,7 @@ def inner_kernel(
     TREE_THREADS: tl.constexpr,  # ... threads per program (the blocked layout the tile tree follows)
     STATE_TREE_VEC: tl.constexpr,  # the fused merge's TREE_VEC (its source: partial states) ...
     MERGE_TILE_COUNTER: tl.constexpr,  # ... and the merging pass's TILE_COUNTER
-    VECTOR_SUMS: tl.constexpr = False,  # kahan / Welford over the input: lanes of TREE_VEC-element vectors
+    VECTOR_SUMS: tl.constexpr = False,  # exact / Welford / stable exp over the input: lanes of TREE_VEC-element vectors
     PREFETCH: tl.constexpr = False,     # plain loops loading a tile ahead: exact_input_part, welford_vector_part
     PART_TAIL: tl.constexpr = True,     # some part ends in a partial tile (reduce_part)
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
@@ -479,7 +448,6 @@ def inner_kernel(
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
-    FP64_LEAVES: tl.constexpr = False,  # kahan's vector sums (VECTOR_SUMS) formed in fp64 (reduce_part)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -499,7 +467,7 @@ def inner_kernel(
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
                                           TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL,
-                                          WORD_LOADS, FP64_LEAVES)
+                                          WORD_LOADS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
