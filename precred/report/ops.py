@@ -14,7 +14,7 @@ import torch
 
 from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound
 from ..launch import plan_for, row_plan_for
-from ..modes import EXP_MODES, MODES, VAR_MODES
+from ..modes import EXP_MODES, MODES, VAR_MODES, sum_mode
 from ..plan import plan_logsumexp_rows, plan_moments_rows
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, std as precred_std, sum as precred_sum
 from ..ops import var as precred_var
@@ -54,7 +54,7 @@ class ReportOp:
     torch_run: Callable                    # (x) -> torch's result over dim -1, same dtype as x
     truths: Callable                       # (x_cpu) -> list[RowTruth], one per row
     bound: Callable                        # (mode, truth, n, dtype, depth) -> max abs error promised
-    mode_table: dict                       # name -> precred.modes.Mode (for the plan depth and summaries)
+    run_mode: Callable                     # (name, dtype) -> the precred.modes.Mode a call runs (its plan depth)
     condition_sweep: bool                  # S1 / |result| is the op's condition number: sweep it
     scale_name: str                        # what `scale` is, for the docs
     row_planner: Callable | None = None    # the plan.plan_*_rows whose rows a call without a plan takes
@@ -69,7 +69,7 @@ class ReportOp:
     def plan_depth(self, x: torch.Tensor, mode: str) -> int:
         """The tree depth of the plan precred runs for x over dim -1 in `mode` (the bound depends on it):
         the single-read rows plan where the call takes one (row_planner), else plan_for's."""
-        dims, m = (x.dim() - 1,), self.mode_table[mode]
+        dims, m = (x.dim() - 1,), self.run_mode(mode, x.dtype)
         row_plan = row_plan_for(x, dims, m, x.dtype, self.row_planner) if self.row_planner is not None else None
         return row_plan.depth if row_plan is not None else plan_for(x, dims, m, x.dtype)[1].depth
 
@@ -132,19 +132,20 @@ def _logsumexp_bound(mode, truth, n, dtype, depth):
 OPS: dict[str, ReportOp] = {
     "sum": ReportOp("sum", tuple(MODES), "kahan", lambda x, m: precred_sum(x, dim=-1, mode=m),
                     lambda x: torch.sum(x, dim=-1), lambda x: _sum_truths(x, False), _sum_bound("sum"),
-                    MODES, True, "S1 = sum |x_i|"),
+                    sum_mode, True, "S1 = sum |x_i|"),
     "mean": ReportOp("mean", tuple(MODES), "kahan", lambda x, m: precred_mean(x, dim=-1, mode=m),
                      lambda x: torch.mean(x, dim=-1), lambda x: _sum_truths(x, True), _sum_bound("mean"),
-                     MODES, True, "S1 / n"),
+                     sum_mode, True, "S1 / n"),
     "var": ReportOp("var", tuple(VAR_MODES), "fp64", lambda x, m: precred_var(x, dim=-1, mode=m),
                     lambda x: torch.var(x, dim=-1), lambda x: _moments_truths(x, False), _moments_bound("var"),
-                    VAR_MODES, False, "the exact variance (the S1 of its nonnegative terms)", plan_moments_rows),
+                    lambda name, dtype: VAR_MODES[name], False, "the exact variance (the S1 of its nonnegative terms)",
+                    plan_moments_rows),
     "std": ReportOp("std", tuple(VAR_MODES), "fp64", lambda x, m: precred_std(x, dim=-1, mode=m),
                     lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
-                    VAR_MODES, False, "the exact standard deviation", plan_moments_rows),
+                    lambda name, dtype: VAR_MODES[name], False, "the exact standard deviation", plan_moments_rows),
     "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), "fp64",
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
-                          _logsumexp_truths, _logsumexp_bound, EXP_MODES, False,
+                          _logsumexp_truths, _logsumexp_bound, lambda name, dtype: EXP_MODES[name], False,
                           "|logsumexp| (the error is relative)", plan_logsumexp_rows),
 }
 
