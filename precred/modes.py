@@ -35,7 +35,8 @@ MODES = {
     "pairwise": Mode("pairwise", PLAIN, False, True,
                      "fp32 accumulation in a pairwise tree over the whole row: depth ~ log2(n)"),
     "kahan": Mode("kahan", COMPENSATED, False, False,
-                  "compensated (TwoSum / Neumaier) fp32 accumulation: error ~ 1 rounding of the result"),
+                  "compensated (TwoSum / Neumaier) fp32 accumulation: error ~ 1 rounding of the result "
+                  "(bf16/fp16 input: fp64 accumulation, within the same bound; sum_mode)"),
     "fp64": Mode("fp64", PLAIN, True, False,
                  "fp64 accumulation, rounded once to the output dtype (16-bit outputs through fp32)"),
     "exact": Mode("exact", EXACT, True, False,
