@@ -145,6 +145,11 @@ PLAIN_MIN_TILES_PER_LANE = 2
 # 1024 lanes on 525 parts, measured no faster: bench/sweep_outer.py --dim -1 --shapes 1x268435456, H100,
 # amax fp32 2945/2940/2946 -> 2935/2936/2936 GB/s, sum kahan fp32 2942/2943 -> 2869/2875, the rest
 # within 0.5%.)
+# Measured and not kept (H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,fp64, two
+# runs): the plain sums' lanes merged by tree.tree_sum_blocked_rows instead of the generic lane tree --
+# fast fp32 1024x65536 3634/3642 -> 3715/3697, bf16 8192^2 3337/3342 -> 3525/3464, the rest within 1-2% --
+# but its order follows the program's threads, so a pass's warps would change its bits
+# (tests/test_gpu_only.py test_warps_of_a_pass_do_not_change_its_bits failed with it).
 # kahan over 16-bit input had its own first passes until 2026-12-01 (lanes of 8-element vector sums by
 # TwoSum trees, or in fp64 split into pairs on short rows; 1.06-1.15x fast's time at best): the public
 # functions now sum such input in fp64 (precred.modes.sum_mode, measured in its note).
@@ -373,7 +378,10 @@ LONG_SPLIT_MIN_TILES = 16
 #   still gives every thread 16-byte vectors (bf16 measured; fp16 taken for its same bytes): bf16 fast
 #   2306/2326/2315/2317 -> 2430/2429/2441/2441 (kahan bf16 2305/2303 -> 2330/2329, not taken; fp32 fast
 #   lost, 2608/2623 -> 2581/2579; amax / argmax fp32 no faster: 2592/2581 -> 2564/2562, 2480/2479 ->
-#   2483/2493);
+#   2483/2493); the fp64 accumulator's tile (2048 lanes over 16-bit input) on the 8 warps that still
+#   load 16-byte vectors of it, not its own 4: H200, 2026-12-01, bench/sweep_outer.py --dim -1 --modes
+#   fast,fp64, bf16 1024x65536, fp64 3168/3112 -> 3202/3202 (LONG_SPLIT_WARPS = 8 as a variant, which cost
+#   fast 3380/3427 -> 3042/3055);
 # - the extrema and kahan over 4-byte rows (long_row_stages) with LONG_ROW_STAGES stages, not
 #   LOOP_STAGES["inner"]: amax fp32 2592/2581 -> 2626/2612, argmax fp32 2480/2479 -> 2518/2519, kahan fp32
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and
@@ -874,9 +882,10 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
     wide_long_splits: a long split of a chained inner first pass runs fewer, wider programs
     (LONG_SPLIT_WARPS' note); interleave_long_splits: its parts interleaved too -- for the strategies
     measured so, whose kernels take interleaved parts (precred.launch.plan_for).
-    long_row_warps: an unsplit inner first pass over long rows runs this many warps where its tile
-    gives every thread 16-byte vectors (0: the tile's warps); long_row_stages: the most stages of such
-    a pass (LONG_ROW_STAGES' note; None: LOOP_STAGES["inner"]).
+    long_row_warps: an unsplit inner first pass over long rows runs up to this many warps: the most, halving
+    from it, for which its tile gives every thread 16-byte vectors, where more than the tile's (0: the
+    tile's warps); long_row_stages: the most stages of such a pass (LONG_ROW_STAGES' note; None:
+    LOOP_STAGES["inner"]).
     dependent_merge: two inner passes run as two launches, the second a programmatic dependent of the
     first (Plan.dependent_merge), instead of one with a fused merge -- for the strategies of
     PROGRAMMATIC_MERGE_STRATEGIES on a GPU with programmatic launches (precred.launch.plan_for).
@@ -968,8 +977,13 @@ def plan_reduction(outer: int, red: int, inner: int, *, inner_contiguous: bool, 
                             interleaved=INTERLEAVE_PARTS and interleave_long_splits)
     long_row = (passes[0].schedule == "inner" and not whole_tree and passes[0].parts == 1
                 and passes[0].block_kept == 1 and red >= LONG_SPLIT_MIN_TILES * passes[0].lanes)
-    if long_row and long_row_warps and _vector_loads(passes[0].lanes, element_size, long_row_warps):
-        passes[0] = replace(passes[0], num_warps=long_row_warps)
+    if long_row and long_row_warps:
+        # the most warps, up to long_row_warps, whose threads all still load 16-byte vectors of the tile
+        warps = long_row_warps
+        while warps > passes[0].num_warps and not _vector_loads(passes[0].lanes, element_size, warps):
+            warps //= 2
+        if warps > passes[0].num_warps:
+            passes[0] = replace(passes[0], num_warps=warps)
     if passes[0].schedule == "outer" and not registers_layout:
         passes[0] = replace(passes[0], num_warps=min(passes[0].num_warps, OUTER_WIDE_MAX_WARPS))
 
