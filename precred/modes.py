@@ -139,6 +139,29 @@ def get_exp_mode(mode: str) -> Mode:
     return _lookup(EXP_MODES, mode, " for logsumexp/softmax/log_softmax")
 
 
+# softmax's default into a bf16 / fp16 output is `fast`: its bound there (precred.softmax_error_bound:
+# the fp32 pass's relative error, ~2^-15 at worst, is ~2^-7 of a bf16 ulp) stays within 2 ulp of every
+# output of at least fp32's smallest normal 2^-126 -- issue 4's default-mode goal -- and below that
+# within 2^-126 (an fp32 result there may be flushed), while the fp64 mode's exponentials ran it at
+# 0.45-0.9x Liger's speed on bf16 rows (H200, docs/logsumexp.md). tests/test_softmax.py asserts the
+# bound's claim over n, depth, s, t and the gap, and the outputs against mpmath. The other outputs keep
+# DEFAULT_EXP_MODE: an fp32 output needs it for 2 ulp; log_softmax's x - lse cancels next to 0 (its
+# error is fp32's absolute error of lse, many 16-bit ulps of a y near 0), and so does logsumexp's
+# m + log(s).
+SOFTMAX_16BIT_DEFAULT_MODE = "fast"
+
+
+def softmax_mode(mode: str | None, out_dtype: torch.dtype, log: bool) -> str:
+    """The mode softmax (or log_softmax, `log`) runs for `mode` into out_dtype: `mode` itself, or for
+    None (the default) SOFTMAX_16BIT_DEFAULT_MODE for softmax into bf16 / fp16, else DEFAULT_EXP_MODE."""
+    if mode is not None:
+        get_exp_mode(mode)
+        return mode
+    if not log and out_dtype in (torch.bfloat16, torch.float16):
+        return SOFTMAX_16BIT_DEFAULT_MODE
+    return DEFAULT_EXP_MODE
+
+
 # How logsumexp's fp64 mode runs on bf16 / fp16 inputs: the fp32 pass (fast's numerics, on the fp32
 # pipe) with a bound that certifies the rounding of most outputs to 16 bits -- those are the exact
 # result correctly rounded -- then fp64 for the outputs it cannot certify (schedules/recompute.py).

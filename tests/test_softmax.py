@@ -251,6 +251,56 @@ def test_default_mode_fp32_softmax_within_two_ulp(device):
                     assert ulp_error(value, e, torch.float32) <= 2.0, (name, value, float(e))
 
 
+FP32_SMALLEST_NORMAL = 2.0 ** -126
+
+
+def test_default_mode_of_16_bit_softmax_is_fast_within_two_ulp(device):
+    """softmax's default into bf16 / fp16 is `fast` (precred.modes.softmax_mode), every other output
+    and log_softmax keep fp64: the bits say which kernel ran. Its premise: fast's bound into a 16-bit
+    output is at most 1/16 ulp above the fp64 mode's, plus 2^-124 (fp32 terms and products below 2^-126
+    may be flushed) -- over rows of n values at plan depths h >= log2(n), row sums s in [1, n], t / s up
+    to ln(n) (the most any row has, bounds.certified_log_sum_margin), gaps up to where the output
+    underflows, both kernels' bounds. Then issue 4's goal on adversarial rows against mpmath: within 2
+    ulp (plus that 2^-124)."""
+    from precred.bounds import softmax_error_bound
+    from precred.modes import softmax_mode
+    from validation.oracle import ulp
+    for dtype in (torch.bfloat16, torch.float16):
+        assert softmax_mode(None, dtype, False) == "fast"
+        assert softmax_mode(None, dtype, True) == "fp64" == softmax_mode("fp64", dtype, False)
+        assert softmax_mode(None, torch.float32, False) == "fp64"
+        x = family("normal", 3, 700, np.random.default_rng(4), dtype).to(device)
+        bits = torch.int16
+        assert torch.equal(precred.softmax(x, 1).view(bits), precred.softmax(x, 1, mode="fast").view(bits))
+        assert torch.equal(precred.log_softmax(x, 1).view(bits), precred.log_softmax(x, 1, mode="fp64").view(bits))
+        assert torch.equal(precred.softmax(x, 0, dtype=torch.float32),
+                           precred.softmax(x, 0, dtype=torch.float32, mode="fp64"))
+        for n in (2, 1000, 2 ** 16, 2 ** 24, 2 ** 31):
+            for depth in (d for d in (1, 8, 16, 24, 32, 40) if 2 ** d >= n):
+                for s in (1.0, math.sqrt(n), 0.999 * n):
+                    t = 0.999 * s * math.log(n)
+                    for gap in (0.0, 0.7, 10.0, 50.0, 80.0, 87.0, 95.0, 104.0):
+                        y = math.exp(-gap) / s
+                        for single_read in (False, True):
+                            fast, fp64 = (softmax_error_bound(mode, n, s, t, 0.0, -gap, dtype, depth=depth,
+                                                              single_read=single_read) for mode in ("fast", "fp64"))
+                            margin = float(ulp(y, dtype)) / 16 + 4 * FP32_SMALLEST_NORMAL
+                            assert fast <= fp64 + margin, (dtype, n, depth, s, gap, single_read, fast, fp64)
+    rng = np.random.default_rng(3)
+    for dtype in (torch.bfloat16, torch.float16):
+        for name in ["normal", "spread1e4", "close", "one_finite"]:
+            x = family(name, 3, 1500, rng, dtype)
+            want = reference(x, False)
+            # over dim 0 too for one family (the strided two-pass path; fast's paths have their own tests)
+            for dim, xd in ((1, x), (0, x.t().contiguous()))[:2 if name == "normal" else 1]:
+                got = precred.softmax(xd.to(device), dim).cpu()
+                got = (got if dim == 1 else got.t()).float().tolist()
+                for (row, exact), values in zip(want, got):
+                    for value, e in zip(values, exact):
+                        claim = 2 * ulp(e, dtype) + 4 * Fraction(FP32_SMALLEST_NORMAL)
+                        assert abs(Fraction(value) - e) <= claim, (name, dim, value, float(e))
+
+
 def test_specials_and_shapes_follow_torch(device):
     inf, nan = math.inf, math.nan
     x = torch.tensor([[-inf] * 4, [inf, 1.0, -inf, 2.0], [nan, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0],

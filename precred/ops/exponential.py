@@ -14,7 +14,7 @@ from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
-from ..modes import DEFAULT_EXP_MODE, get_exp_mode, logsumexp_mode
+from ..modes import DEFAULT_EXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
 
 def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
@@ -138,18 +138,21 @@ def _softmax_call(x, dim, dtype, mode, log: bool):
         raise TypeError(f"dim must be an int, got {type(dim).__name__}")
     (d,) = normalize_dims(dim, x.dim()) or (0,)
     out_dtype = check_out_dtype(dtype) or x.dtype
-    get_exp_mode(mode)
+    mode = softmax_mode(mode, out_dtype, log)
     if through_custom_op(x):
         return _softmax(x, d, out_dtype, mode, log)
     return _softmax_impl(x, d, out_dtype, mode, log)
 
 
 def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
-            mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
+            mode: str | None = None) -> torch.Tensor:
     """exp(x - logsumexp(x, dim)) along `dim` (torch.softmax's semantics; the output is contiguous).
 
     dtype: the output dtype (default x's); the computation runs in the mode's accumulator (fp64 for
-    "fp64", the default; fp32 for "fast", fp64 when x or dtype is fp64). Rows holding +inf, NaN, or only
+    "fp64"; fp32 for "fast", fp64 when x or dtype is fp64). mode None (the default): "fp64" into fp32 /
+    fp64 outputs (about 0.5 ulp), "fast" into bf16 / fp16 ones, where its bound is within 2 ulp of every
+    output of at least 2^-126 and within 2^-126 below (precred.modes.softmax_mode; the bound:
+    precred.softmax_error_bound). Rows holding +inf, NaN, or only
     -inf give NaN, as torch. Rows that fit on chip are read once (schedules/single_read.py); longer
     contiguous rows, where there are enough of them, twice by one program (schedules/row_loop.py);
     otherwise the row's max m and log(s) come from precred.logsumexp's one-pass reduction, kept in fp64,
@@ -160,7 +163,9 @@ def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
 
 def log_softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
                 mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
-    """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax.
+    """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax,
+    but the default mode is "fp64" into every output (None means it too): x - lse cancels next to 0,
+    where fast's absolute error in lse is many 16-bit ulps of y (precred.modes.softmax_mode).
 
     The gradient, as torch's, is formed from the output alone (g - exp(y) sum(g), in fp32): for a
     16-bit output exp(y) then carries a relative error up to about |y| 2^-9 (|y| 2^-12 for fp16), more
