@@ -140,11 +140,11 @@ def get_exp_mode(mode: str) -> Mode:
 
 
 # softmax's default into a bf16 / fp16 output is `fast`: its bound there (precred.softmax_error_bound:
-# the fp32 pass's relative error, ~2^-15 at worst, is ~2^-7 of a bf16 ulp) stays within 2 ulp of every
-# output of at least fp32's smallest normal 2^-126 -- issue 4's default-mode goal -- and below that
-# within 2^-126 (an fp32 result there may be flushed), while the fp64 mode's exponentials ran it at
-# 0.45-0.9x Liger's speed on bf16 rows (H200, docs/logsumexp.md). tests/test_softmax.py asserts the
-# bound's claim over n, depth, s, t and the gap, and the outputs against mpmath. The other outputs keep
+# the fp32 pass's relative error, ~2^-15 at worst, is ~2^-7 of a bf16 ulp) is at most 1/16 ulp above
+# the fp64 mode's, plus 2^-124 (fp32 terms and products below 2^-126 may be flushed) -- within 2 ulp,
+# issue 4's default-mode goal -- while the fp64 mode's exponentials ran it at 0.45-0.9x Liger's speed
+# on bf16 rows (H200, docs/logsumexp.md). tests/test_softmax.py asserts that claim over n, depth, s, t
+# and the gap, and the outputs against mpmath. The other outputs keep
 # DEFAULT_EXP_MODE: an fp32 output needs it for 2 ulp; log_softmax's x - lse cancels next to 0 (its
 # error is fp32's absolute error of lse, many 16-bit ulps of a y near 0), and so does logsumexp's
 # m + log(s).
