@@ -880,7 +880,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TILE_COUNTER=p.tile_counter, TREE_THREADS=32 * p.num_warps, STATE_TREE_VEC=state_vec,
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter, VECTOR_SUMS=vector_sums,
                       PREFETCH=prefetch, WORD_LOADS=word_loads,
-                      INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free)
+                      INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free,
+                      HALVES_TREE=planning.PLAIN_HALVES_TREE)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

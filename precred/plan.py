@@ -149,7 +149,8 @@ PLAIN_MIN_TILES_PER_LANE = 2
 # runs): the plain sums' lanes merged by tree.tree_sum_blocked_rows instead of the generic lane tree --
 # fast fp32 1024x65536 3634/3642 -> 3715/3697, bf16 8192^2 3337/3342 -> 3525/3464, the rest within 1-2% --
 # but its order follows the program's threads, so a pass's warps would change its bits
-# (tests/test_gpu_only.py test_warps_of_a_pass_do_not_change_its_bits failed with it).
+# (tests/test_gpu_only.py test_warps_of_a_pass_do_not_change_its_bits failed with it). Its successor, the
+# halves tree whose order the threads do not change, is PLAIN_HALVES_TREE (measured in its note).
 # kahan over 16-bit input had its own first passes until 2026-12-01 (lanes of 8-element vector sums by
 # TwoSum trees, or in fp64 split into pairs on short rows; 1.06-1.15x fast's time at best): the public
 # functions now sum such input in fp64 (precred.modes.sum_mode, measured in its note).
@@ -387,6 +388,16 @@ LONG_SPLIT_MIN_TILES = 16
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and
 #   pairwise 2622/2644 -> 2607/2608 not taken; 2 stages: amax 2593/2598).
 LONG_ROW_STAGES = 3
+# The plain sums' lane tree (schedules/inner.py HALVES_TREE): tree.tree_sum_halves -- each thread's
+# vectors, then halves, an order the warps do not change -- instead of the generic adjacent-pairs tree.
+PLAIN_HALVES_TREE = True
+# Measured and not kept (H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,fp64, two
+# rounds, GB/s): the unsplit long rows of the plain sums split into single-wave parts -- one tile a part,
+# the shape of the bare read that reached 0.96 of the copy (docs/read_ceiling.md) -- merged by the
+# fused merge or a second launch. 1024x65536 fp32 fast / fp64 3633 / 3610-3635 -> 32 KiB parts on 32
+# warps 1877-1888 / 1212-1216, with two launches 2099-2101 / 1499-1501, 16 KiB on 16 warps 2735-2754 /
+# 1432-1435, 64 KiB on 32 warps 2109-2111 / 2003; bf16 fast 3449 -> 1222-2113. The library's pass in that
+# shape costs what the bare read does not (the tree over 8192-16384 lanes, the state's writes).
 # Not taken (same sweep, 1024 x 65536, two runs unless said): Welford's long rows on 4 / 8 / 16 warps
 # (var fast bf16 2354/2350 on 2 -> 2368/2367, 2244/2226, 2351/2350; fp32 on 4 warps 2617/2617 -> 8:
 # 2626/2626, 16: 2586/2587; fp64 within 1%); the stable exponential sum's on 8 / 16 warps (logsumexp

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from precred.schedules.tree import tree_sum_blocked_rows
+from precred.schedules.tree import tree_sum_blocked_rows, tree_sum_halves
 
 
 @triton.jit
@@ -77,6 +77,49 @@ def test_blocked_rows_tree_is_the_documented_order(device, rows, width, vec, thr
         assert any(_blocked_order_sum(r, vec, threads, warp_halves=False) != e for r, e in zip(x, expected))
 
 
+@triton.jit
+def _halves_kernel(x_ptr, out_ptr, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, WIDTH)
+    x = tl.load(x_ptr + rows[:, None] * WIDTH + cols[None, :])
+    tl.store(out_ptr + rows, tree_sum_halves(x, ROWS, WIDTH, VEC))
+
+
+def _halves_order_sum(row: np.ndarray, vec: int) -> np.float32:
+    """tree_sum_halves' documented order: adjacent pairs within each vector of `vec` elements, then the
+    vectors' sums q in halves (q with q + Q/2), in fp32 -- no thread count in it."""
+    vector = min(vec, row.size)
+    v = row.astype(np.float32).reshape(row.size // vector, vector).T      # [e, q]
+    while v.shape[0] > 1:
+        v = _pairs(v)
+    v = v.reshape(-1)
+    while v.size > 1:
+        v = v[: v.size // 2] + v[v.size // 2:]
+    return v[0]
+
+
+@pytest.mark.parametrize("rows,width,vec", [(1, 8192, 4), (1, 16384, 8), (1, 4096, 4), (2, 1024, 8), (4, 1024, 4),
+                                            (16, 256, 4), (4, 8, 4), (2, 1, 4), (1, 256, 4)])
+def test_halves_tree_is_the_documented_order_on_any_warps(device, rows, width, vec):
+    """tree_sum_halves gives the bits of its written-out order on 1 to 32 warps -- fewer threads than
+    vectors (repeats in registers), as many, more (replicated) -- so a plan's warps never change them;
+    also from a start that is not 16-byte aligned (another layout: Triton cannot load vectors)."""
+    rng = np.random.default_rng(width * 3 + vec + rows)
+    x = (rng.standard_normal((rows, width)) * np.exp2(rng.integers(-20, 21, (rows, width)))).astype(np.float32)
+    expected = np.array([_halves_order_sum(r, vec) for r in x], dtype=np.float32)
+    buffer = torch.zeros(x.size + 1, dtype=torch.float32, device=device)
+    for offset in (0, 1):
+        src = buffer[offset:]
+        src[:x.size] = torch.from_numpy(x.reshape(-1)).to(device)
+        for warps in ((1, 2, 4, 8, 16, 32) if device != "cpu" else (1, 8))[:None if offset == 0 else 3]:
+            out = torch.empty(rows, dtype=torch.float32, device=device)
+            _halves_kernel[(1,)](src, out, ROWS=rows, WIDTH=width, VEC=vec, num_warps=warps)
+            assert np.array_equal(out.cpu().numpy().view(np.int32), expected.view(np.int32)), (warps, offset)
+    if width // min(vec, width) >= 4:
+        # the halves differ from adjacent pairs here: the test sees the order
+        assert any(_adjacent_pairs_sum(r) != e for r, e in zip(x, expected))
+
+
 def _counter_sum(values: list) -> np.ndarray:
     """schedules/tree.py's binary counter over values[0], values[1], ... (fp32 arrays, elementwise): the
     push carries a value up through the levels whose bit of g is set, the total sweeps the parked levels
@@ -143,10 +186,10 @@ def test_pairwise_rows_take_the_documented_order(device, n, sm_count):
     for row in x:
         parts = np.array([_pairwise_counter_part(row[p * first.chunk:(p + 1) * first.chunk], first.lanes, 4,
                                                  32 * first.num_warps) for p in range(first.parts)], np.float32)
-        if first.parts > 1:   # the merge: one tile of the second pass's lanes, zero-padded, adjacent pairs
-            merge = plan.passes[1]
+        if first.parts > 1:   # the merge: one tile of the second pass's lanes, zero-padded, tree_sum_halves'
+            merge = plan.passes[1]   # order over fp32 states' 16-byte vectors
             assert len(plan.passes) == 2 and not merge.tile_counter and merge.lanes >= first.parts, plan
-            parts = _adjacent_pairs_sum(np.concatenate([parts, np.zeros(merge.lanes - first.parts, np.float32)]))
+            parts = _halves_order_sum(np.concatenate([parts, np.zeros(merge.lanes - first.parts, np.float32)]), 4)
         expected.append(np.float32(parts if first.parts > 1 else parts[0]))
     expected = np.array(expected, dtype=np.float32)
     assert np.array_equal(got.cpu().numpy().view(np.int32), expected.view(np.int32)), (got, expected)

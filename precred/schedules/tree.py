@@ -46,16 +46,46 @@ _INTERPRETED = tl.constexpr(KERNELS_INTERPRETED)
 
 
 @triton.jit
+def tree_sum_halves(v, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """Sum a [ROWS, WIDTH] tile over axis 1 (powers of two) by a balanced binary tree whose order is a
+    function of (WIDTH, VEC) alone -- not of the threads holding it: adjacent elements within each
+    VEC-element vector first, then the vectors' sums q = 0 .. Q-1 (Q = WIDTH / VEC) in halves: q with
+    q + Q/2, then the same on the Q/2 sums, down to one. Each level is a sum over an axis of two
+    elements: one addition, in no order of Triton's, whatever the layout (an unaligned input gets
+    another one). In the blocked layout the launchers expect (16-byte vectors, vector q at thread
+    q % threads) the halves first pair vectors of one thread (registers), then the same lane of two
+    warps (a shared-memory round each), then lanes l and l + 16, l + 8, ... (shuffles). Depth
+    log2(WIDTH), as the bounds assume. The blocked tree (tree_sum_blocked_rows) pairs a thread's
+    adjacent repeats, whose positions follow the threads: a plan's warps would change its bits
+    (tests/test_gpu_only.py forbids that for the sums' lanes); these do not. (Merging the warps by one
+    tl.sum over a warps axis, as tree_sum_across_threads does, gave other bits for a row whose start
+    was not 16-byte aligned: Triton's order, in another layout.)"""
+    VECTOR: tl.constexpr = VEC if VEC < WIDTH else WIDTH
+    Q: tl.constexpr = WIDTH // VECTOR
+    for level in tl.static_range(0, 8):          # within a vector: adjacent pairs
+        if (VECTOR >> level) > 1:
+            v = tl.sum(tl.reshape(v, (ROWS, WIDTH >> (level + 1), 2)), 2)
+    for level in tl.static_range(0, 24):         # the vectors' sums in halves
+        if (Q >> level) > 1:
+            v = tl.sum(tl.reshape(v, (ROWS, 2, Q >> (level + 1))), 1)
+    return tl.reshape(v, (ROWS,))
+
+
+@triton.jit
 def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, STRATEGY: tl.constexpr,
-                          TO_WIDTH: tl.constexpr = 1):
+                          TO_WIDTH: tl.constexpr = 1, HALVES_VEC: tl.constexpr = 0):
     """Merge a [ROWS, WIDTH] state (WIDTH a power of two) into [ROWS] by a balanced binary tree -- but
     for the extrema, and the exact filter on the GPU, whose merges are order-free (module docstring).
     `cnt` is merged by Welford's strategy (counts; WELFORD_EQUAL_COUNTS: states of equal counts), the
     stable exponential sum's (maxima) and the extremum's (indices) and the exact filter's (smallest
     magnitudes); the other strategies return it untouched (unused). TO_WIDTH > 1: only the tree's first
     levels, down to [ROWS, TO_WIDTH] (the merged states of WIDTH // TO_WIDTH adjacent lanes; a thread's
-    vector when that is its size)."""
-    if STRATEGY == 4 or STRATEGY == 5:   # the extremum: order-free (extremum_reduce), no tree
+    vector when that is its size). HALVES_VEC > 0 (the plain strategy, TO_WIDTH 1): tree_sum_halves'
+    order, vectors of HALVES_VEC (lo stays 0)."""
+    if STRATEGY == 0 and HALVES_VEC > 0 and TO_WIDTH == 1:   # the plain sums: vectors, then halves
+        hi = tree_sum_halves(hi, ROWS, WIDTH, HALVES_VEC)
+        lo = tl.zeros([ROWS], lo.dtype)
+    elif STRATEGY == 4 or STRATEGY == 5:   # the extremum: order-free (extremum_reduce), no tree
         hi, cnt = extremum_reduce(hi, cnt, 1)
         lo = tl.zeros([ROWS, 1], lo.dtype)
     elif STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: its largest key, order-free
