@@ -150,7 +150,7 @@ PLAIN_MIN_TILES_PER_LANE = 2
 # fast fp32 1024x65536 3634/3642 -> 3715/3697, bf16 8192^2 3337/3342 -> 3525/3464, the rest within 1-2% --
 # but its order follows the program's threads, so a pass's warps would change its bits
 # (tests/test_gpu_only.py test_warps_of_a_pass_do_not_change_its_bits failed with it). Its successor, the
-# halves tree whose order the threads do not change, is PLAIN_HALVES_TREE (measured in its note).
+# halves tree whose order the threads do not change, is PLAIN_HALVES_MIN_LANES (measured in its note).
 # kahan over 16-bit input had its own first passes until 2026-12-01 (lanes of 8-element vector sums by
 # TwoSum trees, or in fp64 split into pairs on short rows; 1.06-1.15x fast's time at best): the public
 # functions now sum such input in fp64 (precred.modes.sum_mode, measured in its note).
@@ -388,9 +388,19 @@ LONG_SPLIT_MIN_TILES = 16
 #   2545/2535 -> 2592/2608 (fast fp32 lost, 2608/2623 -> 2567/2584; fp64 2626/2626 -> 2645/2645 and
 #   pairwise 2622/2644 -> 2607/2608 not taken; 2 stages: amax 2593/2598).
 LONG_ROW_STAGES = 3
-# The plain sums' lane tree (schedules/inner.py HALVES_TREE): tree.tree_sum_halves -- each thread's
-# vectors, then halves, an order the warps do not change -- instead of the generic adjacent-pairs tree.
-PLAIN_HALVES_TREE = True
+# The plain sums' lane tree (schedules/inner.py HALVES_MIN_LANES) over PLAIN_HALVES_MIN_LANES lanes or
+# more: tree.tree_sum_halves -- each 16-byte vector, then the vectors' sums in halves, an order neither the
+# warps nor the layout change -- instead of the generic adjacent-pairs tree (0: never). The choice
+# follows the lanes alone, which a row's length sets, so a row gives the same bits alone and in a batch.
+# H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,pairwise,fp64, GB/s, adjacent
+# pairs -> halves on every lane count (one run): fp32 fast / pairwise / fp64 1024x65536 3561 / 3618 / 3516
+# -> 3602 / 3617 / 3553, 8192^2 3633 / 3730 / 3649 -> 3665 / 3728 / 3619, 16x262144 1372 / 1321 / 1344 ->
+# 1385 / 1387 / 1351, 2^28 within 0.3%; bf16 1024x65536 3339 / 3377 / 3139 -> 3420 / 3372 / 3139, 8192^2
+# 3435 / 2950 / 3339 -> 3495 / 3347 / 3385 -- but rows of 1024 and 256 on several rows a program (512 and
+# fewer lanes) lost up to 3x: 65536x1024 fp32 3692 / 3760 / 3646 -> 2353 / 1350 / 3642, bf16 3449 / 3329
+# / 3202 -> 2994 / 1588 / 2562, 262144x256 fp32 pairwise 3752 -> 1474 (there a row's vectors span the
+# warps, whose halves go through shared memory before the lanes'). Hence the floor.
+PLAIN_HALVES_MIN_LANES = 2048
 # Measured and not kept (H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,fp64, two
 # rounds, GB/s): the unsplit long rows of the plain sums split into single-wave parts -- one tile a part,
 # the shape of the bare read that reached 0.96 of the copy (docs/read_ceiling.md) -- merged by the

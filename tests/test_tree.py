@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
+from precred.plan import PLAIN_HALVES_MIN_LANES
 from precred.schedules.tree import tree_sum_blocked_rows, tree_sum_halves
 
 
@@ -120,6 +121,45 @@ def test_halves_tree_is_the_documented_order_on_any_warps(device, rows, width, v
         assert any(_adjacent_pairs_sum(r) != e for r, e in zip(x, expected))
 
 
+@pytest.mark.parametrize("mode,dtype", [("fast", torch.float32), ("fp64", torch.float32), ("fast", torch.bfloat16)])
+def test_plain_lanes_take_the_halves_tree(device, mode, dtype):
+    """precred.sum's plain passes of PLAIN_HALVES_MIN_LANES lanes or more merge their lanes in
+    tree_sum_halves' order (each lane chains its elements j, j + lanes, ... first): the kernel's bits
+    are those of the order written out, on the planner's warps and on others."""
+    from dataclasses import replace
+
+    from precred.launch import Output, plan_for, reduce
+    from precred.modes import get_mode
+
+    rng = np.random.default_rng(PLAIN_HALVES_MIN_LANES)
+    n = 8 * PLAIN_HALVES_MIN_LANES
+    x = torch.from_numpy(rng.standard_normal((3, n)) * np.exp2(rng.integers(-20, 21, (3, n)))).to(dtype)
+    m = get_mode(mode)
+    _, plan = plan_for(x.to(device), (1,), m, sm_count=132)
+    (first,) = plan.passes
+    assert first.lanes >= PLAIN_HALVES_MIN_LANES and first.tiles_per_lane > 1, plan
+    acc = np.float64 if mode == "fp64" else np.float32
+    values = x.double().numpy().astype(acc).reshape(3, n // first.lanes, first.lanes)
+    lanes = values[:, 0]
+    for t in range(1, n // first.lanes):   # each lane's chain, tile after tile
+        lanes = lanes + values[:, t]
+    vec = 16 // x.element_size()
+    want = []
+    for row in lanes:   # _halves_order_sum in the accumulator's dtype
+        v = row.reshape(row.size // vec, vec).T
+        while v.shape[0] > 1:
+            v = v[0::2] + v[1::2]
+        v = v.reshape(-1)
+        while v.size > 1:
+            v = v[: v.size // 2] + v[v.size // 2:]
+        want.append(v[0])
+    want = torch.tensor(want, dtype=torch.float64).to(dtype)
+    for warps in (first.num_warps, 1, 16):
+        got, _ = reduce(x.to(device), (1,), m, dtype, Output(), replace(plan, passes=(replace(first, num_warps=warps),)))
+        assert torch.equal(got.cpu().view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                           want.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)), warps
+
+
 def _counter_sum(values: list) -> np.ndarray:
     """schedules/tree.py's binary counter over values[0], values[1], ... (fp32 arrays, elementwise): the
     push carries a value up through the levels whose bit of g is set, the total sweeps the parked levels
@@ -186,10 +226,12 @@ def test_pairwise_rows_take_the_documented_order(device, n, sm_count):
     for row in x:
         parts = np.array([_pairwise_counter_part(row[p * first.chunk:(p + 1) * first.chunk], first.lanes, 4,
                                                  32 * first.num_warps) for p in range(first.parts)], np.float32)
-        if first.parts > 1:   # the merge: one tile of the second pass's lanes, zero-padded, tree_sum_halves'
-            merge = plan.passes[1]   # order over fp32 states' 16-byte vectors
+        if first.parts > 1:   # the merge: one tile of the second pass's lanes, zero-padded, adjacent pairs
+            merge = plan.passes[1]   # (tree_sum_halves' order over fp32 states' vectors from PLAIN_HALVES_MIN_LANES)
             assert len(plan.passes) == 2 and not merge.tile_counter and merge.lanes >= first.parts, plan
-            parts = _halves_order_sum(np.concatenate([parts, np.zeros(merge.lanes - first.parts, np.float32)]), 4)
+            padded = np.concatenate([parts, np.zeros(merge.lanes - first.parts, np.float32)])
+            halves = 0 < PLAIN_HALVES_MIN_LANES <= merge.lanes
+            parts = _halves_order_sum(padded, 4) if halves else _adjacent_pairs_sum(padded)
         expected.append(np.float32(parts if first.parts > 1 else parts[0]))
     expected = np.array(expected, dtype=np.float32)
     assert np.array_equal(got.cpu().numpy().view(np.int32), expected.view(np.int32)), (got, expected)

@@ -79,7 +79,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
                 INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True,
-                WORD_LOADS: tl.constexpr = False, HALVES_TREE: tl.constexpr = True):
+                WORD_LOADS: tl.constexpr = False, HALVES_MIN_LANES: tl.constexpr = 0):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -167,10 +167,10 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                               (BLOCK_M, BLOCK_N))
 
     cnt = lane_positions(cnt, lanes[None, :], STRATEGY, SRC_IS_STATE)
-    # the plain sums' lanes by tree.tree_sum_halves (HALVES_TREE; plan.PLAIN_HALVES_TREE): an order the
-    # program's warps do not change
-    row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY,
-                                                    HALVES_VEC=TREE_VEC if HALVES_TREE else 0)
+    # the plain sums' lanes, at least HALVES_MIN_LANES of them (> 0), by tree.tree_sum_halves: an order the
+    # program's warps do not change (plan.PLAIN_HALVES_MIN_LANES)
+    HALVES_VEC: tl.constexpr = TREE_VEC if HALVES_MIN_LANES > 0 and BLOCK_N >= HALVES_MIN_LANES else 0
+    row_hi, row_lo, row_cnt = tree_reduce_last_axis(hi, lo, cnt, BLOCK_M, BLOCK_N, STRATEGY, HALVES_VEC=HALVES_VEC)
     row_cnt = finished_index(row_cnt, part_start, STRATEGY, SRC_IS_STATE)
     return row_hi, row_lo, row_cnt
 
@@ -451,7 +451,7 @@ def inner_kernel(
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
-    HALVES_TREE: tl.constexpr = True,   # the plain sums' lanes by tree.tree_sum_halves (plan.PLAIN_HALVES_TREE)
+    HALVES_MIN_LANES: tl.constexpr = 0,   # > 0: the plain sums' lanes by tree.tree_sum_halves from this many
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -471,7 +471,7 @@ def inner_kernel(
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
                                           TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL,
-                                          WORD_LOADS, HALVES_TREE)
+                                          WORD_LOADS, HALVES_MIN_LANES)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here
@@ -492,6 +492,6 @@ def inner_kernel(
             merged_hi, merged_lo, merged_cnt = reduce_part(
                 part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, row_mask, rows.to(tl.int64) * n_parts, merge_start,
                 merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1,
-                MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS, False, False, HALVES_TREE=HALVES_TREE)
+                MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS, False, False, HALVES_MIN_LANES=HALVES_MIN_LANES)
             write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
                          row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
