@@ -14,6 +14,10 @@ fp64 tiles.) The interpreter runs the plain strategy's levels as tl.sum of each 
 two values, the same one addition -- because its tl.reduce calls the combine element by element (a
 logsumexp test of 64 rows of 8192: 90 s -> 7 s); the GPU keeps tl.reduce, whose code that choice would
 change (ptxas scheduled the bf16 sum's loop differently).
+The plain sums' passes of plan.PLAIN_HALVES_MIN_LANES lanes or more take tree_sum_halves instead: each
+16-byte vector's adjacent pairs, then the vectors' sums in halves -- every level a sum of two, so the
+order is ours whatever the layout, and the levels inside a thread come first without the order following
+the warps (tree_sum_blocked_rows' does).
 The extrema take no tree along the last axis (the lanes across threads): their order is total, so
 order-free reductions give the tree's bits in fewer instructions (strategies/extremum.extremum_reduce;
 tl.max of amax's keys). H100, bench/sweep_outer.py --dim -1, GB/s, tree -> order-free: argmax fp32
