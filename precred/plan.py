@@ -399,7 +399,12 @@ LONG_ROW_STAGES = 3
 # 3435 / 2950 / 3339 -> 3495 / 3347 / 3385 -- but rows of 1024 and 256 on several rows a program (512 and
 # fewer lanes) lost up to 3x: 65536x1024 fp32 3692 / 3760 / 3646 -> 2353 / 1350 / 3642, bf16 3449 / 3329
 # / 3202 -> 2994 / 1588 / 2562, 262144x256 fp32 pairwise 3752 -> 1474 (there a row's vectors span the
-# warps, whose halves go through shared memory before the lanes'). Hence the floor.
+# warps, whose halves go through shared memory before the lanes'). Hence the floor. With it (same sweep, two
+# rounds, adjacent -> halves from 2048 lanes): fp32 1024x65536 fast 3583-3600 -> 3630-3654, fp64 3622-3625 ->
+# 3665-3689, pairwise 3635-3660 -> 3636-3639; 8192^2 fast 3654-3676 -> 3689; bf16 8192^2 pairwise 2939-2992
+# -> 3351-3399, fast 3347-3441 -> 3388-3510, 1024x65536 pairwise 3416-3466 -> 3339-3345; rows of 1024 and
+# 256 unchanged (same tree); 16x262144 fp32 fast 1341-1348 -> 1291 (a 16 MiB call: 1372 and 1380 in the two
+# gpu_suite runs after it, 1307 before).
 PLAIN_HALVES_MIN_LANES = 2048
 # Measured and not kept (H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,fp64, two
 # rounds, GB/s): the unsplit long rows of the plain sums split into single-wave parts -- one tile a part,
