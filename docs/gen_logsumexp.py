@@ -3,8 +3,8 @@
 
     python docs/gen_logsumexp.py RUN/exp_bench.json [--out docs/logsumexp.md]
 
-Needs the JSON and precred (the mode each case's default runs). Per run and op (logsumexp, softmax, log_softmax): device, versions, copy ceiling,
-one table per dtype x dim with GB/s and the ratio to torch's op for each precred mode, FlagGems and Liger, the
+Needs the JSON and precred (the mode each case's default runs). Per run and op (logsumexp, softmax,
+log_softmax): device, versions, copy ceiling, one table per dtype x dim with GB/s and the ratio to torch's op for each precred mode, FlagGems and Liger, the
 worst error of each result in ulps (against torch's op in fp64), and issue 4's speed goals.
 """
 from __future__ import annotations

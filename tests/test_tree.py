@@ -49,8 +49,8 @@ def _blocked_order_sum(row: np.ndarray, vec: int, threads: int, warp_halves: boo
     return v[0]
 
 
-def _adjacent_pairs_sum(row: np.ndarray) -> np.float32:
-    v = row.astype(np.float32)
+def _adjacent_pairs_sum(row: np.ndarray, dtype=np.float32):
+    v = row.astype(dtype)
     while v.size > 1:
         v = _pairs(v)
     return v[0]
@@ -86,11 +86,11 @@ def _halves_kernel(x_ptr, out_ptr, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC:
     tl.store(out_ptr + rows, tree_sum_halves(x, ROWS, WIDTH, VEC))
 
 
-def _halves_order_sum(row: np.ndarray, vec: int) -> np.float32:
+def _halves_order_sum(row: np.ndarray, vec: int, dtype=np.float32):
     """tree_sum_halves' documented order: adjacent pairs within each vector of `vec` elements, then the
-    vectors' sums q in halves (q with q + Q/2), in fp32 -- no thread count in it."""
+    vectors' sums q in halves (q with q + Q/2), in `dtype` (the accumulator) -- no thread count in it."""
     vector = min(vec, row.size)
-    v = row.astype(np.float32).reshape(row.size // vector, vector).T      # [e, q]
+    v = row.astype(dtype).reshape(row.size // vector, vector).T           # [e, q]
     while v.shape[0] > 1:
         v = _pairs(v)
     v = v.reshape(-1)
@@ -125,7 +125,8 @@ def test_halves_tree_is_the_documented_order_on_any_warps(device, rows, width, v
 def test_plain_lanes_take_the_halves_tree(device, mode, dtype):
     """precred.sum's plain passes of PLAIN_HALVES_MIN_LANES lanes or more merge their lanes in
     tree_sum_halves' order (each lane chains its elements j, j + lanes, ... first): the kernel's bits
-    are those of the order written out, on the planner's warps and on others."""
+    are those of the order written out, on the planner's warps and on others. The output is the
+    accumulator's dtype, so that no final rounding hides the order (the data tells it from adjacent pairs)."""
     from dataclasses import replace
 
     from precred.launch import Output, plan_for, reduce
@@ -144,20 +145,14 @@ def test_plain_lanes_take_the_halves_tree(device, mode, dtype):
     for t in range(1, n // first.lanes):   # each lane's chain, tile after tile
         lanes = lanes + values[:, t]
     vec = 16 // x.element_size()
-    want = []
-    for row in lanes:   # _halves_order_sum in the accumulator's dtype
-        v = row.reshape(row.size // vec, vec).T
-        while v.shape[0] > 1:
-            v = v[0::2] + v[1::2]
-        v = v.reshape(-1)
-        while v.size > 1:
-            v = v[: v.size // 2] + v[v.size // 2:]
-        want.append(v[0])
-    want = torch.tensor(want, dtype=torch.float64).to(dtype)
+    halves = [_halves_order_sum(row, vec, acc) for row in lanes]
+    assert any(h != _adjacent_pairs_sum(row, acc) for h, row in zip(halves, lanes))
+    out_dtype = torch.float64 if acc == np.float64 else torch.float32
+    want = torch.tensor(np.array(halves, dtype=acc))
     for warps in (first.num_warps, 1, 16):
-        got, _ = reduce(x.to(device), (1,), m, dtype, Output(), replace(plan, passes=(replace(first, num_warps=warps),)))
-        assert torch.equal(got.cpu().view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
-                           want.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)), warps
+        narrower = replace(plan, passes=(replace(first, num_warps=warps),))
+        got, _ = reduce(x.to(device), (1,), m, out_dtype, Output(), narrower)
+        assert torch.equal(got.cpu(), want), warps
 
 
 def _counter_sum(values: list) -> np.ndarray:
