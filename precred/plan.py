@@ -406,6 +406,15 @@ LONG_ROW_STAGES = 3
 # 256 unchanged (same tree); 16x262144 fp32 fast 1341-1348 -> 1291 (a 16 MiB call: 1372 and 1380 in the two
 # gpu_suite runs after it, 1307 before).
 PLAIN_HALVES_MIN_LANES = 2048
+# Measured and not kept (H200, 2026-12-02, bench/sweep_outer.py --op sum --dim -1, two rounds, GB/s): the
+# halves' warp levels in one shared-memory round (one tl.sum over a [ROWS, WARPS, 32] warps axis after the
+# levels inside a thread: Triton's butterfly, xor WARPS/2 first, is the halves there) where the launcher
+# saw 16-byte vector loads (aligned start, offsets multiples of 16 elements; an unaligned row kept a round
+# a level). sm_90 barriers (bench/kernel_resources.py) fast fp32 1024x65536 13 -> 7, bf16 11 -> 2, 2^28
+# 18 -> 9; same bits (H200: test_tree's halves kernel on 2..32 warps, test_schedules, test_gpu_only,
+# test_sum_accuracy passed). Explicit -> one round: 1024x65536 fp32 fast 3630-3631 -> 3635-3638, fp64
+# 3611-3613 -> 3609-3638; bf16 fast 3385-3393 -> 3449-3452 (+2%), pairwise 3399-3455 -> 3393-3402;
+# 8192^2 within 1%; 16x262144 fp32 fp64 1362-1369 -> 1301-1311. The rounds were not what bounds them.
 # Measured and not kept (H200, 2026-12-01, bench/sweep_outer.py --op sum --dim -1 --modes fast,fp64, two
 # rounds, GB/s): the unsplit long rows of the plain sums split into single-wave parts -- one tile a part,
 # the shape of the bare read that reached 0.96 of the copy (docs/read_ceiling.md) -- merged by the
