@@ -226,6 +226,9 @@ _EXP_ERROR_UNITS = {torch.float32: 8.0, torch.float64: 4.0}
 # softmax's fp32 exponential of a two-part argument (strategies/stable_exp.py exp_two_part, where the
 # derivation is): relative error in units of fp32's u, the argument's parts taken as exact.
 EXP_TWO_PART_ERROR_UNITS = 4.0
+# The `accurate` logsumexp's fp32 exponential of an exact gap (strategies/stable_exp.py
+# exp_of_exact_gap, where the derivation is): relative error in units of fp32's u, GPU and interpreter.
+ACCURATE_EXP_ERROR_UNITS = 10.0
 _SMALLEST_NORMAL = {torch.float32: 2.0 ** -126, torch.float64: 2.0 ** -1022}
 
 
@@ -249,12 +252,21 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
     log(s_hat) is within rho / (1 - rho) of log(s), libdevice's log adds 2 u_64 |log s|, the sum
     m + log(s) u_64 |lse|; then the rounding to the output dtype.
 
+    The accurate mode on fp32 input and output claims 2 ulp of lse (schedules/accurate_rows.py keeps a
+    row's result only where its own a-posteriori bound proves that; its other rows, and the other
+    schedules and dtypes, run the fp64 mode's numerics, within the fp64 bound, which is below 2 ulp).
+
     The fp64 mode on bf16 / fp16 inputs first runs the fp32 pass and keeps its result where the bound
     above for that pass (certified_log_sum_margin: every row's) proves it rounds to the exact result's
     rounding; those outputs are within the rounding alone. The rest are recomputed in fp64, whose
     depth is the recompute's (precred.plan.ExpRecomputePlan.depth): pass that one for them.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
+    if mode == "accurate" and dtype == torch.float32 and out_dtype == torch.float32:
+        # schedules/accurate_rows.py keeps a row's fp32 result only where its bound proves it within 2
+        # ulp; the rest, and every other schedule, take the fp64 mode's numerics (the bound below).
+        fp64_bound = logsumexp_error_bound("fp64", n, s, t, lse, dtype, depth=depth, out_dtype=out_dtype)
+        return max(4 * half_ulp(float(lse), torch.float32), fp64_bound)
     d_log = _log_sum_error(mode, n, s, t, dtype, out_dtype, depth)
     u64 = _UNIT_ROUNDOFF[torch.float64]
     lse = float(lse)

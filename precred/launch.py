@@ -13,13 +13,14 @@ import triton
 import triton.language as tl
 
 from . import plan as planning
-from .bounds import certified_log_sum_margin
+from .bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin, gamma, unit_roundoff
 from .layout import reduction_view
 from .modes import Mode, softmax_two_part_exp
 # Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
                    plan_single_read, use_atomic)
+from .schedules.accurate_rows import accurate_logsumexp_kernel
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
 from .schedules.moments_rows import moments_rows_kernel
@@ -337,7 +338,19 @@ def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, outp
 
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
-    no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows."""
+    no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows -- and for the
+    `accurate` mode over contiguous fp32 rows by accurate_logsumexp_rows (elsewhere that mode is the
+    fp64 mode's numerics: modes.EXP_MODES)."""
+    if plan is None and mode.name == "accurate" and x.dtype == torch.float32:
+        key = _recipe_key(x, dims, mode, x.dtype, Output()) if x.is_cuda else None
+        recipe = _RECIPES.get(key) if key is not None else None
+        if recipe is not None:
+            return recipe.run(x)[0]
+        view = reduction_view(x, dims)
+        if view.inner == 1 and view.stride_red == 1 and not view.copied:
+            rows_plan = planning.plan_accurate_logsumexp_rows(view.outer, view.red, sm_count=device_sm_count(x.device))
+            if rows_plan is not None:
+                return accurate_logsumexp_rows(view, rows_plan, key=key)[0]
     if plan is None and mode.strategy != CERTIFIED_EXP:   # the certified pass keeps its filter and recompute
         replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),
                                                                planning.plan_logsumexp_rows)
@@ -346,6 +359,60 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
         if row_plan is not None:
             return _logsumexp_rows(x, view, mode, row_plan, key)
     return reduce(x, dims, mode, x.dtype, Output(), plan)[0]
+
+
+def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool = True, key=None) -> tuple:
+    """(logsumexp of the view's contiguous fp32 rows, flat fp32; the rows' int8 flags) by the `accurate`
+    mode under plan p (plan_accurate_logsumexp_rows'; schedules/accurate_rows.py): the kernel keeps each
+    result its bound proves within 2 ulp (flag 1) and the fp64 recompute (exp_recompute_kernel, a
+    programmatic dependent on sm_90) redoes the others in place -- unless recompute=False (tests: the
+    first stage alone). A CUDA call leaves its launch recipe under key."""
+    rows, red, device = view.outer, view.red, view.source.device
+    out = torch.empty(rows, dtype=torch.float32, device=device)
+    flags = torch.empty(rows, dtype=torch.int8, device=device)
+    dependent = (recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+                 and red >= planning.ACCURATE_RECOMPUTE_PDL_MIN_ROW)
+    exp_error = ACCURATE_EXP_ERROR_UNITS * unit_roundoff(torch.float32)
+    fp64_slack = gamma(p.fp64_depth, unit_roundoff(torch.float64)) + 2 * red * 2.0 ** -126
+    launch = _launch(accurate_logsumexp_kernel, (triton.cdiv(rows, p.block_rows),), [view.source, out, flags],
+                     [rows, red, view.stride_outer, exp_error, fp64_slack], p.num_warps, BLOCK_ROWS=p.block_rows,
+                     BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
+                     **blocked_tree_layout(view.source, p.num_warps), LAUNCH_DEPENDENTS=dependent)
+    if recompute:
+        recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
+        if key is not None and launch[0] is not None and recompute_launch[0] is not None:
+            _RECIPES[key] = _AccurateRowsRecipe(rows, launch, recompute_launch, make_scratch)
+    return out, flags
+
+
+class _AccurateRowsRecipe:
+    """accurate_logsumexp_rows' two launches for a call signature, replayed on new tensors: the row
+    kernel (input, output, flags) and the fp64 recompute (input, output, flags, its scratch: chunked
+    rows' states and arrival counters, one set per stream -- the counters are zero on entry and exit)."""
+
+    def __init__(self, rows, launch, recompute_launch, make_scratch):
+        from triton.runtime import driver  # the GPU driver; never touched under the interpreter
+
+        self.rows = rows
+        self.kernel, self.recompute = _BoundLaunch(*launch), _BoundLaunch(*recompute_launch)
+        self.make_scratch, self.scratch = make_scratch, {}
+        self.get_stream = driver.active.get_current_stream
+
+    def run(self, x: torch.Tensor, shape=None):
+        """(the output, flat or in `shape`, None), as the reductions' recipes return."""
+        out = torch.empty(self.rows if shape is None else shape, dtype=torch.float32, device=x.device)
+        flags = torch.empty(self.rows, dtype=torch.int8, device=x.device)
+        stream = self.get_stream(x.device.index)
+        pointers = [x.data_ptr(), out.data_ptr(), flags.data_ptr()]
+        self.kernel(stream, pointers)
+        if self.make_scratch is None:
+            scratch = [flags.data_ptr()] * 3   # placeholders, never touched
+        else:
+            if stream not in self.scratch:
+                self.scratch[stream] = self.make_scratch()
+            scratch = [t.data_ptr() for t in self.scratch[stream]]
+        self.recompute(stream, pointers + scratch)
+        return out, None
 
 
 def _logsumexp_rows(x: torch.Tensor, view, mode: Mode, plan: RowPlan, key) -> torch.Tensor:

@@ -1272,6 +1272,64 @@ def single_read_register_cap(p: RowPlan, accumulator_size: int) -> int | None:
 LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 
 
+# logsumexp's `accurate` mode over contiguous fp32 rows (schedules/accurate_rows.py): rows of at most
+# ACCURATE_ONE_TILE_MAX_ROW elements are held whole, several a program up to ACCURATE_ONE_TILE_ELEMENTS
+# elements, ACCURATE_PER_THREAD a thread (each thread computes the bound and the fp64 log of every row
+# it holds a part of: few threads a row keep that per-row work small against the row's elements);
+# longer rows stream in tiles of ACCURATE_STREAM_TILE on ACCURATE_STREAM_WARPS warps,
+# ACCURATE_STREAM_STAGES stages, one row a program -- where there are at least ACCURATE_MIN_ROWS_PER_SM
+# rows per SM (fewer long rows would leave SMs idle: the fp64 mode's split serves them).
+# H200, 2026-12-02, bench/sweep_outer.py --op logsumexp --dim -1 --modes fp64,accurate, fp32, GB/s
+# (fp64 mode 1724 / 1518 / 2239 / 2035 on 1024x65536 / 8192^2 / 65536x1024 / 262144x256; torch 558 /
+# 530 / 536 / 512): 16 a thread 2930 / 2751 / 2874 / 1648, 32 a thread 2925 / 3307 / 3134 / 1644;
+# streamed tiles of 8192 2980 (4096: 2930), 4 warps 2689.
+ACCURATE_ONE_TILE_MAX_ROW = 8192
+ACCURATE_ONE_TILE_ELEMENTS = 512
+ACCURATE_PER_THREAD = 32
+ACCURATE_MIN_ROWS_PER_SM = 2
+# The recompute a programmatic dependent (plan.RECOMPUTE_PROGRAMMATIC_LAUNCH) only for rows of at least
+# this many elements: its programs, resident early, crowded the short rows' many short programs (same
+# sweep, without -> with: 262144x256 2347 -> 1648; 1024x65536 2867 -> 2930, 8192^2 2709 -> 2751,
+# 65536x1024 2805 -> 2874).
+ACCURATE_RECOMPUTE_PDL_MIN_ROW = 1024
+ACCURATE_STREAM_TILE = 4096
+ACCURATE_STREAM_WARPS = 8
+ACCURATE_STREAM_STAGES = 3
+
+
+@dataclass(frozen=True)
+class AccurateExpPlan:
+    block_rows: int    # rows a program (1 when streamed)
+    block_n: int       # a tile's elements along the row, a power of two
+    num_warps: int
+    one_tile: bool     # whole rows held at once (else streamed in tiles of block_n)
+    loop_stages: int
+    red: int           # the row length
+
+    @property
+    def fp64_depth(self) -> int:
+        """At most as many fp64 roundings on an element's path (schedules/accurate_rows.py): the tree of a
+        held row; streamed, a thread's tile sum (its block_n / threads elements), the chain over the
+        tiles, the rescale and merge products and the sum over the threads."""
+        if self.one_tile:
+            return self.block_n.bit_length() + 1
+        threads = 32 * self.num_warps
+        return self.block_n // threads + -(-self.red // self.block_n) + 2 + threads.bit_length() + 2
+
+
+def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> AccurateExpPlan | None:
+    """The `accurate` logsumexp's plan of rows x red contiguous fp32 rows (both >= 1), or None where the
+    fp64 mode's passes serve them (few long rows)."""
+    if red <= ACCURATE_ONE_TILE_MAX_ROW:
+        block_n = _pow2_at_least(red)
+        block_rows = max(1, min(_pow2_at_least(rows), ACCURATE_ONE_TILE_ELEMENTS // block_n))
+        warps = _pow2_at_most(max(1, min(16, block_rows * block_n // (32 * ACCURATE_PER_THREAD))))
+        return AccurateExpPlan(block_rows, block_n, warps, True, 1, red)
+    if rows < ACCURATE_MIN_ROWS_PER_SM * sm_count:
+        return None
+    return AccurateExpPlan(1, ACCURATE_STREAM_TILE, ACCURATE_STREAM_WARPS, False, ACCURATE_STREAM_STAGES, red)
+
+
 def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
     """The single-read plan of a logsumexp over rows x red contiguous rows (both >= 1), or None where
     the one-pass reduction serves it: rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW's elements for the

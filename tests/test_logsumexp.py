@@ -522,3 +522,109 @@ def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_fl
         assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
         assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
     assert any(bool(f.any()) for f in seen), "the filter certified outputs that the recompute then redid"
+
+
+# --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---
+
+# The streamed kernel's tiles made small enough that rows of a few hundred elements take several
+# (rescales included), and the held rows' limit low enough that the interpreter runs both paths.
+SMALL_ACCURATE_TILES = dict(ACCURATE_ONE_TILE_MAX_ROW=128, ACCURATE_STREAM_TILE=256, ACCURATE_STREAM_WARPS=2)
+
+
+def _accurate_rows(x, device, recompute=True):
+    """(outputs, flags) of the accurate mode's row kernel over x's last dim (recompute=False: the first
+    stage alone, whose flags say which outputs it kept)."""
+    from precred.layout import reduction_view
+
+    rows_plan = plan_module.plan_accurate_logsumexp_rows(x.shape[0], x.shape[1], sm_count=1)
+    out, flags = launch.accurate_logsumexp_rows(reduction_view(x.to(device), (1,)), rows_plan, recompute=recompute)
+    return out.cpu().double().tolist(), flags.cpu().tolist()
+
+
+def _log_probability_rows(rows, n, rng):
+    """Rows of log-probabilities (x - logsumexp(x) in fp64, rounded to fp32): logsumexp ~ 0, where an
+    fp32 ulp is far below the kept results' bound, so the kernel must leave every row to the recompute."""
+    a = 3 * rng.standard_normal((rows, n))
+    a = a - np.log(np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True)) - a.max(1, keepdims=True)
+    return torch.from_numpy(a).float()
+
+
+@pytest.mark.parametrize("tiles", ["default", "small"])
+def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
+    """The accurate mode's row kernel, held rows and streamed ones: every output it keeps (flag 1) and,
+    with the fp64 recompute, every output within 2 ulp of mpmath's (its bound, logsumexp_error_bound)
+    on the adversarial families -- and within the fp64 mode's bound where it left the row to the
+    recompute."""
+    if tiles == "small":
+        for name, value in SMALL_ACCURATE_TILES.items():
+            monkeypatch.setattr(plan_module, name, value)
+    rng = np.random.default_rng(17)
+    shapes = ((4, 97), (3, 1000)) if tiles == "small" else ((4, 97), (2, 3000), (2, 9000))
+    for name in FAMILIES:
+        for rows, n in shapes:
+            x = family(name, rows, n, rng, torch.float32)
+            kept, flags = _accurate_rows(x, device, recompute=False)
+            got, _ = _accurate_rows(x, device)
+            references, _, _ = reference_logsumexp(x, -1)
+            for value, first, flag, row in zip(got, kept, flags, references):
+                if row.lse is None:   # a special: kept as torch's answer
+                    assert flag == 1 and ((math.isnan(value) and math.isnan(row.special)) or value == row.special)
+                    continue
+                assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, value, float(row.lse))
+                if flag:
+                    assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
+            rows_within_bound(x, -1, got, "accurate", plan_exp_recompute(rows, n, sm_count=1).depth, "rows")
+
+
+@pytest.mark.parametrize("tiles", ["default", "small"])
+def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
+    """Both stages run: rows of normal data (logsumexp ~ log(n) + 4.5, an fp32 ulp above the kept
+    results' bound) are all kept; rows of log-probabilities (logsumexp ~ 0) are all left to the
+    recompute, which gets them within the fp64 mode's bound."""
+    if tiles == "small":
+        for name, value in SMALL_ACCURATE_TILES.items():
+            monkeypatch.setattr(plan_module, name, value)
+    rng = np.random.default_rng(19)
+    n = 1000 if tiles == "small" else 3000
+    _, flags = _accurate_rows(family("normal", 6, n, rng, torch.float32), device, recompute=False)
+    assert flags == [1] * 6
+    x = _log_probability_rows(6, n, rng)
+    _, flags = _accurate_rows(x, device, recompute=False)
+    assert flags == [0] * 6
+    got, _ = _accurate_rows(x, device)
+    rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1).depth, "recompute")
+
+
+def test_accurate_rows_specials_when_streamed(device, monkeypatch):
+    """torch's answers for specials in the streamed kernel's lanes and tiles: -inf rows, +inf anywhere
+    (first tile, last tile, next to NaN), NaN, one finite value among -inf."""
+    for name, value in SMALL_ACCURATE_TILES.items():
+        monkeypatch.setattr(plan_module, name, value)
+    x = torch.randn(7, 700)
+    x[0] = NEG_INF
+    x[1, 3] = math.inf
+    x[2, 699] = math.inf
+    x[3, 350] = math.nan
+    x[4, 10], x[4, 600] = math.inf, math.nan
+    x[5] = NEG_INF
+    x[5, 401] = 2.5
+    x[6, :300] = NEG_INF
+    got = precred.logsumexp(x.to(device), 1).cpu()
+    torch.testing.assert_close(got, torch.logsumexp(x.double(), 1).float(), equal_nan=True, rtol=0, atol=2e-6)
+    assert got[0] == NEG_INF and got[1] == math.inf and got[2] == math.inf and math.isnan(got[3]) and math.isnan(got[4])
+
+
+def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
+    """logsumexp's default is `accurate`; off contiguous fp32 rows (dim 0, bf16) and on few long rows
+    (fewer than plan.ACCURATE_MIN_ROWS_PER_SM per SM) it gives the fp64 mode's bits."""
+    x = torch.randn(300, 40, device=device) * 4
+    assert torch.equal(precred.logsumexp(x, -1), precred.logsumexp(x, -1, mode="accurate"))
+    assert torch.equal(precred.logsumexp(x, 0, mode="accurate"), precred.logsumexp(x, 0, mode="fp64"))
+    xb = x.to(torch.bfloat16)
+    assert torch.equal(precred.logsumexp(xb, -1, mode="accurate"), precred.logsumexp(xb, -1, mode="fp64"))
+    sm_count = launch.device_sm_count(x.device)
+    long_rows = 2 * sm_count - 1
+    assert plan_module.plan_accurate_logsumexp_rows(long_rows, 9000, sm_count=sm_count) is None
+    assert plan_module.plan_accurate_logsumexp_rows(long_rows, 8192, sm_count=sm_count).one_tile
+    x = torch.randn(long_rows, 9000, device=device)
+    assert torch.equal(precred.logsumexp(x, -1, mode="accurate"), precred.logsumexp(x, -1, mode="fp64"))

@@ -14,7 +14,7 @@ from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
-from ..modes import DEFAULT_EXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
+from ..modes import DEFAULT_EXP_MODE, DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
 
 def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
@@ -64,16 +64,19 @@ def _backward(ctx, grad):
 _logsumexp.register_autograd(_backward, setup_context=_setup_context)
 
 
-def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
+def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAULT_LOGSUMEXP_MODE) -> torch.Tensor:
     """log(sum(exp(x))) over `dim` (torch.logsumexp's semantics), reading the data once.
 
     dim: an int or a tuple of ints (required, as torch's; an empty tuple means every dim); keepdim as
     torch. The output has x's dtype; bf16/fp16 inputs are computed in fp32 or fp64. Rows of -inf give
-    -inf, a +inf gives +inf, a NaN gives NaN; an empty reduction gives -inf. mode: "fp64" (default:
-    exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate exp) -- bounds in
-    precred.logsumexp_error_bound. On bf16 / fp16 input "fp64" first runs the fp32 pass and keeps the
-    outputs whose rounding its error bound certifies (those are correctly rounded), recomputing the
-    others in fp64. Gradient: softmax(x) in fp32 (fp64 for fp64 input); for bf16 / fp16 input from the
+    -inf, a +inf gives +inf, a NaN gives NaN; an empty reduction gives -inf. mode: "accurate" (default:
+    within 2 ulp), "fp64" (exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate
+    exp) -- bounds in precred.logsumexp_error_bound. "accurate" over contiguous fp32 rows (dim=-1 of a
+    contiguous tensor, at least 2 rows per SM where rows are longer than 8192) takes fp32 exponentials
+    of exact gaps summed in fp64 and keeps each result whose own error bound proves it within 2 ulp,
+    recomputing the others (results near 0, where an ulp is tiny) in fp64; everywhere else it is the
+    "fp64" mode. On bf16 / fp16 input "fp64" first runs the fp32 pass and keeps the outputs whose
+    rounding its error bound certifies (those are correctly rounded), recomputing the others in fp64. Gradient: softmax(x) in fp32 (fp64 for fp64 input); for bf16 / fp16 input from the
     logsumexp computed again, rounded to fp32 instead of the input's format (one more read of x): from
     the 16-bit result, exp would be off by up to a factor exp(|lse| 2^-9) (with create_graph=True it is
     formed from that result, as torch's, so that it can be differentiated again). CPU tensors run the

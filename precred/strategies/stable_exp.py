@@ -99,6 +99,32 @@ def exp_two_part(hi, lo):
     return tl.where(k < -126.0, 0.0, tl.fma(e, lo, e))
 
 
+# exp_of_exact_gap's fp32 split of log2(e) (hi: fp32(log2 e), lo: the rest, in fp32) and ln 2.
+_LOG2E_HI = tl.constexpr(1.4426950216293335)
+_LOG2E_LO = tl.constexpr(1.925963033500011e-08)
+_LN2 = tl.constexpr(0.6931471805599453)
+
+
+@triton.jit
+def exp_of_exact_gap(hi, lo):
+    """exp(hi + lo) in fp32 for finite hi <= 0 and lo its TwoSum error (hi + lo an exact gap x - m):
+    within precred.bounds.ACCURATE_EXP_ERROR_UNITS u of it relative, whatever the gap (the `accurate`
+    logsumexp's terms and rescales, schedules/accurate_rows.py). On the GPU: y = fl(hi log2(e)) and the
+    rest of (hi + lo) log2(e) by fmas (the product's own error exactly, hi's and lo's products with
+    log2(e)'s low part), then ex2.approx.ftz of y (PTX: 2^-22 relative, taken as 8u as everywhere here:
+    precred.bounds._EXP_ERROR_UNITS) times 1 + that rest * ln 2 by one fma (the rest is below 2^-17
+    relative, so the dropped square is ~2^-35, and its own roundings are ~2^-40): 9u, taken as 10.
+    Results below 2^-126 are 0 (flushed; the bound's flush term counts them). The interpreter (no
+    libdevice) runs exp_two_part, within 4u. exp(0 + 0) is exactly 1 either way."""
+    if _COMPILED:
+        y = hi * _LOG2E_HI
+        rest = tl.fma(lo, _LOG2E_HI, tl.fma(hi, _LOG2E_LO, tl.fma(hi, _LOG2E_HI, -y)))
+        e = libdevice.exp2(y)
+        return tl.fma(e, rest * _LN2, e)
+    else:
+        return exp_two_part(hi, lo)
+
+
 @triton.jit
 def terms_below(values, maximum):
     """exp(x - m) for the values x of a group (a thread's vector, a tile's column) whose maximum m comes

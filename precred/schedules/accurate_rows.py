@@ -1,0 +1,143 @@
+"""logsumexp's `accurate` mode over contiguous fp32 rows: fp32 exponentials of exact gaps, fp64 sums,
+and per row an a-posteriori bound that either keeps the fp32 result (within 2 ulp of the exact one) or
+flags the row for the fp64 recompute (schedules/recompute.py exp_recompute_kernel, which reads the flags).
+
+Why: the fp64 mode's libdevice exp runs ~61 sm_90 instructions an element, issue-bound at ~1.6 TB/s on
+an H200; `fast`'s loop takes ~14 but its error (a rounded gap times log2(e), fp32 sums, a rescaling exp
+per merge) is several fp32 ulps of log(s), more than 2 ulp of a small result. Here each element costs a
+TwoSum, ~6 fp32 flops, one MUFU exp, a widening and an fp64 addition.
+
+Numerics (u = 2^-24, c = precred.bounds.ACCURATE_EXP_ERROR_UNITS: exp_of_exact_gap's relative error):
+* A term exp(x - ref) is formed from the exact gap hi + lo = x - ref (TwoSum), so it is within c u of
+  the exact term whatever the gap (the fast mode's rounded gap costs 3u |x - ref| more).
+* Rows held in one tile (ONE_TILE): ref is the row's maximum M (exact), so every term is one such exp,
+  widened to fp64 (exact) and summed by the blocked tree in fp64 (tree.tree_sum_blocked_rows).
+* Longer rows stream: each thread is a lane keeping (s fp64, m fp32, r fp32) over its elements of
+  every tile. Per tile, m' = max(m, the thread's new elements), the new terms against m', and the old s
+  rescaled by f = exp(m - m') from the exact gap too -- exactly 1 when m did not move, which after a
+  row's first tiles is almost always -- and each f != 1 adds the mass it rescaled, s f, to r. At the
+  end the lanes merge against the row's maximum M by fp64 exps (libdevice, 4 u_64 each), s and r alike.
+  An element's term therefore carries c u for its own exp and c u per rescale it went through after it,
+  and the rescales' masses add up to r: |S_hat - S| <= c u (S + R) to first order, S the exact sum of
+  exp(x - M) (>= 1: the maximum's own term) and R the rescaled mass.
+* fp64 roundings: an element's path has at most `depth` fp64 operations (the plan's, precred.plan.
+  AccurateExpPlan.fp64_depth), gamma_depth of S; exps below 2^-126 are flushed to 0: at most 2 n 2^-126
+  of S (a term and a rescale per element at most). The host passes both as `fp64_slack`.
+So rho = c u (1 + R / S) (1 + 2^-10) + fp64_slack (R / S from the computed values, in fp32: the padding
+covers their relative errors, far below 2^-10) bounds |S_hat - S| / S to first order, 1 / (1 - 2 rho)
+pads the second; log(S_hat) is within rho / (1 - rho) of log(S); both within rho (1 + 8 rho) for
+rho <= 1/8; libdevice's fp64 log and the sum M + log(S) add 2^-50 (|log S| + |lse|): the exact result is
+within e of lse_hat (fp64).
+
+Certificate (within_two_ulp32): the output fl32(lse_hat) is kept where |fl32(lse_hat) - lse_hat| + e is
+at most 2 ulp of every value within e of lse_hat -- the fp32 spacing at the smallest magnitude in that
+interval -- so the output is within 2 ulp of the exact result (issue 4's goal for the default mode);
+results near 0 (|lse| below ~2-4, where an ulp is below e) are flagged and recomputed in fp64, as are
+results that would overflow fp32. Non-finite results are the specials' and kept as they are.
+
+Specials, without branches: every element is clamped to [ref - 256, ref + 1] by a NaN-propagating clamp
+(one that binds only on infinities: below, the term flushes to 0, exactly as exp(-inf) would), so no
+infinity enters a TwoSum; ref is the maximum, or 0 where that is infinite. A +inf element thus adds a
+finite term and its row's maximum makes lse = inf + log(S) = +inf; a row of -inf keeps S = 0 and lse =
+-inf; a NaN element makes S NaN (the clamp keeps it), so lse is NaN -- torch's answers. Padding lanes
+load -inf.
+"""
+import triton
+import triton.language as tl
+
+from ..strategies.compensated import two_sum
+from ..strategies.stable_exp import exp_of_exact_gap
+from .steps import programmatic_launch_points
+from .tree import tree_sum_blocked_rows
+
+_TERM_FLOOR = tl.constexpr(256.0)   # a gap below -256 gives a term below 2^-369: flushed to 0
+
+
+@triton.jit
+def _reference(m):
+    """The maximum the terms are taken against: m itself, or 0 where m is infinite (no inf - inf)."""
+    return tl.where(tl.abs(m) == float("inf"), 0.0, m)
+
+
+@triton.jit
+def _terms(x, ref):
+    """exp(x - ref) of exact gaps, for x <= ref (or ref = 0 against an infinite maximum)."""
+    clamped = tl.clamp(x, ref - _TERM_FLOOR, ref + 1.0, propagate_nan=tl.PropagateNan.ALL)
+    hi, lo = two_sum(clamped, -ref)
+    return exp_of_exact_gap(hi, lo)
+
+
+@triton.jit
+def within_two_ulp32(value, lse, e):
+    """Whether fp32 `value` is within 2 ulp of every fp64 value in [lse - e, lse + e] (fp64 lse, e):
+    |value - lse| + e against twice the fp32 spacing at the interval's smallest magnitude (2^-149 where
+    it holds 0 or subnormals), padded by 2^-40 for the fp64 roundings of the check."""
+    below = lse - e
+    above = lse + e
+    nearest = tl.where((below <= 0.0) & (above >= 0.0), 0.0, tl.minimum(tl.abs(below), tl.abs(above)))
+    exponent = ((nearest.to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
+    exponent = tl.maximum(exponent, -126)
+    ulp = ((exponent - 23 + 1023) << 52).to(tl.float64, bitcast=True)
+    worst = tl.abs(value.to(tl.float64) - lse) + e
+    return worst <= 2.0 * ulp * (1.0 - 9.094947017729282e-13)
+
+
+@triton.jit
+def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, n_rows, red_len, stride_row, exp_error, fp64_slack,
+                              BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
+                              LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
+                              LAUNCH_DEPENDENTS: tl.constexpr):
+    """logsumexp of n_rows contiguous fp32 rows of red_len (row r at r * stride_row): dst the fp32
+    results, flags 1 where within_two_ulp32 keeps them (module docstring), 0 where the recompute must
+    redo them. exp_error: c u; fp64_slack: the fp64 roundings' and flushed terms' share of rho.
+    ONE_TILE: each program holds BLOCK_ROWS whole rows (red_len <= BLOCK_N); else one row a program,
+    streamed in tiles of BLOCK_N, a lane per thread (TREE_VEC-element vectors, TREE_THREADS threads)."""
+    programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the recompute may start; it waits for our writes
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_ok = rows < n_rows
+    base = src_ptr + rows.to(tl.int64) * stride_row
+    cols = tl.arange(0, BLOCK_N)
+    if ONE_TILE:
+        mask = row_ok[:, None] & (cols < red_len)[None, :]
+        x = tl.load(base[:, None] + cols[None, :], mask=mask, other=float("-inf"))
+        big = tl.max(x, 1)
+        terms = _terms(x, _reference(big)[:, None]).to(tl.float64)
+        total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
+        rescaled = tl.zeros([BLOCK_ROWS], tl.float64)
+    else:
+        REPEATS: tl.constexpr = BLOCK_N // (TREE_THREADS * TREE_VEC)
+        s = tl.zeros([TREE_THREADS], tl.float64)
+        r = tl.zeros([TREE_THREADS], tl.float32)
+        m = tl.full([TREE_THREADS], float("-inf"), tl.float32)
+        ptrs = base + cols   # one row: BLOCK_ROWS == 1
+        for start in tl.range(0, red_len, BLOCK_N, num_stages=LOOP_STAGES):
+            x = tl.load(ptrs, mask=(start + cols) < red_len, other=float("-inf"), eviction_policy="evict_first")
+            # element j = (repeat * THREADS + thread) * VEC + e: the blocked layout's registers
+            v = tl.reshape(x, (REPEATS, TREE_THREADS, TREE_VEC))
+            moved = tl.maximum(m, tl.max(tl.max(v, 2), 0))
+            ref = _reference(moved)
+            f = tl.where(m == moved, 1.0, _terms(m, ref))
+            new = tl.sum(tl.sum(_terms(v, ref[None, :, None]).to(tl.float64), 2), 0)
+            scaled = s * f.to(tl.float64)
+            r = r * f + tl.where(f != 1.0, scaled.to(tl.float32), 0.0)
+            s = scaled + new
+            m = moved
+            ptrs += BLOCK_N
+        big1 = tl.max(m, 0)
+        g = tl.where(m == big1, 1.0, tl.exp(m.to(tl.float64) - big1.to(tl.float64)))
+        zero = tl.zeros([BLOCK_ROWS], tl.float64)   # the scalars below as the row's [1]
+        total = zero + tl.sum(s * g, 0)
+        rescaled = zero + tl.sum(r.to(tl.float64) * g, 0)
+        big = zero.to(tl.float32) + big1
+    log_s = tl.log(total)
+    lse = big.to(tl.float64) + log_s
+    # The bound in fp32, rounded up by its padding (each thread computes it for each row it holds, so
+    # it is kept short): rho = c u (1 + R / S) + slack, then rho / (1 - 2 rho) and the log's
+    # rho / (1 - rho) together within rho (1 + 8 rho) for rho <= 1/8 (rows beyond are not kept).
+    rho = exp_error * (1.0 + rescaled.to(tl.float32) / total.to(tl.float32)) * (1.0 + 1.0 / 1024) + fp64_slack
+    e = (rho * (1.0 + 8.0 * rho)).to(tl.float64) + 8.881784197001252e-16 * (tl.abs(log_s) + tl.abs(lse))  # 2^-50
+    value = lse.to(tl.float32)
+    kept = within_two_ulp32(value, lse, e) & (rho <= 0.125)
+    kept = kept | (lse != lse) | (tl.abs(lse) == float("inf"))
+    tl.store(dst_ptr + rows, value, mask=row_ok)
+    tl.store(flags_ptr + rows, kept.to(tl.int8), mask=row_ok)
