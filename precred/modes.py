@@ -182,9 +182,11 @@ CERTIFIED_EXP_MODE = Mode("fp64 (certified fp32 pass)", CERTIFIED_EXP, False, Fa
 
 
 def logsumexp_mode(mode: str, dtype: torch.dtype) -> Mode:
-    """The Mode that runs logsumexp's `mode` on `dtype` input (the output has x's dtype)."""
+    """The Mode that runs logsumexp's `mode` on `dtype` input (the output has x's dtype): on bf16 / fp16
+    the fp64 mode and the accurate one (which is the fp64 mode's numerics there) take the certified
+    fp32 pass."""
     found = get_exp_mode(mode)
-    if found.name == "fp64" and dtype in (torch.bfloat16, torch.float16):
+    if found.name in ("fp64", "accurate") and dtype in (torch.bfloat16, torch.float16):
         return CERTIFIED_EXP_MODE
     return found
 

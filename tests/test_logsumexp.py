@@ -621,6 +621,7 @@ def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
     assert torch.equal(precred.logsumexp(x, -1), precred.logsumexp(x, -1, mode="accurate"))
     assert torch.equal(precred.logsumexp(x, 0, mode="accurate"), precred.logsumexp(x, 0, mode="fp64"))
     xb = x.to(torch.bfloat16)
+    assert logsumexp_mode("accurate", torch.bfloat16) is CERTIFIED_EXP_MODE   # the fp64 mode's route there
     assert torch.equal(precred.logsumexp(xb, -1, mode="accurate"), precred.logsumexp(xb, -1, mode="fp64"))
     sm_count = launch.device_sm_count(x.device)
     long_rows = 2 * sm_count - 1
