@@ -71,24 +71,26 @@ def best_peer_goal_lines(recs: list[dict], modes: list[str]) -> list[str]:
 def section(report: dict, path: str) -> list[str]:
     modes, recs, copy = report["modes"], report["records"], report.get("copy") or {}
     peers = [(impl, name) for impl, name in PEERS if any(r["impl"] == impl for r in recs)]
-    impls = [("torch", None)] + [("precred", m) for m in modes] + [(impl, None) for impl, _ in peers]
-    names = ["torch"] + [f"precred {m}" for m in modes] + [name for _, name in peers]
     lines = [f"## {report['device']}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items()) + ".",
              f"Copy ceiling (1 GiB device-to-device, read + write): {copy.get('gbps', 0):.0f} GB/s. "
              f"{report['protocol']}. Cells: GB/s (ratio to torch's op); ulp = worst error in ulps of the output "
              "(log_softmax: of max(|y|, 1)), against torch's op on an fp64 copy (\"wrong\": beyond 64).", ""]
 
-    def cells(by):
-        t = by.get(("torch", None))
-        return ([f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"] + [_cell(by.get(k)) for k in impls[1:]]
-                + [_ulps(by.get(k)) for k in impls])
+    def cells_of(impls):
+        def cells(by):
+            t = by.get(("torch", None))
+            return ([f"{t['gbps']:.0f}" if t and t.get("gbps") else "–"] + [_cell(by.get(k)) for k in impls[1:]]
+                    + [_ulps(by.get(k)) for k in impls])
+        return cells
     for op in dict.fromkeys(r.get("op", "logsumexp") for r in recs):
         mine = [r for r in recs if r.get("op", "logsumexp") == op]
-        lines += [f"### {op}", ""] + [line.replace("### ", "#### ") for line in
-                                      dtype_dim_tables(mine, names + [f"ulp {n}" for n in names], cells)]
-        lines += [f"#### Goals (issue 4, {op})", ""]
         timed = [m for m in modes if any(r.get("mode") == m for r in mine)]   # softmax: no `accurate`
+        impls = [("torch", None)] + [("precred", m) for m in timed] + [(impl, None) for impl, _ in peers]
+        names = ["torch"] + [f"precred {m}" for m in timed] + [name for _, name in peers]
+        lines += [f"### {op}", ""] + [line.replace("### ", "#### ") for line in
+                                      dtype_dim_tables(mine, names + [f"ulp {n}" for n in names], cells_of(impls))]
+        lines += [f"#### Goals (issue 4, {op})", ""]
         if op == "logsumexp":
             lines += speed_goal_lines(mine, timed, copy.get("gbps"), "torch.logsumexp", 5.0)
             lines.append(f"- (the default is `{DEFAULT_LOGSUMEXP_MODE}`)" if DEFAULT_LOGSUMEXP_MODE in timed else "")
