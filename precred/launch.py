@@ -349,8 +349,7 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
         view = reduction_view(x, dims)
         if view.inner == 1 and view.stride_red == 1 and not view.copied:
             rows_plan = planning.plan_accurate_logsumexp_rows(view.outer, view.red, sm_count=device_sm_count(x.device))
-            if rows_plan is not None:
-                return accurate_logsumexp_rows(view, rows_plan, key=key)[0]
+            return accurate_logsumexp_rows(view, rows_plan, key=key)[0]
     if plan is None and mode.strategy != CERTIFIED_EXP:   # the certified pass keeps its filter and recompute
         replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),
                                                                planning.plan_logsumexp_rows)
@@ -372,17 +371,36 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
     flags = torch.empty(rows, dtype=torch.int8, device=device)
     dependent = (recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
                  and red >= planning.ACCURATE_RECOMPUTE_PDL_MIN_ROW)
-    exp_error = ACCURATE_EXP_ERROR_UNITS * unit_roundoff(torch.float32)
-    fp64_slack = gamma(p.fp64_depth, unit_roundoff(torch.float64)) + 2 * red * 2.0 ** -126
-    launch = _launch(accurate_logsumexp_kernel, (triton.cdiv(rows, p.block_rows),), [view.source, out, flags],
-                     [rows, red, view.stride_outer, exp_error, fp64_slack], p.num_warps, BLOCK_ROWS=p.block_rows,
-                     BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
-                     **blocked_tree_layout(view.source, p.num_warps), LAUNCH_DEPENDENTS=dependent)
+    # The kernel's bound constants (schedules/accurate_rows.py): c u, padded for terms through up to
+    # tiles + 1 exps and for r's fp32 roundings; the fp64 roundings (libdevice's exp in the merge: 8 more
+    # u_64) and the flushed terms, relative to S >= 1.
+    u32, u64 = unit_roundoff(torch.float32), unit_roundoff(torch.float64)
+    cu = ACCURATE_EXP_ERROR_UNITS * u32
+    through = (p.tiles + 2) * cu
+    exp_error = cu * (1 + 2 * gamma(p.fp64_depth, u32)) / (1 - through) if through < 0.5 else math.inf
+    fp64_slack = gamma(p.fp64_depth + 8, u64) + 2 * red * 2.0 ** -126
+    make_parts = _accurate_parts_scratch(rows, p.parts, device)
+    parts = make_parts() if make_parts is not None else (flags,) * 4   # placeholders, never touched
+    launch = _launch(accurate_logsumexp_kernel, (triton.cdiv(rows, p.block_rows) * p.parts,),
+                     [view.source, out, flags, *parts],
+                     [rows, red, view.stride_outer, p.chunk or red, p.parts, exp_error, fp64_slack], p.num_warps,
+                     BLOCK_ROWS=p.block_rows, BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
+                     **blocked_tree_layout(view.source, p.num_warps),
+                     BLOCK_PARTS=triton.next_power_of_2(p.parts) if p.parts > 1 else 0, LAUNCH_DEPENDENTS=dependent)
     if recompute:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
-            _RECIPES[key] = _AccurateRowsRecipe(rows, launch, recompute_launch, make_scratch)
+            _RECIPES[key] = _AccurateRowsRecipe(rows, launch, make_parts, recompute_launch, make_scratch)
     return out, flags
+
+
+def _accurate_parts_scratch(rows: int, parts: int, device):
+    """The factory of a split accurate launch's scratch -- each part's (m, S, R) in fp64, written before
+    read, and a zeroed int32 arrival counter per row, left zero -- or None for unsplit rows."""
+    if parts <= 1:
+        return None
+    return lambda: (*(torch.empty(rows * parts, dtype=torch.float64, device=device) for _ in range(3)),
+                    torch.zeros(rows, dtype=torch.int32, device=device))
 
 
 class _AccurateRowsRecipe:
@@ -390,13 +408,23 @@ class _AccurateRowsRecipe:
     kernel (input, output, flags) and the fp64 recompute (input, output, flags, its scratch: chunked
     rows' states and arrival counters, one set per stream -- the counters are zero on entry and exit)."""
 
-    def __init__(self, rows, launch, recompute_launch, make_scratch):
+    def __init__(self, rows, launch, make_parts, recompute_launch, make_scratch):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.rows = rows
         self.kernel, self.recompute = _BoundLaunch(*launch), _BoundLaunch(*recompute_launch)
-        self.make_scratch, self.scratch = make_scratch, {}
+        self.makers = {"parts": make_parts, "recompute": make_scratch}
+        self.scratch = {}
         self.get_stream = driver.active.get_current_stream
+
+    def _scratch(self, which, stream, placeholder, count):
+        """The stream's scratch of `which` launch (made once: counters are left zero), or placeholders."""
+        make = self.makers[which]
+        if make is None:
+            return [placeholder] * count
+        if (which, stream) not in self.scratch:
+            self.scratch[which, stream] = make()
+        return [t.data_ptr() for t in self.scratch[which, stream]]
 
     def run(self, x: torch.Tensor, shape=None):
         """(the output, flat or in `shape`, None), as the reductions' recipes return."""
@@ -404,14 +432,8 @@ class _AccurateRowsRecipe:
         flags = torch.empty(self.rows, dtype=torch.int8, device=x.device)
         stream = self.get_stream(x.device.index)
         pointers = [x.data_ptr(), out.data_ptr(), flags.data_ptr()]
-        self.kernel(stream, pointers)
-        if self.make_scratch is None:
-            scratch = [flags.data_ptr()] * 3   # placeholders, never touched
-        else:
-            if stream not in self.scratch:
-                self.scratch[stream] = self.make_scratch()
-            scratch = [t.data_ptr() for t in self.scratch[stream]]
-        self.recompute(stream, pointers + scratch)
+        self.kernel(stream, pointers + self._scratch("parts", stream, flags.data_ptr(), 4))
+        self.recompute(stream, pointers + self._scratch("recompute", stream, flags.data_ptr(), 3))
         return out, None
 
 

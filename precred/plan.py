@@ -1277,8 +1277,9 @@ LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 # elements, ACCURATE_PER_THREAD a thread (each thread computes the bound and the fp64 log of every row
 # it holds a part of: few threads a row keep that per-row work small against the row's elements);
 # longer rows stream in tiles of ACCURATE_STREAM_TILE on ACCURATE_STREAM_WARPS warps,
-# ACCURATE_STREAM_STAGES stages, one row a program -- where there are at least ACCURATE_MIN_ROWS_PER_SM
-# rows per SM (fewer long rows would leave SMs idle: the fp64 mode's split serves them).
+# ACCURATE_STREAM_STAGES stages, one row a program -- or, with fewer than ACCURATE_MIN_ROWS_PER_SM rows
+# per SM, split into parts of at least ACCURATE_MIN_PART_TILES tiles (as many parts as give
+# ACCURATE_MIN_ROWS_PER_SM programs per SM, at most ACCURATE_MAX_PARTS), merged by the last to arrive.
 # H200, 2026-12-02, bench/sweep_outer.py --op logsumexp --dim -1 --modes fp64,accurate, fp32, GB/s
 # (fp64 mode 1724 / 1518 / 2239 / 2035 on 1024x65536 / 8192^2 / 65536x1024 / 262144x256; torch 558 /
 # 530 / 536 / 512): 16 a thread 2930 / 2751 / 2874 / 1648, 32 a thread 2925 / 3307 / 3134 / 1644;
@@ -1287,6 +1288,8 @@ ACCURATE_ONE_TILE_MAX_ROW = 8192
 ACCURATE_ONE_TILE_ELEMENTS = 512
 ACCURATE_PER_THREAD = 32
 ACCURATE_MIN_ROWS_PER_SM = 2
+ACCURATE_MIN_PART_TILES = 4
+ACCURATE_MAX_PARTS = 1024
 # The recompute a programmatic dependent (plan.RECOMPUTE_PROGRAMMATIC_LAUNCH) only for rows of at least
 # this many elements: its programs, resident early, crowded the short rows' many short programs (same
 # sweep, without -> with: 262144x256 2347 -> 1648; 1024x65536 2867 -> 2930, 8192^2 2709 -> 2751,
@@ -1305,29 +1308,43 @@ class AccurateExpPlan:
     one_tile: bool     # whole rows held at once (else streamed in tiles of block_n)
     loop_stages: int
     red: int           # the row length
+    parts: int = 1     # programs a streamed row is split across
+    chunk: int = 0     # elements a part (whole tiles; parts > 1)
+
+    @property
+    def tiles(self) -> int:
+        """Tiles a row takes (1 when held whole)."""
+        return 1 if self.one_tile else -(-self.red // self.block_n)
 
     @property
     def fp64_depth(self) -> int:
         """At most as many fp64 roundings on an element's path (schedules/accurate_rows.py): the tree of a
-        held row; streamed, a thread's tile sum (its block_n / threads elements), the chain over the
-        tiles, the rescale and merge products and the sum over the threads."""
+        held row; streamed, a thread's tile sum (its block_n / threads elements), a rescaling product and
+        an addition per later tile, the merge's product and the sum over the threads (a tree)."""
         if self.one_tile:
             return self.block_n.bit_length() + 1
         threads = 32 * self.num_warps
-        return self.block_n // threads + -(-self.red // self.block_n) + 2 + threads.bit_length() + 2
+        merge = self.parts + 3 if self.parts > 1 else 0   # the parts' product and sum
+        return self.block_n // threads + 2 * self.tiles + 2 + threads.bit_length() + 2 + merge
 
 
-def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> AccurateExpPlan | None:
-    """The `accurate` logsumexp's plan of rows x red contiguous fp32 rows (both >= 1), or None where the
-    fp64 mode's passes serve them (few long rows)."""
+def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> AccurateExpPlan:
+    """The `accurate` logsumexp's plan of rows x red contiguous fp32 rows (both >= 1)."""
     if red <= ACCURATE_ONE_TILE_MAX_ROW:
         block_n = _pow2_at_least(red)
         block_rows = max(1, min(_pow2_at_least(rows), ACCURATE_ONE_TILE_ELEMENTS // block_n))
         warps = _pow2_at_most(max(1, min(16, block_rows * block_n // (32 * ACCURATE_PER_THREAD))))
         return AccurateExpPlan(block_rows, block_n, warps, True, 1, red)
-    if rows < ACCURATE_MIN_ROWS_PER_SM * sm_count:
-        return None
-    return AccurateExpPlan(1, ACCURATE_STREAM_TILE, ACCURATE_STREAM_WARPS, False, ACCURATE_STREAM_STAGES, red)
+    streamed = AccurateExpPlan(1, ACCURATE_STREAM_TILE, ACCURATE_STREAM_WARPS, False, ACCURATE_STREAM_STAGES, red)
+    wanted = -(-ACCURATE_MIN_ROWS_PER_SM * sm_count // rows)
+    if wanted <= 1:
+        return streamed
+    tiles = streamed.tiles
+    per_part = max(ACCURATE_MIN_PART_TILES, -(-tiles // min(wanted, ACCURATE_MAX_PARTS)))
+    parts = -(-tiles // per_part)
+    if parts <= 1:
+        return streamed
+    return replace(streamed, parts=parts, chunk=per_part * ACCURATE_STREAM_TILE)
 
 
 def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:

@@ -531,12 +531,13 @@ def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_fl
 SMALL_ACCURATE_TILES = dict(ACCURATE_ONE_TILE_MAX_ROW=128, ACCURATE_STREAM_TILE=256, ACCURATE_STREAM_WARPS=2)
 
 
-def _accurate_rows(x, device, recompute=True):
+def _accurate_rows(x, device, recompute=True, sm_count=1):
     """(outputs, flags) of the accurate mode's row kernel over x's last dim (recompute=False: the first
-    stage alone, whose flags say which outputs it kept)."""
+    stage alone, whose flags say which outputs it kept), planned for sm_count SMs (more SMs than half
+    the rows: the streamed rows split into parts)."""
     from precred.layout import reduction_view
 
-    rows_plan = plan_module.plan_accurate_logsumexp_rows(x.shape[0], x.shape[1], sm_count=1)
+    rows_plan = plan_module.plan_accurate_logsumexp_rows(x.shape[0], x.shape[1], sm_count=sm_count)
     out, flags = launch.accurate_logsumexp_rows(reduction_view(x.to(device), (1,)), rows_plan, recompute=recompute)
     return out.cpu().double().tolist(), flags.cpu().tolist()
 
@@ -549,22 +550,25 @@ def _log_probability_rows(rows, n, rng):
     return torch.from_numpy(a).float()
 
 
-@pytest.mark.parametrize("tiles", ["default", "small"])
+@pytest.mark.parametrize("tiles", ["default", "small", "split"])
 def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
-    """The accurate mode's row kernel, held rows and streamed ones: every output it keeps (flag 1) and,
-    with the fp64 recompute, every output within 2 ulp of mpmath's (its bound, logsumexp_error_bound)
-    on the adversarial families -- and within the fp64 mode's bound where it left the row to the
-    recompute."""
-    if tiles == "small":
+    """The accurate mode's row kernel, held rows, streamed ones and streamed ones split into parts:
+    every output it keeps (flag 1) and, with the fp64 recompute, every output within 2 ulp of mpmath's
+    (its bound, logsumexp_error_bound) on the adversarial families."""
+    if tiles != "default":
         for name, value in SMALL_ACCURATE_TILES.items():
             monkeypatch.setattr(plan_module, name, value)
+    sm_count = 64 if tiles == "split" else 1
+    if tiles == "split":   # 3 rows of 1000 in parts of 1 or 2 tiles of 256 (the last one partial)
+        monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
+        assert plan_module.plan_accurate_logsumexp_rows(3, 1000, sm_count=sm_count).parts == 4
     rng = np.random.default_rng(17)
-    shapes = ((4, 97), (3, 1000)) if tiles == "small" else ((4, 97), (2, 3000), (2, 9000))
+    shapes = ((4, 97), (3, 1000)) if tiles != "default" else ((4, 97), (2, 3000), (2, 9000))
     for name in FAMILIES:
         for rows, n in shapes:
             x = family(name, rows, n, rng, torch.float32)
-            kept, flags = _accurate_rows(x, device, recompute=False)
-            got, _ = _accurate_rows(x, device)
+            kept, flags = _accurate_rows(x, device, recompute=False, sm_count=sm_count)
+            got, _ = _accurate_rows(x, device, sm_count=sm_count)
             references, _, _ = reference_logsumexp(x, -1)
             for value, first, flag, row in zip(got, kept, flags, references):
                 if row.lse is None:   # a special: kept as torch's answer
@@ -593,13 +597,29 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     assert flags == [0] * 6
     got, _ = _accurate_rows(x, device)
     rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1).depth, "recompute")
+    # results on either side of the powers of two where an fp32 ulp halves (the bound's own edge): the
+    # kept ones within 2 ulp, some rows kept and some left, every output within 2 ulp in the end
+    targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
+    x = _log_probability_rows(len(targets), n, rng) + torch.tensor(targets)[:, None]
+    kept, flags = _accurate_rows(x, device, recompute=False)
+    got, _ = _accurate_rows(x, device)
+    references, _, _ = reference_logsumexp(x, -1)
+    assert 0 < sum(flags) < len(targets), flags
+    for first, flag, value, row in zip(kept, flags, got, references):
+        assert ulp_error(value, row.lse, torch.float32) <= 2.0
+        if flag:
+            assert ulp_error(first, row.lse, torch.float32) <= 2.0
 
 
-def test_accurate_rows_specials_when_streamed(device, monkeypatch):
-    """torch's answers for specials in the streamed kernel's lanes and tiles: -inf rows, +inf anywhere
-    (first tile, last tile, next to NaN), NaN, one finite value among -inf."""
+@pytest.mark.parametrize("split", [False, True])
+def test_accurate_rows_specials_when_streamed(split, device, monkeypatch):
+    """torch's answers for specials in the streamed kernel's lanes and tiles (and parts): -inf rows,
+    +inf anywhere (first tile, last tile, next to NaN), NaN, one finite value among -inf."""
     for name, value in SMALL_ACCURATE_TILES.items():
         monkeypatch.setattr(plan_module, name, value)
+    if split:   # 7 rows on as many SMs: parts of one tile
+        monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
+        monkeypatch.setattr(launch, "device_sm_count", lambda _device: 7)
     x = torch.randn(7, 700)
     x[0] = NEG_INF
     x[1, 3] = math.inf
@@ -615,17 +635,12 @@ def test_accurate_rows_specials_when_streamed(device, monkeypatch):
 
 
 def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
-    """logsumexp's default is `accurate`; off contiguous fp32 rows (dim 0, bf16) and on few long rows
-    (fewer than plan.ACCURATE_MIN_ROWS_PER_SM per SM) it gives the fp64 mode's bits."""
+    """logsumexp's default is `accurate`; off contiguous fp32 rows (dim 0, bf16) it gives the fp64
+    mode's bits."""
     x = torch.randn(300, 40, device=device) * 4
     assert torch.equal(precred.logsumexp(x, -1), precred.logsumexp(x, -1, mode="accurate"))
     assert torch.equal(precred.logsumexp(x, 0, mode="accurate"), precred.logsumexp(x, 0, mode="fp64"))
     xb = x.to(torch.bfloat16)
     assert logsumexp_mode("accurate", torch.bfloat16) is CERTIFIED_EXP_MODE   # the fp64 mode's route there
     assert torch.equal(precred.logsumexp(xb, -1, mode="accurate"), precred.logsumexp(xb, -1, mode="fp64"))
-    sm_count = launch.device_sm_count(x.device)
-    long_rows = 2 * sm_count - 1
-    assert plan_module.plan_accurate_logsumexp_rows(long_rows, 9000, sm_count=sm_count) is None
-    assert plan_module.plan_accurate_logsumexp_rows(long_rows, 8192, sm_count=sm_count).one_tile
-    x = torch.randn(long_rows, 9000, device=device)
-    assert torch.equal(precred.logsumexp(x, -1, mode="accurate"), precred.logsumexp(x, -1, mode="fp64"))
+

@@ -14,7 +14,7 @@ import torch
 
 from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound
 from ..launch import plan_for, row_plan_for
-from ..modes import EXP_MODES, MODES, VAR_MODES, sum_mode
+from ..modes import DEFAULT_LOGSUMEXP_MODE, EXP_MODES, MODES, VAR_MODES, sum_mode
 from ..plan import plan_logsumexp_rows, plan_moments_rows
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, std as precred_std, sum as precred_sum
 from ..ops import var as precred_var
@@ -143,7 +143,7 @@ OPS: dict[str, ReportOp] = {
     "std": ReportOp("std", tuple(VAR_MODES), "fp64", lambda x, m: precred_std(x, dim=-1, mode=m),
                     lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact standard deviation", plan_moments_rows),
-    "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), "fp64",
+    "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), DEFAULT_LOGSUMEXP_MODE,
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
                           _logsumexp_truths, _logsumexp_bound, lambda name, dtype: EXP_MODES[name], False,
                           "|logsumexp| (the error is relative)", plan_logsumexp_rows),

@@ -19,13 +19,15 @@ Numerics (u = 2^-24, c = precred.bounds.ACCURATE_EXP_ERROR_UNITS: exp_of_exact_g
   end the lanes merge against the row's maximum M by fp64 exps (libdevice, 4 u_64 each), s and r alike.
   An element's term therefore carries c u for its own exp and c u per rescale it went through after it,
   and the rescales' masses add up to r: |S_hat - S| <= c u (S + R) to first order, S the exact sum of
-  exp(x - M) (>= 1: the maximum's own term) and R the rescaled mass.
+  exp(x - M) (>= 1: the maximum's own term) and R the rescaled mass. Beyond first order, a term through
+  k exps is within (1 + c u)^k - 1 <= k c u / (1 - k c u), k at most the tiles + 1: the host pads c u
+  by 1 / (1 - (tiles + 2) c u), and by 1 + 2 gamma_depth (fp32) for r's own roundings.
 * fp64 roundings: an element's path has at most `depth` fp64 operations (the plan's, precred.plan.
   AccurateExpPlan.fp64_depth), gamma_depth of S; exps below 2^-126 are flushed to 0: at most 2 n 2^-126
   of S (a term and a rescale per element at most). The host passes both as `fp64_slack`.
 So rho = c u (1 + R / S) (1 + 2^-10) + fp64_slack (R / S from the computed values, in fp32: the padding
 covers their relative errors, far below 2^-10) bounds |S_hat - S| / S to first order, 1 / (1 - 2 rho)
-pads the second; log(S_hat) is within rho / (1 - rho) of log(S); both within rho (1 + 8 rho) for
+pads the second; log(S_hat) is within rho / (1 - rho) of log(S); both within rho (1 + 16 rho) for
 rho <= 1/8; libdevice's fp64 log and the sum M + log(S) add 2^-50 (|log S| + |lse|): the exact result is
 within e of lse_hat (fp64).
 
@@ -74,7 +76,10 @@ def within_two_ulp32(value, lse, e):
     it holds 0 or subnormals), padded by 2^-40 for the fp64 roundings of the check."""
     below = lse - e
     above = lse + e
-    nearest = tl.where((below <= 0.0) & (above >= 0.0), 0.0, tl.minimum(tl.abs(below), tl.abs(above)))
+    # (lowered by 2^-48: the computed ends may lie a rounding beyond the true ones, and a power of two
+    # between them would double the spacing)
+    nearest = tl.where((below <= 0.0) & (above >= 0.0), 0.0,
+                       tl.minimum(tl.abs(below), tl.abs(above)) * (1.0 - 3.552713678800501e-15))
     exponent = ((nearest.to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
     exponent = tl.maximum(exponent, -126)
     ulp = ((exponent - 23 + 1023) << 52).to(tl.float64, bitcast=True)
@@ -83,17 +88,57 @@ def within_two_ulp32(value, lse, e):
 
 
 @triton.jit
-def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, n_rows, red_len, stride_row, exp_error, fp64_slack,
+def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack):
+    """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring)."""
+    log_s = tl.log(total)
+    lse = big.to(tl.float64) + log_s
+    # The bound in fp32, rounded up by its padding (each thread computes it for each row it holds, so
+    # it is kept short): rho = c u (1 + R / S) + slack, then rho / (1 - 2 rho) and the log's
+    # rho / (1 - rho) together within rho (1 + 16 rho) for rho <= 1/8 (rows beyond are not kept).
+    rho = exp_error * (1.0 + rescaled.to(tl.float32) / total.to(tl.float32)) * (1.0 + 1.0 / 1024) + fp64_slack
+    rho64 = rho.to(tl.float64)
+    e = rho64 * (1.0 + 16.0 * rho64) * (1.0 + 9.094947017729282e-13) + 8.881784197001252e-16 * (
+        tl.abs(log_s) + tl.abs(lse))   # padded by 2^-40 for its own fp64 roundings; 2^-50 (|log S| + |lse|)
+    value = lse.to(tl.float32)
+    kept = within_two_ulp32(value, lse, e) & (rho <= 0.125)
+    kept = kept | (lse != lse) | (tl.abs(lse) == float("inf"))
+    tl.store(dst_ptr + rows, value, mask=row_ok)
+    tl.store(flags_ptr + rows, kept.to(tl.int8), mask=row_ok)
+
+
+@triton.jit
+def _merged(m, s, r):
+    """(maximum, S, R) of states (m, s, r) merged against their maximum by fp64 exps (exactly 1 for the
+    maximum's own; a state of -inf under a finite maximum gets 0, and one under +inf too)."""
+    big = tl.max(m, 0)
+    g = tl.where(m == big, 1.0, tl.exp(m.to(tl.float64) - big.to(tl.float64)))
+    return big, tl.sum(s * g, 0), tl.sum(r.to(tl.float64) * g, 0)
+
+
+@triton.jit
+def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, part_r_ptr, arrivals_ptr,
+                              n_rows, red_len, stride_row, chunk_len, n_parts, exp_error, fp64_slack,
                               BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                               LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                              LAUNCH_DEPENDENTS: tl.constexpr):
+                              BLOCK_PARTS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
     """logsumexp of n_rows contiguous fp32 rows of red_len (row r at r * stride_row): dst the fp32
     results, flags 1 where within_two_ulp32 keeps them (module docstring), 0 where the recompute must
     redo them. exp_error: c u; fp64_slack: the fp64 roundings' and flushed terms' share of rho.
     ONE_TILE: each program holds BLOCK_ROWS whole rows (red_len <= BLOCK_N); else one row a program,
-    streamed in tiles of BLOCK_N, a lane per thread (TREE_VEC-element vectors, TREE_THREADS threads)."""
+    streamed in tiles of BLOCK_N, a lane per thread (TREE_VEC-element vectors, TREE_THREADS threads) --
+    or, with BLOCK_PARTS > 0 (few long rows), n_parts programs a row, each over chunk_len elements
+    (whole tiles): each stores its part's (m, S, R) ([n_rows, n_parts] fp64 scratch) and counts itself
+    in on the row's int32 counter (zero on entry, left zero); the last to arrive merges the row's parts
+    (_merged: an order of the parts, not of their arrival) and finishes the row."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the recompute may start; it waits for our writes
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    pid = tl.program_id(0)
+    if BLOCK_PARTS > 0:
+        row1 = pid // n_parts
+        part = pid % n_parts
+    else:
+        row1 = pid
+        part = 0
+    rows = row1 * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_ok = rows < n_rows
     base = src_ptr + rows.to(tl.int64) * stride_row
     cols = tl.arange(0, BLOCK_N)
@@ -103,15 +148,18 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, n_rows, red_len, stri
         big = tl.max(x, 1)
         terms = _terms(x, _reference(big)[:, None]).to(tl.float64)
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-        rescaled = tl.zeros([BLOCK_ROWS], tl.float64)
+        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, tl.zeros([BLOCK_ROWS], tl.float64), exp_error,
+                fp64_slack)
     else:
         REPEATS: tl.constexpr = BLOCK_N // (TREE_THREADS * TREE_VEC)
         s = tl.zeros([TREE_THREADS], tl.float64)
         r = tl.zeros([TREE_THREADS], tl.float32)
         m = tl.full([TREE_THREADS], float("-inf"), tl.float32)
-        ptrs = base + cols   # one row: BLOCK_ROWS == 1
-        for start in tl.range(0, red_len, BLOCK_N, num_stages=LOOP_STAGES):
-            x = tl.load(ptrs, mask=(start + cols) < red_len, other=float("-inf"), eviction_policy="evict_first")
+        first = part.to(tl.int64) * chunk_len
+        end = tl.minimum(first + chunk_len, red_len)
+        ptrs = base + first + cols   # one row: BLOCK_ROWS == 1
+        for start in tl.range(first, end, BLOCK_N, num_stages=LOOP_STAGES):
+            x = tl.load(ptrs, mask=(start + cols) < end, other=float("-inf"), eviction_policy="evict_first")
             # element j = (repeat * THREADS + thread) * VEC + e: the blocked layout's registers
             v = tl.reshape(x, (REPEATS, TREE_THREADS, TREE_VEC))
             moved = tl.maximum(m, tl.max(tl.max(v, 2), 0))
@@ -123,21 +171,26 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, n_rows, red_len, stri
             s = scaled + new
             m = moved
             ptrs += BLOCK_N
-        big1 = tl.max(m, 0)
-        g = tl.where(m == big1, 1.0, tl.exp(m.to(tl.float64) - big1.to(tl.float64)))
-        zero = tl.zeros([BLOCK_ROWS], tl.float64)   # the scalars below as the row's [1]
-        total = zero + tl.sum(s * g, 0)
-        rescaled = zero + tl.sum(r.to(tl.float64) * g, 0)
-        big = zero.to(tl.float32) + big1
-    log_s = tl.log(total)
-    lse = big.to(tl.float64) + log_s
-    # The bound in fp32, rounded up by its padding (each thread computes it for each row it holds, so
-    # it is kept short): rho = c u (1 + R / S) + slack, then rho / (1 - 2 rho) and the log's
-    # rho / (1 - rho) together within rho (1 + 8 rho) for rho <= 1/8 (rows beyond are not kept).
-    rho = exp_error * (1.0 + rescaled.to(tl.float32) / total.to(tl.float32)) * (1.0 + 1.0 / 1024) + fp64_slack
-    e = (rho * (1.0 + 8.0 * rho)).to(tl.float64) + 8.881784197001252e-16 * (tl.abs(log_s) + tl.abs(lse))  # 2^-50
-    value = lse.to(tl.float32)
-    kept = within_two_ulp32(value, lse, e) & (rho <= 0.125)
-    kept = kept | (lse != lse) | (tl.abs(lse) == float("inf"))
-    tl.store(dst_ptr + rows, value, mask=row_ok)
-    tl.store(flags_ptr + rows, kept.to(tl.int8), mask=row_ok)
+        big1, total1, rescaled1 = _merged(m, s, r)
+        zero = tl.zeros([BLOCK_ROWS], tl.float64)   # the row's scalars as [1]
+        if BLOCK_PARTS > 0:
+            slot = row1.to(tl.int64) * n_parts + part
+            tl.store(part_m_ptr + slot, big1.to(tl.float64))
+            tl.store(part_s_ptr + slot, total1)
+            tl.store(part_r_ptr + slot, rescaled1)
+            tl.debug_barrier()   # every thread's stores made before the arrival is published
+            counter = arrivals_ptr + row1
+            if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == n_parts - 1:
+                tl.atomic_xchg(counter, 0)
+                parts = tl.arange(0, BLOCK_PARTS)
+                slots = row1.to(tl.int64) * n_parts + parts
+                here = parts < n_parts
+                pm = tl.load(part_m_ptr + slots, mask=here, other=float("-inf")).to(tl.float32)
+                ps = tl.load(part_s_ptr + slots, mask=here, other=0.0)
+                pr = tl.load(part_r_ptr + slots, mask=here, other=0.0).to(tl.float32)
+                big2, total2, rescaled2 = _merged(pm, ps, pr)
+                _finish(dst_ptr, flags_ptr, rows, row_ok, zero.to(tl.float32) + big2, zero + total2,
+                        zero + rescaled2, exp_error, fp64_slack)
+        else:
+            _finish(dst_ptr, flags_ptr, rows, row_ok, zero.to(tl.float32) + big1, zero + total1, zero + rescaled1,
+                    exp_error, fp64_slack)
