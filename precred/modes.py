@@ -115,8 +115,9 @@ EXP_MODES = {
     # other schedules, other dtypes, softmax / log_softmax), this mode runs the fp64 mode's numerics --
     # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp).
     "accurate": Mode("accurate", STABLE_EXP, True, False,
-                     "within 2 ulp: fp32 exps of exact gaps summed in fp64 with a bound per row, fp64 for "
-                     "the rows it cannot keep (contiguous fp32 rows; the fp64 mode elsewhere)"),
+                     "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
+                     "with a bound per row, fp64 for the rows it cannot keep (contiguous fp32 rows; the fp64 "
+                     "mode elsewhere)"),
 }
 
 # The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of

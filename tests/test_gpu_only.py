@@ -446,6 +446,30 @@ def test_logsumexp_within_bound_on_gpu_sized_plans(device, shape, dim, dtype):
             assert_within_bound(x, dim, mode, device)
 
 
+@pytest.mark.parametrize("shape", [(16, 262144), (600, 16384), (4096, 1024), (8192, 256)])
+def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
+    """logsumexp's accurate mode on the GPU's own plans -- few long rows split into parts, streamed rows
+    (the recompute a programmatic dependent), held rows -- within its bound (2 ulp; the fp64 mode's
+    where that is larger, next to 0) on adversarial families and on log-probability rows (logsumexp ~
+    0: every row left to the fp64 recompute)."""
+    from precred.plan import plan_accurate_logsumexp_rows, plan_exp_recompute
+    from test_logsumexp import _log_probability_rows, family, rows_within_bound
+    from precred.launch import device_sm_count
+
+    plan = plan_accurate_logsumexp_rows(*shape, sm_count=device_sm_count(torch.device(device)))
+    assert (plan.parts > 1) == (shape == (16, 262144)) and plan.one_tile == (shape[1] <= 8192), plan
+    rng = np.random.default_rng(31)
+    rows = min(shape[0], 64)   # the oracle's time; the plan is the whole shape's
+    for name in ("normal", "spread1e4", "close", "one_finite", "logprob"):
+        if name == "logprob":
+            x = _log_probability_rows(shape[0], shape[1], rng)
+        else:
+            x = family(name, shape[0], shape[1], rng, torch.float32)
+        got = precred.logsumexp(x.to(device), -1).cpu()[:rows].double().tolist()
+        depth = plan_exp_recompute(shape[0], shape[1], sm_count=device_sm_count(torch.device(device))).depth
+        rows_within_bound(x[:rows], -1, got, "accurate", depth, name)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("path", ["row-loop", "two-pass-split"])
 def test_softmax_within_bound_on_gpu_sized_plans(device, path, dtype):

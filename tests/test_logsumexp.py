@@ -11,22 +11,31 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import precred
 from precred import launch
-from precred.bounds import certified_log_sum_margin
+from precred.bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin
 from precred.launch import plan_for, reduce_logsumexp
 from precred.modes import CERTIFIED_EXP_MODE, logsumexp_mode
 from precred import plan as plan_module
 from precred.plan import plan_exp_recompute
+from precred.schedules.accurate_rows import within_two_ulp32
+from precred.strategies.compensated import two_sum
+from precred.strategies.stable_exp import exp_of_exact_gap
 from validation.oracle import format_info, round_to, ulp_error
 from validation.stable_exp import reference_logsumexp
 
 from conftest import DEVICE as _DEVICE
 
 EXP_MODES = list(precred.EXP_MODES)
+# The modes whose passes a given plan runs differently: `accurate` with a plan runs the fp64 mode's
+# (modes.EXP_MODES; test_accurate_is_the_default_and_the_fp64_mode_elsewhere), its own kernel only
+# without one (the test_accurate_rows_* tests).
+PLANNED_MODES = [m for m in EXP_MODES if m != "accurate"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 PLANNER_SETTINGS = {"default": {}, "tiny-tiles": dict(tile_elements=16, sm_count=64, split_min_bytes=0)}
 NEG_INF = float("-inf")
@@ -96,7 +105,7 @@ def rows_within_bound(x, dim, got, mode, depth, label):
 
 @pytest.mark.parametrize("planner", list(PLANNER_SETTINGS))
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mode", EXP_MODES)
+@pytest.mark.parametrize("mode", PLANNED_MODES)
 def test_within_bound_every_schedule(mode, dtype, planner, device):
     rng = np.random.default_rng([3, DTYPES.index(dtype), EXP_MODES.index(mode)])
     # Tiny tiles force long lane chains, splits and merges of partial states; the interpreter is slow
@@ -124,14 +133,14 @@ def test_narrow_strided_axis_within_bound(mode, dtype, device):
         assert_within_bound(x, 0, mode, device, planner)
 
 
-@pytest.mark.parametrize("mode", EXP_MODES)
+@pytest.mark.parametrize("mode", PLANNED_MODES)
 def test_within_bound_lengths_around_blocks(mode, device):
     rng = np.random.default_rng(11)
     for n in (1, 2, 15, 16, 17, 127, 128, 129, 2047, 2048, 2049):
         assert_within_bound(family("normal", 2, n, rng, torch.float32), -1, mode, device)
 
 
-@pytest.mark.parametrize("mode", EXP_MODES)
+@pytest.mark.parametrize("mode", PLANNED_MODES)
 @settings(max_examples=20, deadline=None)
 @given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40),
                     elements=st.floats(-1e4, 1e4, width=32)))
@@ -212,7 +221,7 @@ def test_vector_states_within_bound(name, dtype, device, monkeypatch):
         monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", {4: vectors, 8: vectors})
         monkeypatch.setattr(plan_module, "STABLE_EXP_FP64_VECTOR_ROWS_MAX_RED", 1 << 30 if vectors else 0)
         launch._RECIPES.clear()
-        for mode in EXP_MODES:
+        for mode in PLANNED_MODES:
             for planner in planners:
                 assert_within_bound(x, -1, mode, device, planner)
     launch._RECIPES.clear()
@@ -244,7 +253,7 @@ def test_outer_tile_states_within_bound(name, dtype, device, monkeypatch):
     planner = dict(tile_elements=8192)
     monkeypatch.setattr(plan_module, "STABLE_EXP_VECTORS", {4: True, 8: True})
     launch._RECIPES.clear()
-    for mode in EXP_MODES:
+    for mode in PLANNED_MODES:
         first = plan_for(x, (0,), logsumexp_mode(mode, dtype), dtype, **planner)[1].passes[0]
         assert first.schedule == "outer" and first.lanes >= 4
         assert first.block_kept >= 32 * (16 // x.element_size()) * first.num_warps, "lanes not in registers"
@@ -644,3 +653,90 @@ def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
     assert logsumexp_mode("accurate", torch.bfloat16) is CERTIFIED_EXP_MODE   # the fp64 mode's route there
     assert torch.equal(precred.logsumexp(xb, -1, mode="accurate"), precred.logsumexp(xb, -1, mode="fp64"))
 
+
+
+@triton.jit
+def _exact_gap_exp_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    hi, lo = two_sum(tl.load(x_ptr + offsets, mask=offsets < n), -tl.load(m_ptr + offsets, mask=offsets < n))
+    tl.store(out_ptr + offsets, exp_of_exact_gap(hi, lo), mask=offsets < n)
+
+
+def test_exact_gap_exponential_within_its_bound(device):
+    """exp_of_exact_gap(TwoSum(x - m)) (the accurate mode's fp32 exponential: ex2 of a split product on
+    the GPU, exp_two_part in the interpreter) within ACCURATE_EXP_ERROR_UNITS u of exp(x - m) wherever
+    that is a normal fp32 number, at most the smallest normal below it; gaps from 0 to 300 (the
+    kernel's clamp stops at 257), inexact differences (m far larger than x, or of the other sign),
+    the edges of ex2's binades and the underflow edge; exp(0) is exactly 1."""
+    rng = np.random.default_rng(13)
+    k = np.arange(-150, 1)
+    gaps = np.concatenate([rng.uniform(0, 100, 3000), rng.uniform(100, 300, 200), -k * math.log(2),
+                           -k * math.log(2) + 1e-6, 87.0 + rng.uniform(0, 1, 200), [0.0, 1e-30, 2.0 ** -24]])
+    m = np.where(rng.random(gaps.size) < 0.5, rng.uniform(-3, 3, gaps.size), rng.uniform(-1, 1, gaps.size) * 1e4)
+    x32 = torch.tensor(m - gaps, dtype=torch.float32)
+    m32 = torch.tensor(m, dtype=torch.float32)
+    out = torch.empty_like(x32, device=device)
+    _exact_gap_exp_kernel[(1,)](x32.to(device), m32.to(device), out, x32.numel(), BLOCK=8192)
+    got = out.cpu().double().tolist()
+    u, smallest_normal = 2.0 ** -24, 2.0 ** -126
+    for value, xi, mi in zip(got, x32.double().tolist(), m32.double().tolist()):
+        with mpmath.workprec(100):
+            exact = mpmath.exp(mpmath.mpf(xi) - mpmath.mpf(mi))
+        if xi == mi:
+            assert value == 1.0
+        elif exact >= smallest_normal:
+            assert abs(value - exact) <= ACCURATE_EXP_ERROR_UNITS * u * exact, (xi, mi, value, float(exact))
+        else:
+            assert 0.0 <= value <= smallest_normal, (xi, mi, value, float(exact))
+
+
+@triton.jit
+def _within_two_ulp_kernel(value_ptr, lse_ptr, e_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    kept = within_two_ulp32(tl.load(value_ptr + offsets, mask=mask), tl.load(lse_ptr + offsets, mask=mask),
+                            tl.load(e_ptr + offsets, mask=mask))
+    tl.store(out_ptr + offsets, kept.to(tl.int8), mask=mask)
+
+
+def _spacing32(y: Fraction) -> Fraction:
+    """fp32's spacing at |y| (2^-149 below the normal range), exactly."""
+    a = abs(y)
+    if a < Fraction(2) ** -126:
+        return Fraction(2) ** -149
+    exponent = math.floor(math.log2(a))
+    while Fraction(2) ** exponent > a:
+        exponent -= 1
+    while Fraction(2) ** (exponent + 1) <= a:
+        exponent += 1
+    return Fraction(2) ** (exponent - 23)
+
+
+def test_two_ulp_certificate_is_sound_and_not_vacuous(device):
+    """accurate_rows.within_two_ulp32 keeps a value only where it is within 2 ulp of every point of
+    [lse - e, lse + e] -- checked exactly, against the spacing at the interval's smallest magnitude,
+    on intervals that straddle powers of two (where the spacing halves), reach 0 or the subnormals,
+    and lie far inside -- and keeps the comfortable ones."""
+    rng = np.random.default_rng(29)
+    cases = []
+    for p in range(-130, 20, 3):
+        for side in (-1.0, 1.0):
+            lse = side * 2.0 ** p * (1 + rng.choice([-1, 1]) * rng.uniform(0, 2.0 ** -21))
+            for spread in (0.0, 0.25, 0.5, 1.0, 1.4, 2.5):
+                e = spread * 2.0 ** (p - 23)
+                cases.append((float(np.float32(lse)), lse, e))
+                cases.append((float(np.float32(lse)), lse + 0.6 * 2.0 ** (p - 23), e))
+    cases += [(0.0, 0.0, 1e-30), (1.0, 1.0, 0.0), (3.0, 3.0, 1e-7), (1e-45, 1e-45, 1e-46)]
+    value, lse, e = (torch.tensor(c, dtype=d) for c, d in zip(zip(*cases), (torch.float32, torch.float64,
+                                                                          torch.float64)))
+    out = torch.empty(len(cases), dtype=torch.int8, device=device)
+    _within_two_ulp_kernel[(1,)](value.to(device), lse.to(device), e.to(device), out, len(cases), BLOCK=2048)
+    kept = out.cpu().tolist()
+    for flag, (v, l, err) in zip(kept, cases):
+        below, above = Fraction(l) - Fraction(err), Fraction(l) + Fraction(err)
+        nearest = Fraction(0) if below <= 0 <= above else min(abs(below), abs(above))
+        exact_ok = abs(Fraction(v) - Fraction(l)) + Fraction(err) <= 2 * _spacing32(nearest)
+        assert not flag or exact_ok, (v, l, err)
+    comfortable = [flag for flag, (v, l, err) in zip(kept, cases) if l != 0 and err <= 0.25 * float(_spacing32(
+        Fraction(l))) and abs(v - l) <= 0.5 * float(_spacing32(Fraction(l))) and abs(l) > 2.0 ** -120]
+    assert comfortable and all(comfortable)

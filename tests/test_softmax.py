@@ -23,7 +23,8 @@ from validation.stable_exp import WORK_BITS, reference_logsumexp
 
 from test_logsumexp import PLANNER_SETTINGS, family
 
-EXP_MODES = list(precred.EXP_MODES)
+# softmax's `accurate` is the fp64 mode (modes.EXP_MODES): test_accurate_is_the_fp64_mode checks that.
+EXP_MODES = [m for m in precred.EXP_MODES if m != "accurate"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 
 
@@ -370,3 +371,12 @@ def test_torch_compile_fullgraph(device):
 
     x = torch.randn(4, 50, device=device)
     torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="eager")(x), f(x))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_accurate_is_the_fp64_mode(log, device):
+    """softmax / log_softmax in the `accurate` mode are the fp64 mode's bits (rows and dim 0)."""
+    op = precred.log_softmax if log else precred.softmax
+    x = torch.randn(37, 300, device=device) * 6
+    for dim in (-1, 0):
+        assert torch.equal(op(x, dim, mode="accurate"), op(x, dim, mode="fp64"))

@@ -70,7 +70,8 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     dim: an int or a tuple of ints (required, as torch's; an empty tuple means every dim); keepdim as
     torch. The output has x's dtype; bf16/fp16 inputs are computed in fp32 or fp64. Rows of -inf give
     -inf, a +inf gives +inf, a NaN gives NaN; an empty reduction gives -inf. mode: "accurate" (default:
-    within 2 ulp), "fp64" (exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate
+    within 2 ulp, or the fp64 mode's ~1e-14 absolute bound where that is larger: results within ~1e-7
+    of 0), "fp64" (exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate
     exp) -- bounds in precred.logsumexp_error_bound. "accurate" over contiguous fp32 rows (dim=-1 of a
     contiguous tensor, at least 2 rows per SM where rows are longer than 8192) takes fp32 exponentials
     of exact gaps summed in fp64 and keeps each result whose own error bound proves it within 2 ulp,
