@@ -38,8 +38,9 @@ results near 0 (|lse| below ~2-8, where 1.5 ulp is below e) are flagged and reco
 results that would overflow fp32 (the fp64 mode's bound, within 2 ulp but for results within ~1e-7 of
 0). Non-finite results are the specials' and kept as they are.
 
-Specials, without branches: every element is clamped to [ref - 256, ref + 1] by a NaN-propagating clamp
-(one that binds only on infinities: below, the term flushes to 0, exactly as exp(-inf) would), so no
+Specials, without branches: every element is clamped to [lower, upper] by a NaN-propagating clamp (below,
+lower is at least 256 under ref, so a clamped term flushes to 0, exactly as exp(-inf) -- or the term of
+any gap beyond -256 -- would; above, upper = ref + 1 binds only against an infinite maximum), so no
 infinity enters a TwoSum; ref is the maximum, or 0 where that is infinite. A +inf element thus adds a
 finite term and its row's maximum makes lse = inf + log(S) = +inf; a row of -inf keeps S = 0 and lse =
 -inf; a NaN element makes S NaN (the clamp keeps it), so lse is NaN -- torch's answers. Padding lanes
@@ -58,14 +59,22 @@ _TERM_FLOOR = tl.constexpr(256.0)   # a gap below -256 gives a term below 2^-369
 
 @triton.jit
 def _reference(m):
-    """The maximum the terms are taken against: m itself, or 0 where m is infinite (no inf - inf)."""
-    return tl.where(tl.abs(m) == float("inf"), 0.0, m)
+    """(ref, lower, upper): the maximum the terms are taken against -- m itself, or 0 where m is
+    infinite (no inf - inf) -- and the clamp of the elements against it: lower at least 256 below ref
+    whatever its magnitude (ref - 256 itself rounds to ref once |ref| >= 2^33), but not below -FLT_MAX;
+    upper ref + 1 (reached only against an infinite maximum: every element of a finite row is <= its
+    maximum). A maximum within 2^-10 of -FLT_MAX is the one case where lower is not 256 below ref: there
+    -inf elements count as -FLT_MAX, whose terms are at most 1 -- S grows by a factor n at most, log(n) <
+    22, while the fp32 spacing there is 2^104: the result rounds as the exact one does."""
+    ref = tl.where(tl.abs(m) == float("inf"), 0.0, m)
+    lower = tl.maximum(ref - tl.maximum(_TERM_FLOOR, tl.abs(ref) * 0.0009765625), -3.4028234663852886e38)  # 2^-10
+    return ref, lower, ref + 1.0
 
 
 @triton.jit
-def _terms(x, ref):
-    """exp(x - ref) of exact gaps, for x <= ref (or ref = 0 against an infinite maximum)."""
-    clamped = tl.clamp(x, ref - _TERM_FLOOR, ref + 1.0, propagate_nan=tl.PropagateNan.ALL)
+def _terms(x, ref, lower, upper):
+    """exp(x - ref) of exact gaps, x clamped to [lower, upper] (_reference)."""
+    clamped = tl.clamp(x, lower, upper, propagate_nan=tl.PropagateNan.ALL)
     hi, lo = two_sum(clamped, -ref)
     return exp_of_exact_gap(hi, lo)
 
@@ -147,7 +156,8 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         mask = row_ok[:, None] & (cols < red_len)[None, :]
         x = tl.load(base[:, None] + cols[None, :], mask=mask, other=float("-inf"))
         big = tl.max(x, 1)
-        terms = _terms(x, _reference(big)[:, None]).to(tl.float64)
+        ref, lower, upper = _reference(big)
+        terms = _terms(x, ref[:, None], lower[:, None], upper[:, None]).to(tl.float64)
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, tl.zeros([BLOCK_ROWS], tl.float64), exp_error,
                 fp64_slack)
@@ -164,9 +174,10 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
             # element j = (repeat * THREADS + thread) * VEC + e: the blocked layout's registers
             v = tl.reshape(x, (REPEATS, TREE_THREADS, TREE_VEC))
             moved = tl.maximum(m, tl.max(tl.max(v, 2), 0))
-            ref = _reference(moved)
-            f = tl.where(m == moved, 1.0, _terms(m, ref))
-            new = tl.sum(tl.sum(_terms(v, ref[None, :, None]).to(tl.float64), 2), 0)
+            ref, lower, upper = _reference(moved)
+            f = tl.where(m == moved, 1.0, _terms(m, ref, lower, upper))
+            new = tl.sum(tl.sum(_terms(v, ref[None, :, None], lower[None, :, None], upper[None, :, None]).to(
+                tl.float64), 2), 0)
             scaled = s * f.to(tl.float64)
             r = r * f + tl.where(f != 1.0, scaled.to(tl.float32), 0.0)
             s = scaled + new
