@@ -25,7 +25,7 @@ from precred import plan as plan_module
 from precred.plan import plan_exp_recompute
 from precred.schedules.accurate_rows import within_two_ulp32
 from precred.strategies.compensated import two_sum
-from precred.strategies.stable_exp import exp_of_exact_gap
+from precred.strategies.stable_exp import exp_of_exact_gap, exp_two_part
 from validation.oracle import format_info, round_to, ulp_error
 from validation.stable_exp import reference_logsumexp
 
@@ -656,10 +656,12 @@ def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
 
 
 @triton.jit
-def _exact_gap_exp_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def _exp_of_difference_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr, EXACT_GAP: tl.constexpr = False):
+    """exp(x - m) from TwoSum's hi + lo: exp_two_part, or (EXACT_GAP) exp_of_exact_gap (test_softmax.py tests exp_two_part)."""
     offsets = tl.arange(0, BLOCK)
     hi, lo = two_sum(tl.load(x_ptr + offsets, mask=offsets < n), -tl.load(m_ptr + offsets, mask=offsets < n))
-    tl.store(out_ptr + offsets, exp_of_exact_gap(hi, lo), mask=offsets < n)
+    e = exp_of_exact_gap(hi, lo) if EXACT_GAP else exp_two_part(hi, lo)
+    tl.store(out_ptr + offsets, e, mask=offsets < n)
 
 
 def test_exact_gap_exponential_within_its_bound(device):
@@ -676,7 +678,7 @@ def test_exact_gap_exponential_within_its_bound(device):
     x32 = torch.tensor(m - gaps, dtype=torch.float32)
     m32 = torch.tensor(m, dtype=torch.float32)
     out = torch.empty_like(x32, device=device)
-    _exact_gap_exp_kernel[(1,)](x32.to(device), m32.to(device), out, x32.numel(), BLOCK=8192)
+    _exp_of_difference_kernel[(1,)](x32.to(device), m32.to(device), out, x32.numel(), BLOCK=8192, EXACT_GAP=True)
     got = out.cpu().double().tolist()
     u, smallest_normal = 2.0 ** -24, 2.0 ** -126
     for value, xi, mi in zip(got, x32.double().tolist(), m32.double().tolist()):

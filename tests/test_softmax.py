@@ -8,20 +8,16 @@ import mpmath
 import numpy as np
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 import precred
 from precred.bounds import EXP_TWO_PART_ERROR_UNITS
-from precred.strategies.compensated import two_sum
-from precred.strategies.stable_exp import exp_two_part
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
 from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
 from validation.stable_exp import WORK_BITS, reference_logsumexp
 
-from test_logsumexp import PLANNER_SETTINGS, family
+from test_logsumexp import PLANNER_SETTINGS, _exp_of_difference_kernel, family
 
 # softmax's `accurate` is the fp64 mode (modes.EXP_MODES): test_accurate_is_the_fp64_mode checks that.
 EXP_MODES = [m for m in precred.EXP_MODES if m != "accurate"]
@@ -201,13 +197,6 @@ def test_strided_short_rows_share_a_tile_within_bound(mode, dtype, log, device):
     plan = plan_softmax(x.t().contiguous(), 0, get_exp_mode(mode), dtype)
     assert isinstance(plan, RowPlan) and not plan.j_fast and plan.block_rows >= 32
     assert_elements_within_bound(x, mode, log, device)
-
-
-@triton.jit
-def _exp_of_difference_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    hi, lo = two_sum(tl.load(x_ptr + offsets, mask=offsets < n), -tl.load(m_ptr + offsets, mask=offsets < n))
-    tl.store(out_ptr + offsets, exp_two_part(hi, lo), mask=offsets < n)
 
 
 def test_two_part_exponential_within_its_bound(device):
