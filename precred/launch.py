@@ -342,13 +342,12 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
     `accurate` mode over contiguous fp32 rows by accurate_logsumexp_rows (elsewhere that mode is the
     fp64 mode's numerics: modes.EXP_MODES)."""
     if plan is None and mode.name == "accurate" and x.dtype == torch.float32:
-        key = _recipe_key(x, dims, mode, x.dtype, Output()) if x.is_cuda else None
-        recipe = _RECIPES.get(key) if key is not None else None
-        if recipe is not None:
-            return recipe.run(x)[0]
-        view = reduction_view(x, dims)
-        if view.inner == 1 and view.stride_red == 1 and not view.copied:
-            rows_plan = planning.plan_accurate_logsumexp_rows(view.outer, view.red, sm_count=device_sm_count(x.device))
+        def accurate_planner(rows, red, **_sizes):   # the accurate kernel takes every contiguous fp32 row
+            return planning.plan_accurate_logsumexp_rows(rows, red, sm_count=device_sm_count(x.device))
+        replayed, key, view, rows_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(), accurate_planner)
+        if replayed is not None:
+            return replayed[0]
+        if rows_plan is not None:
             return accurate_logsumexp_rows(view, rows_plan, key=key)[0]
     if plan is None and mode.strategy != CERTIFIED_EXP:   # the certified pass keeps its filter and recompute
         replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),

@@ -123,8 +123,9 @@ EXP_MODES = {
 # The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of
 # log(s), which is more than 2 ulps of the result when |result| is small.
 DEFAULT_EXP_MODE = "fp64"
-# logsumexp's default: `accurate` meets the same "<= 2 ulp" at up to ~1.5x the fp64 mode's speed on
-# contiguous fp32 rows (schedules/accurate_rows.py) and is the fp64 mode everywhere else.
+# logsumexp's default: `accurate` meets the same "<= 2 ulp" at 1.15-2.2x the fp64 mode's speed on
+# contiguous fp32 rows (H200, plan.ACCURATE_ONE_TILE_MAX_ROW's note; schedules/accurate_rows.py) and is
+# the fp64 mode everywhere else.
 DEFAULT_LOGSUMEXP_MODE = "accurate"
 
 

@@ -26,7 +26,7 @@ from precred.plan import plan_exp_recompute
 from precred.schedules.accurate_rows import within_two_ulp32
 from precred.strategies.compensated import two_sum
 from precred.strategies.stable_exp import exp_of_exact_gap, exp_two_part
-from validation.oracle import format_info, round_to, ulp_error
+from validation.oracle import format_info, round_to, ulp, ulp_error
 from validation.stable_exp import reference_logsumexp
 
 from conftest import DEVICE as _DEVICE
@@ -540,6 +540,11 @@ def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_fl
 SMALL_ACCURATE_TILES = dict(ACCURATE_ONE_TILE_MAX_ROW=128, ACCURATE_STREAM_TILE=256, ACCURATE_STREAM_WARPS=2)
 
 
+def _small_accurate_tiles(monkeypatch):
+    for name, value in SMALL_ACCURATE_TILES.items():
+        monkeypatch.setattr(plan_module, name, value)
+
+
 def _accurate_rows(x, device, recompute=True, sm_count=1):
     """(outputs, flags) of the accurate mode's row kernel over x's last dim (recompute=False: the first
     stage alone, whose flags say which outputs it kept), planned for sm_count SMs (more SMs than half
@@ -565,8 +570,7 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
     every output it keeps (flag 1) and, with the fp64 recompute, every output within 2 ulp of mpmath's
     (its bound, logsumexp_error_bound) on the adversarial families."""
     if tiles != "default":
-        for name, value in SMALL_ACCURATE_TILES.items():
-            monkeypatch.setattr(plan_module, name, value)
+        _small_accurate_tiles(monkeypatch)
     sm_count = 64 if tiles == "split" else 1
     if tiles == "split":   # 3 rows of 1000 in parts of 1 or 2 tiles of 256 (the last one partial)
         monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
@@ -595,8 +599,7 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     results' bound) are all kept; rows of log-probabilities (logsumexp ~ 0) are all left to the
     recompute, which gets them within the fp64 mode's bound."""
     if tiles == "small":
-        for name, value in SMALL_ACCURATE_TILES.items():
-            monkeypatch.setattr(plan_module, name, value)
+        _small_accurate_tiles(monkeypatch)
     rng = np.random.default_rng(19)
     n = 1000 if tiles == "small" else 3000
     _, flags = _accurate_rows(family("normal", 6, n, rng, torch.float32), device, recompute=False)
@@ -624,8 +627,7 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
 def test_accurate_rows_specials_when_streamed(split, device, monkeypatch):
     """torch's answers for specials in the streamed kernel's lanes and tiles (and parts): -inf rows,
     +inf anywhere (first tile, last tile, next to NaN), NaN, one finite value among -inf."""
-    for name, value in SMALL_ACCURATE_TILES.items():
-        monkeypatch.setattr(plan_module, name, value)
+    _small_accurate_tiles(monkeypatch)
     if split:   # 7 rows on as many SMs: parts of one tile
         monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
         monkeypatch.setattr(launch, "device_sm_count", lambda _device: 7)
@@ -701,19 +703,6 @@ def _within_two_ulp_kernel(value_ptr, lse_ptr, e_ptr, out_ptr, n, BLOCK: tl.cons
     tl.store(out_ptr + offsets, kept.to(tl.int8), mask=mask)
 
 
-def _spacing32(y: Fraction) -> Fraction:
-    """fp32's spacing at |y| (2^-149 below the normal range), exactly."""
-    a = abs(y)
-    if a < Fraction(2) ** -126:
-        return Fraction(2) ** -149
-    exponent = math.floor(math.log2(a))
-    while Fraction(2) ** exponent > a:
-        exponent -= 1
-    while Fraction(2) ** (exponent + 1) <= a:
-        exponent += 1
-    return Fraction(2) ** (exponent - 23)
-
-
 def test_two_ulp_certificate_is_sound_and_not_vacuous(device):
     """accurate_rows.within_two_ulp32 keeps a value only where it is within 2 ulp of every point of
     [lse - e, lse + e] -- checked exactly, against the spacing at the interval's smallest magnitude,
@@ -737,10 +726,10 @@ def test_two_ulp_certificate_is_sound_and_not_vacuous(device):
     for flag, (v, l, err) in zip(kept, cases):
         below, above = Fraction(l) - Fraction(err), Fraction(l) + Fraction(err)
         nearest = Fraction(0) if below <= 0 <= above else min(abs(below), abs(above))
-        exact_ok = abs(Fraction(v) - Fraction(l)) + Fraction(err) <= 2 * _spacing32(nearest)
+        exact_ok = abs(Fraction(v) - Fraction(l)) + Fraction(err) <= 2 * ulp(nearest, torch.float32)
         assert not flag or exact_ok, (v, l, err)
-    comfortable = [flag for flag, (v, l, err) in zip(kept, cases) if l != 0 and err <= 0.25 * float(_spacing32(
-        Fraction(l))) and abs(v - l) <= 0.5 * float(_spacing32(Fraction(l))) and abs(l) > 2.0 ** -120]
+    comfortable = [flag for flag, (v, l, err) in zip(kept, cases) if l != 0 and err <= 0.25 * float(ulp(
+        l, torch.float32)) and abs(v - l) <= 0.5 * float(ulp(l, torch.float32)) and abs(l) > 2.0 ** -120]
     assert comfortable and all(comfortable)
 
 
@@ -751,8 +740,7 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
     oracle's. (With the clamp at max - 256 the outputs round the same -- an fp32 spacing of 512 or more
     against log(n) < 22 -- but the bound's derivation needs their terms at 0: _reference's lower end.)"""
     if tiles == "small":
-        for name, value in SMALL_ACCURATE_TILES.items():
-            monkeypatch.setattr(plan_module, name, value)
+        _small_accurate_tiles(monkeypatch)
     rng = np.random.default_rng(37)
     rows = []
     for top in (1e30, -1e20, 3e38, -3.4e38, 2.0 ** 40):
