@@ -20,6 +20,7 @@ from .modes import Mode, softmax_two_part_exp
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
                    plan_single_read, use_atomic)
+from .schedules.accurate_columns import accurate_logsumexp_columns_kernel, accurate_logsumexp_columns_merge_kernel
 from .schedules.accurate_rows import accurate_logsumexp_kernel
 from .schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel
 from .schedules.inner import inner_kernel
@@ -339,8 +340,9 @@ def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, outp
 def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None = None) -> torch.Tensor:
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
     no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows -- and for the
-    `accurate` mode over contiguous fp32 rows by accurate_logsumexp_rows (elsewhere that mode is the
-    fp64 mode's numerics: modes.EXP_MODES)."""
+    `accurate` mode over fp32 input by accurate_logsumexp_rows (contiguous rows) or
+    accurate_logsumexp_columns (a strided axis under a contiguous one of ACCURATE_COLUMNS_MIN_INNER or more;
+    elsewhere that mode is the fp64 mode's numerics: modes.EXP_MODES)."""
     if plan is None and mode.name == "accurate" and x.dtype == torch.float32:
         def accurate_planner(rows, red, **_sizes):   # the accurate kernel takes every contiguous fp32 row
             return planning.plan_accurate_logsumexp_rows(rows, red, sm_count=device_sm_count(x.device))
@@ -349,6 +351,9 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
             return replayed[0]
         if rows_plan is not None:
             return accurate_logsumexp_rows(view, rows_plan, key=key)[0]
+        columns_plan = _accurate_columns_plan(view, x.device)
+        if columns_plan is not None:
+            return accurate_logsumexp_columns(view, columns_plan, key=key)[0]
     if plan is None and mode.strategy != CERTIFIED_EXP:   # the certified pass keeps its filter and recompute
         replayed, key, view, row_plan = _contiguous_rows_route(x, dims, mode, x.dtype, Output(),
                                                                planning.plan_logsumexp_rows)
@@ -370,14 +375,7 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
     flags = torch.empty(rows, dtype=torch.int8, device=device)
     dependent = (recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
                  and red >= planning.ACCURATE_RECOMPUTE_PDL_MIN_ROW)
-    # The kernel's bound constants (schedules/accurate_rows.py): c u, padded for terms through up to
-    # tiles + 1 exps and for r's fp32 roundings; the fp64 roundings (libdevice's exp in the merge: 8 more
-    # u_64) and the flushed terms, relative to S >= 1.
-    u32, u64 = unit_roundoff(torch.float32), unit_roundoff(torch.float64)
-    cu = ACCURATE_EXP_ERROR_UNITS * u32
-    through = (p.tiles + 2) * cu
-    exp_error = cu * (1 + 2 * gamma(p.fp64_depth, u32)) / (1 - through) if through < 0.5 else math.inf
-    fp64_slack = gamma(p.fp64_depth + 8, u64) + 2 * red * 2.0 ** -126
+    exp_error, fp64_slack = _accurate_bound_constants(p.tiles, p.fp64_depth, red)
     make_parts = _accurate_parts_scratch(rows, p.parts, device)
     parts = make_parts() if make_parts is not None else (flags,) * 4   # placeholders, never touched
     launch = _launch(accurate_logsumexp_kernel, (triton.cdiv(rows, p.block_rows) * p.parts,),
@@ -389,7 +387,66 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
     if recompute:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
-            _RECIPES[key] = _AccurateRowsRecipe(rows, launch, make_parts, recompute_launch, make_scratch)
+            _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts")),
+                                                   (recompute_launch, ("x", "out", "flags", "recompute"))],
+                                            {"parts": (make_parts, 4), "recompute": (make_scratch, 3)})
+    return out, flags
+
+
+def _accurate_bound_constants(tiles: int, fp64_depth: int, red: int) -> tuple:
+    """(exp_error, fp64_slack): the accurate kernels' bound constants (schedules/accurate_rows.py) -- c u,
+    padded for terms through up to tiles + 1 exps and for r's fp32 roundings; the fp64 roundings
+    (libdevice's exp in the merges: 8 more u_64) and the flushed terms, relative to S >= 1."""
+    u32, u64 = unit_roundoff(torch.float32), unit_roundoff(torch.float64)
+    cu = ACCURATE_EXP_ERROR_UNITS * u32
+    through = (tiles + 2) * cu
+    exp_error = cu * (1 + 2 * gamma(fp64_depth, u32)) / (1 - through) if through < 0.5 else math.inf
+    return exp_error, gamma(fp64_depth + 8, u64) + 2 * red * 2.0 ** -126
+
+
+def _accurate_columns_plan(view, device) -> planning.AccurateColumnsPlan | None:
+    """plan_accurate_logsumexp_columns' plan of a view reduced over a strided axis under a contiguous
+    one, or None (other views, or inner axes too narrow)."""
+    if view.inner > 1 and view.stride_inner == 1:
+        return planning.plan_accurate_logsumexp_columns(view.outer, view.red, view.inner,
+                                                        sm_count=device_sm_count(device))
+    return None
+
+
+def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute: bool = True, key=None) -> tuple:
+    """(logsumexp over the view's strided reduced axis of fp32 input, flat fp32; the outputs' int8 flags)
+    by the `accurate` mode under plan p (plan_accurate_logsumexp_columns'; schedules/accurate_columns.py):
+    the column kernel, the merge of its parts' states (split plans), then the fp64 recompute of what
+    their bound did not keep -- unless recompute=False (tests: the first stages alone). A CUDA call
+    leaves its launch recipe under key."""
+    n_out, red, device = view.outer * view.inner, view.red, view.source.device
+    out = torch.empty(n_out, dtype=torch.float32, device=device)
+    flags = torch.empty(n_out, dtype=torch.int8, device=device)
+    split = p.parts > 1
+    dependent = recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+    exp_error, fp64_slack = _accurate_bound_constants(p.tiles, p.fp64_depth, red)
+    make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
+                  if split else None)
+    parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
+    grid = (view.outer * triton.cdiv(view.inner, p.block_i) * p.parts,)
+    steps = [(_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
+                      [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red, p.chunk or red,
+                       p.parts, n_out, exp_error, fp64_slack], p.num_warps,
+                      BLOCK_R=p.block_r, BLOCK_I=p.block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
+                      LAUNCH_DEPENDENTS=dependent and not split), ("x", "out", "flags", "parts"))]
+    if split:
+        merge = _launch(accurate_logsumexp_columns_merge_kernel,
+                        (triton.cdiv(n_out, planning.ACCURATE_COLUMNS_MERGE_OUTPUTS),), [*parts, out, flags],
+                        [n_out, p.parts, exp_error, fp64_slack], planning.ACCURATE_COLUMNS_MERGE_WARPS,
+                        BLOCK_P=planning.ACCURATE_COLUMNS_MERGE_LANES,
+                        BLOCK_O=planning.ACCURATE_COLUMNS_MERGE_OUTPUTS, WAIT_FOR_PREVIOUS=False,
+                        LAUNCH_DEPENDENTS=dependent)
+        steps.append((merge, ("parts", "out", "flags")))
+    if recompute:
+        recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
+        steps.append((recompute_launch, ("x", "out", "flags", "recompute")))
+        if key is not None and all(launch[0] is not None for launch, _ in steps):
+            _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "recompute": (make_scratch, 3)})
     return out, flags
 
 
@@ -402,23 +459,25 @@ def _accurate_parts_scratch(rows: int, parts: int, device):
                     torch.zeros(rows, dtype=torch.int32, device=device))
 
 
-class _AccurateRowsRecipe:
-    """accurate_logsumexp_rows' two launches for a call signature, replayed on new tensors: the row
-    kernel (input, output, flags) and the fp64 recompute (input, output, flags, its scratch: chunked
-    rows' states and arrival counters, one set per stream -- the counters are zero on entry and exit)."""
+class _AccurateRecipe:
+    """The accurate mode's launches for a call signature (accurate_logsumexp_rows': the row kernel and
+    the fp64 recompute; accurate_logsumexp_columns': the column kernel, the merge of split plans, the
+    recompute), replayed on new tensors. Each launch takes, in its own order, the input, the output, the
+    flags and scratch -- the parts' states, the recompute's chunk states and arrival counters -- made
+    once per stream (the counters are zero on entry and exit; states are written before read)."""
 
-    def __init__(self, rows, launch, make_parts, recompute_launch, make_scratch):
+    def __init__(self, n_out, steps, makers):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
-        self.rows = rows
-        self.kernel, self.recompute = _BoundLaunch(*launch), _BoundLaunch(*recompute_launch)
-        self.makers = {"parts": make_parts, "recompute": make_scratch}
+        self.n_out = n_out
+        self.steps = [(_BoundLaunch(*launch), order) for launch, order in steps]
+        self.makers = makers   # scratch name: (factory or None, how many pointers its placeholders fill)
         self.scratch = {}
         self.get_stream = driver.active.get_current_stream
 
-    def _scratch(self, which, stream, placeholder, count):
-        """The stream's scratch of `which` launch (made once: counters are left zero), or placeholders."""
-        make = self.makers[which]
+    def _scratch(self, which, stream, placeholder):
+        """The stream's scratch pointers of `which` (made once), or placeholders where it has none."""
+        make, count = self.makers[which]
         if make is None:
             return [placeholder] * count
         if (which, stream) not in self.scratch:
@@ -427,12 +486,13 @@ class _AccurateRowsRecipe:
 
     def run(self, x: torch.Tensor, shape=None):
         """(the output, flat or in `shape`, None), as the reductions' recipes return."""
-        out = torch.empty(self.rows if shape is None else shape, dtype=torch.float32, device=x.device)
-        flags = torch.empty(self.rows, dtype=torch.int8, device=x.device)
+        out = torch.empty(self.n_out if shape is None else shape, dtype=torch.float32, device=x.device)
+        flags = torch.empty(self.n_out, dtype=torch.int8, device=x.device)
         stream = self.get_stream(x.device.index)
-        pointers = [x.data_ptr(), out.data_ptr(), flags.data_ptr()]
-        self.kernel(stream, pointers + self._scratch("parts", stream, flags.data_ptr(), 4))
-        self.recompute(stream, pointers + self._scratch("recompute", stream, flags.data_ptr(), 3))
+        named = {"x": [x.data_ptr()], "out": [out.data_ptr()], "flags": [flags.data_ptr()]}
+        for bound, order in self.steps:
+            bound(stream, [pointer for name in order for pointer in
+                           (named[name] if name in named else self._scratch(name, stream, flags.data_ptr()))])
         return out, None
 
 

@@ -1349,6 +1349,68 @@ def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> Accur
     return replace(streamed, parts=parts, chunk=per_part * ACCURATE_STREAM_TILE)
 
 
+# logsumexp's `accurate` mode over a strided reduced axis of fp32 input whose kept inner axis is
+# contiguous and at least ACCURATE_COLUMNS_MIN_INNER wide (schedules/accurate_columns.py; narrower ones
+# take the fp64 mode's passes): tiles of ACCURATE_COLUMNS_LANES rows by up to ACCURATE_COLUMNS_BLOCK_I
+# columns, 4 columns a thread (a 16-byte load a lane, all lanes of a column in one thread); the reduced
+# axis split into parts of at least ACCURATE_COLUMNS_MIN_PART_TILES tiles until the launch has
+# ACCURATE_COLUMNS_WARPS_PER_SM warps per SM (at most ACCURATE_MAX_PARTS parts), merged by a second
+# launch over ACCURATE_COLUMNS_MERGE_OUTPUTS outputs a program, ACCURATE_COLUMNS_MERGE_LANES parts at once.
+ACCURATE_COLUMNS_MIN_INNER = 128
+ACCURATE_COLUMNS_BLOCK_I = 512
+ACCURATE_COLUMNS_LANES = 8
+ACCURATE_COLUMNS_STAGES = 3
+ACCURATE_COLUMNS_WARPS_PER_SM = 16
+ACCURATE_COLUMNS_MIN_PART_TILES = 4
+ACCURATE_COLUMNS_MERGE_OUTPUTS = 16
+ACCURATE_COLUMNS_MERGE_LANES = 64
+ACCURATE_COLUMNS_MERGE_WARPS = 4
+
+
+@dataclass(frozen=True)
+class AccurateColumnsPlan:
+    block_r: int       # a tile's rows (lanes of the reduced axis), a power of two
+    block_i: int       # a tile's columns, a power of two
+    num_warps: int
+    loop_stages: int
+    red: int           # the reduced axis' length
+    parts: int = 1     # programs a column block's reduced axis is split across
+    chunk: int = 0     # reduced elements a part (whole tiles; parts > 1)
+
+    @property
+    def tiles(self) -> int:
+        """Tiles a part takes: the most rescales a column's state goes through, plus one."""
+        return -(-min(self.chunk or self.red, self.red) // self.block_r)
+
+    @property
+    def fp64_depth(self) -> int:
+        """At most as many fp64 roundings on an element's path (schedules/accurate_columns.py): the
+        tile's sum over its lanes, a rescaling product and an addition per later tile, the merge's
+        product and its sum over the parts."""
+        merge = self.parts + 3 if self.parts > 1 else 0
+        return self.block_r + 2 * self.tiles + 2 + merge
+
+
+def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_count: int) -> AccurateColumnsPlan | None:
+    """The `accurate` logsumexp's plan of an (outer, red, inner) fp32 view reduced over its strided middle
+    axis (inner contiguous; all >= 1), or None where inner is narrower than ACCURATE_COLUMNS_MIN_INNER."""
+    if inner < ACCURATE_COLUMNS_MIN_INNER:
+        return None
+    block_i = min(ACCURATE_COLUMNS_BLOCK_I, _pow2_at_least(inner))
+    warps = max(1, block_i // 128)   # 4 columns a thread, 32 threads a warp
+    single = AccurateColumnsPlan(min(ACCURATE_COLUMNS_LANES, _pow2_at_least(red)), block_i, warps,
+                                 ACCURATE_COLUMNS_STAGES, red)
+    programs = outer * -(-inner // block_i)
+    wanted = -(-ACCURATE_COLUMNS_WARPS_PER_SM * sm_count // (warps * programs))
+    if wanted <= 1:
+        return single
+    per_part = max(ACCURATE_COLUMNS_MIN_PART_TILES, -(-single.tiles // min(wanted, ACCURATE_MAX_PARTS)))
+    parts = -(-single.tiles // per_part)
+    if parts <= 1:
+        return single
+    return replace(single, parts=parts, chunk=per_part * single.block_r)
+
+
 def plan_logsumexp_rows(rows: int, red: int, *, element_size: int, accumulator_size: int) -> RowPlan | None:
     """The single-read plan of a logsumexp over rows x red contiguous rows (both >= 1), or None where
     the one-pass reduction serves it: rows of at most LOGSUMEXP_SINGLE_READ_MAX_ROW's elements for the

@@ -82,10 +82,10 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     return rows_within_bound(x, dim, got, mode, depth, plan.schedule)
 
 
-def rows_within_bound(x, dim, got, mode, depth, label):
+def rows_within_bound(x, dim, got, mode, depth, label, references=None):
     """Every output in got (flat, row-major over the kept dims) within its row's bound at depth; the
-    largest error / bound ratio."""
-    rows, _, _ = reference_logsumexp(x, dim)
+    largest error / bound ratio. references: reference_logsumexp(x, dim)'s rows, where already made."""
+    rows = references if references is not None else reference_logsumexp(x, dim)[0]
     worst = 0.0
     for value, row in zip(got, rows):
         if row.lse is None:
@@ -590,7 +590,7 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
                 assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, value, float(row.lse))
                 if flag:
                     assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
-            rows_within_bound(x, -1, got, "accurate", plan_exp_recompute(rows, n, sm_count=1).depth, "rows")
+            rows_within_bound(x, -1, got, "accurate", plan_exp_recompute(rows, n, sm_count=1).depth, "rows", references)
 
 
 @pytest.mark.parametrize("tiles", ["default", "small"])
@@ -646,7 +646,7 @@ def test_accurate_rows_specials_when_streamed(split, device, monkeypatch):
 
 
 def test_accurate_is_the_default_and_the_fp64_mode_elsewhere(device):
-    """logsumexp's default is `accurate`; off contiguous fp32 rows (dim 0, bf16) it gives the fp64
+    """logsumexp's default is `accurate`; off contiguous fp32 rows and wide columns (narrow dim 0, bf16) it gives the fp64
     mode's bits."""
     x = torch.randn(300, 40, device=device) * 4
     assert torch.equal(precred.logsumexp(x, -1), precred.logsumexp(x, -1, mode="accurate"))
@@ -669,12 +669,13 @@ def _exp_of_difference_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr, EXA
 def test_exact_gap_exponential_within_its_bound(device):
     """exp_of_exact_gap(TwoSum(x - m)) (the accurate mode's fp32 exponential: ex2 of a split product on
     the GPU, exp_two_part in the interpreter) within ACCURATE_EXP_ERROR_UNITS u of exp(x - m) wherever
-    that is a normal fp32 number, at most the smallest normal below it; gaps from 0 to 300 (the
-    kernel's clamp stops at 257), inexact differences (m far larger than x, or of the other sign),
+    that is a normal fp32 number, at most the smallest normal below it; gaps from -16 (x above m: the
+    column kernel's lagging reference) to 300 (the kernel's clamp stops at 257), inexact differences (m far larger than x, or of the other sign),
     the edges of ex2's binades and the underflow edge; exp(0) is exactly 1."""
     rng = np.random.default_rng(13)
     k = np.arange(-150, 1)
-    gaps = np.concatenate([rng.uniform(0, 100, 3000), rng.uniform(100, 300, 200), -k * math.log(2),
+    gaps = np.concatenate([rng.uniform(0, 100, 3000), rng.uniform(100, 300, 200), rng.uniform(-16, 0, 500),
+                           -k * math.log(2),
                            -k * math.log(2) + 1e-6, 87.0 + rng.uniform(0, 1, 200), [0.0, 1e-30, 2.0 ** -24]])
     m = np.where(rng.random(gaps.size) < 0.5, rng.uniform(-3, 3, gaps.size), rng.uniform(-1, 1, gaps.size) * 1e4)
     x32 = torch.tensor(m - gaps, dtype=torch.float32)
@@ -753,3 +754,143 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
     references, _, _ = reference_logsumexp(x, -1)
     for value, row in zip(got, references):
         assert ulp_error(value, row.lse, torch.float32) <= 2.0, (value, float(row.lse))
+
+
+# --- the accurate mode over a strided axis (columns): the kept results, the merge and the recompute ---
+
+# Column blocks of 8 and a minimum width of 8, so that inputs a few dozen columns wide take the column
+# kernel (several blocks, the last partial) in the interpreter.
+SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8)
+
+
+def _accurate_columns(x, dim, device, recompute=True, sm_count=1):
+    """(outputs, flags) of the accurate mode's column kernel (and its merge, for split plans) over x's
+    strided dim, planned for sm_count SMs (many SMs: the axis split into parts)."""
+    from precred.layout import reduction_view
+
+    view = reduction_view(x.to(device), (dim,))
+    columns_plan = plan_module.plan_accurate_logsumexp_columns(view.outer, view.red, view.inner, sm_count=sm_count)
+    assert columns_plan is not None
+    out, flags = launch.accurate_logsumexp_columns(view, columns_plan, recompute=recompute)
+    return out.cpu().double().tolist(), flags.cpu().tolist(), columns_plan
+
+
+@pytest.mark.parametrize("tiles", ["default", "small", "split"])
+def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
+    """The accurate mode's column kernel, one part and split into parts merged by the second launch,
+    over dim 0 and a middle dim: every output it keeps (flag 1) and, with the fp64 recompute, every
+    output within 2 ulp of mpmath's (its bound, logsumexp_error_bound) on the adversarial families."""
+    if tiles != "default":
+        for name, value in SMALL_ACCURATE_COLUMNS.items():
+            monkeypatch.setattr(plan_module, name, value)
+    sm_count = 64 if tiles == "split" else 1
+    if tiles != "split":   # one SM's worth of warps: one part
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    if tiles == "split":   # parts of two tiles, merged 4 at a time
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 2)
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_LANES", 4)
+    rng = np.random.default_rng(41)
+    # (columns, length, the reduced dim): dim 0 of (length, columns), or the middle dim of
+    # (2, length, columns / 2) -- small blocks only (the default ones need 128 columns or more)
+    cases = ((130, 300, 0),) if tiles == "default" else ((20, 300, 0), (16, 97, 1))
+    for name in FAMILIES:
+        for columns, n, dim in cases:
+            x = family(name, columns, n, rng, torch.float32)   # each output's elements along a row of x
+            arranged = (x.t() if dim == 0 else x.reshape(2, columns // 2, n).transpose(1, 2)).contiguous()
+            kept, flags, p = _accurate_columns(arranged, dim, device, recompute=False, sm_count=sm_count)
+            assert (p.parts > 1) == (tiles == "split"), p
+            got, _, _ = _accurate_columns(arranged, dim, device, sm_count=sm_count)
+            references, _, _ = reference_logsumexp(arranged, dim)
+            for value, first, flag, row in zip(got, kept, flags, references):
+                if row.lse is None:   # a special: kept as torch's answer
+                    assert flag == 1 and ((math.isnan(value) and math.isnan(row.special)) or value == row.special)
+                    continue
+                assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, dim, value, float(row.lse))
+                if flag:
+                    assert first == value, (name, n, dim)
+            rows_within_bound(arranged, dim, got, "accurate", plan_exp_recompute(columns, n, sm_count=1).depth,
+                              "columns", references)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatch):
+    """Both stages run over columns: normal data all kept, log-probabilities (logsumexp ~ 0) all left to
+    the recompute, results on either side of powers of two partly kept -- every output within 2 ulp."""
+    for name, value in SMALL_ACCURATE_COLUMNS.items():
+        monkeypatch.setattr(plan_module, name, value)
+    sm_count = 64 if split else 1
+    if not split:
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    rng = np.random.default_rng(43)
+    x = family("normal", 16, 500, rng, torch.float32).t().contiguous()
+    _, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
+    assert flags == [1] * 16
+    x = _log_probability_rows(16, 500, rng).t().contiguous()
+    _, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
+    assert flags == [0] * 16
+    got, _, _ = _accurate_columns(x, 0, device, sm_count=sm_count)
+    rows_within_bound(x, 0, got, "fp64", plan_exp_recompute(16, 500, sm_count=1).depth, "recompute")
+    targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
+    x = (_log_probability_rows(len(targets), 500, rng) + torch.tensor(targets)[:, None]).t().contiguous()
+    kept, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
+    got, _, _ = _accurate_columns(x, 0, device, sm_count=sm_count)
+    references, _, _ = reference_logsumexp(x, 0)
+    assert 0 < sum(flags) < len(targets), flags
+    for first, flag, value, row in zip(kept, flags, got, references):
+        assert ulp_error(value, row.lse, torch.float32) <= 2.0
+        if flag:
+            assert ulp_error(first, row.lse, torch.float32) <= 2.0
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_accurate_columns_specials(split, device, monkeypatch):
+    """torch's answers for specials down the columns (and across parts): -inf columns, +inf in the first
+    or last tile, NaN, +inf next to NaN, one finite value among -inf; huge magnitudes among -inf within
+    2 ulp. precred.logsumexp takes the column kernel here (wide enough, in the small-block setting)."""
+    for name, value in SMALL_ACCURATE_COLUMNS.items():
+        monkeypatch.setattr(plan_module, name, value)
+    if split:
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 1)
+        monkeypatch.setattr(launch, "device_sm_count", lambda _device: 64)
+    else:
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+        monkeypatch.setattr(launch, "device_sm_count", lambda _device: 1)
+    x = torch.randn(300, 12)
+    x[:, 0] = NEG_INF
+    x[3, 1] = math.inf
+    x[299, 2] = math.inf
+    x[150, 3] = math.nan
+    x[10, 4], x[200, 4] = math.inf, math.nan
+    x[:, 5] = NEG_INF
+    x[201, 5] = 2.5
+    x[:100, 6] = NEG_INF
+    x[:, 7] = 1e30 * (1 + 1e-6 * torch.randn(300))
+    x[::7, 7] = NEG_INF
+    x[:, 8] = -3.4e38 * (1 + 1e-7 * torch.rand(300))
+    x[::5, 8] = NEG_INF
+    x[:, 9] = 2.0 ** 40 * (1 + 1e-6 * torch.randn(300))
+    p = launch._accurate_columns_plan(launch.reduction_view(x, (0,)), x.device)
+    assert p is not None and (p.parts > 1) == split, p
+    got = precred.logsumexp(x.to(device), 0).cpu()
+    assert got[0] == NEG_INF and got[1] == math.inf and got[2] == math.inf and math.isnan(got[3]) and math.isnan(got[4])
+    references, _, _ = reference_logsumexp(x, 0)
+    for value, row in zip(got.double().tolist(), references):
+        if row.lse is None:
+            assert (math.isnan(value) and math.isnan(row.special)) or value == row.special, (value, row)
+        else:
+            assert ulp_error(value, row.lse, torch.float32) <= 2.0, (value, float(row.lse))
+
+
+def test_accurate_columns_route(device):
+    """Without a plan, fp32 logsumexp over a strided axis under a contiguous one of
+    ACCURATE_COLUMNS_MIN_INNER or more takes the column kernel (the same bits as calling it), twice the
+    same; narrower ones the fp64 mode's passes."""
+    x = torch.randn(70, 200, device=device) * 3
+    view = launch.reduction_view(x, (0,))
+    p = launch._accurate_columns_plan(view, x.device)
+    assert p is not None and plan_module.plan_accurate_logsumexp_columns(1, 70, 100, sm_count=1) is None
+    direct, _, _ = _accurate_columns(x, 0, device, sm_count=launch.device_sm_count(x.device))
+    assert precred.logsumexp(x, 0).cpu().double().tolist() == direct
+    assert torch.equal(precred.logsumexp(x, 0), precred.logsumexp(x, 0))
+    narrow = x[:, :100].contiguous()
+    assert torch.equal(precred.logsumexp(narrow, 0), precred.logsumexp(narrow, 0, mode="fp64"))

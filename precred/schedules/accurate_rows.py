@@ -58,17 +58,18 @@ _TERM_FLOOR = tl.constexpr(256.0)   # a gap below -256 gives a term below 2^-369
 
 
 @triton.jit
-def _reference(m):
-    """(ref, lower, upper): the maximum the terms are taken against -- m itself, or 0 where m is
+def _reference(m, above):
+    """(ref, lower, upper): the reference the terms are taken against -- m itself, or 0 where m is
     infinite (no inf - inf) -- and the clamp of the elements against it: lower at least 256 below ref
     whatever its magnitude (ref - 256 itself rounds to ref once |ref| >= 2^33), but not below -FLT_MAX;
-    upper ref + 1 (reached only against an infinite maximum: every element of a finite row is <= its
-    maximum). A maximum within 2^-10 of -FLT_MAX is the one case where lower is not 256 below ref: there
+    upper ref + above, which the caller sets above every finite element's gap (here the maximum: 1;
+    accurate_columns.py's lagging reference: 16), so that it binds only against an infinite reference.
+    A reference within 2^-10 of -FLT_MAX is the one case where lower is not 256 below ref: there
     -inf elements count as -FLT_MAX, whose terms are at most 1 -- S grows by a factor n at most, log(n) <
     22, while the fp32 spacing there is 2^104: the result rounds as the exact one does."""
     ref = tl.where(tl.abs(m) == float("inf"), 0.0, m)
     lower = tl.maximum(ref - tl.maximum(_TERM_FLOOR, tl.abs(ref) * 0.0009765625), -3.4028234663852886e38)  # 2^-10
-    return ref, lower, ref + 1.0
+    return ref, lower, ref + above
 
 
 @triton.jit
@@ -156,7 +157,7 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         mask = row_ok[:, None] & (cols < red_len)[None, :]
         x = tl.load(base[:, None] + cols[None, :], mask=mask, other=float("-inf"))
         big = tl.max(x, 1)
-        ref, lower, upper = _reference(big)
+        ref, lower, upper = _reference(big, 1.0)
         terms = _terms(x, ref[:, None], lower[:, None], upper[:, None]).to(tl.float64)
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, tl.zeros([BLOCK_ROWS], tl.float64), exp_error,
@@ -174,7 +175,7 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
             # element j = (repeat * THREADS + thread) * VEC + e: the blocked layout's registers
             v = tl.reshape(x, (REPEATS, TREE_THREADS, TREE_VEC))
             moved = tl.maximum(m, tl.max(tl.max(v, 2), 0))
-            ref, lower, upper = _reference(moved)
+            ref, lower, upper = _reference(moved, 1.0)
             f = tl.where(m == moved, 1.0, _terms(m, ref, lower, upper))
             new = tl.sum(tl.sum(_terms(v, ref[None, :, None], lower[None, :, None], upper[None, :, None]).to(
                 tl.float64), 2), 0)

@@ -64,7 +64,7 @@ _ROUNDING_SHIFTER = tl.constexpr(12582912.0)
 
 @triton.jit
 def exp_two_part(hi, lo):
-    """exp(hi + lo) in fp32 for fp32 hi <= 1 and a small correction lo (|lo| <= 2^-20 (|hi| + 1)):
+    """exp(hi + lo) in fp32 for fp32 hi <= 16 and a small correction lo (|lo| <= 2^-20 (|hi| + 1)):
     relative error <= precred.bounds.EXP_TWO_PART_ERROR_UNITS u, whatever hi -- where exp_flushed of a
     rounded argument d carries 3u |d| more (d's rounding and the product with log2(e)); the single-read
     softmax kernel's fp32 outputs take it (schedules/single_read.py). Results below 2^-126 may be 0 or
@@ -107,7 +107,7 @@ _LN2 = tl.constexpr(0.6931471805599453)
 
 @triton.jit
 def exp_of_exact_gap(hi, lo):
-    """exp(hi + lo) in fp32 for finite hi <= 0 and lo its TwoSum error (hi + lo an exact gap x - m):
+    """exp(hi + lo) in fp32 for finite hi <= 16 and lo its TwoSum error (hi + lo an exact gap x - m):
     within precred.bounds.ACCURATE_EXP_ERROR_UNITS u of it relative, whatever the gap (the `accurate`
     logsumexp's terms and rescales, schedules/accurate_rows.py). On the GPU: y = fl(hi log2(e)) and the
     rest of (hi + lo) log2(e) by fmas (the product's own error exactly, hi's and lo's products with

@@ -1,0 +1,135 @@
+"""logsumexp's `accurate` mode over a strided reduced axis of fp32 input (dim 0 of a matrix; any axis
+whose kept inner axis is contiguous): the numerics of schedules/accurate_rows.py, laid out as the outer
+schedule (schedules/outer.py) -- columns along the contiguous axis, tiles of BLOCK_R x BLOCK_I.
+
+The input is the launcher's (outer, reduce, inner) view. A program owns one outer index, BLOCK_I
+consecutive inner indices (columns) and one part of the reduced axis. The planner sizes BLOCK_I to
+4 columns a thread (one 16-byte load a lane) across the warps, so each thread holds all BLOCK_R lanes
+of its columns: the tile's column maxima and sums run in registers. Each column keeps one state
+(m fp32, s fp64, r fp32) over the tiles of its part, as a streamed row's thread does over its elements
+(accurate_rows.py), but m is a lagging reference, not the running maximum: per tile it moves to the
+tile's column maximum only where that lies more than _LAG = 8 above it (computed in fp32: a move
+happens wherever the true gap exceeds 8, and where none happens every element is at most 8 (1 + 2^-24)
+above m). The terms exp(x - m') of exact gaps are then at most e^8.000001 (no overflow: n e^8 is far
+inside fp64) and S = sum exp(x - m) >= 1 still (the maximum M >= m, its term >= 1), so every step of
+accurate_rows.py's bound holds with m for M and lse = m + log(S). Why lag: each move rescales the
+column's s by f = exp(m - m') (the exact gap again, c u) and adds the rescaled mass s f to r; with the
+running maximum a column read in many short tiles moves at each record of its maximum, and each
+move adds about the mass so far, so R ~ S on ordinary data -- enough to cost the 2-ulp certificate
+its margin (with the running maximum, one of 16 normal columns of 500 in tiles of 8 was left to the
+recompute: tests/test_logsumexp.py test_accurate_columns_keep_what_their_bound_allows); with the lag, ordinary data (a column's spread within 8 of its first tile's
+maximum) never moves after the first tile (R = 0), and each move of adversarial data shrinks the old
+mass by e^-8 at least against the new reference -- R is computed all the same. So an element's term carries
+c u for its own exp and c u per rescale of its column after it (at most tiles - 1 of them), and the
+rescales' masses add up to R: the bound, the certificate and the specials are accurate_rows.py's (the
+clamp's upper end at 16 above the reference, binding only against +inf), with `tiles` a part's tiles.
+
+One part (the planner's choice where the columns alone fill the GPU): the program finishes its columns
+(accurate_rows._finish: fp32 results and their flags). Several: each writes its columns' states to a
+[n_parts, outputs] fp64 workspace, and accurate_columns_merge_kernel -- the next launch -- merges each
+output's parts against their maximum by fp64 exps (a rescale of each part's s and r, as the rows'
+parts merge) and finishes it. Its programs own few outputs and stream over the parts (lanes along
+them), so the merge of the few-column inputs that take most parts (262144 x 256: hundreds of parts)
+is spread over many programs. Either way the fp64 recompute (schedules/recompute.py
+exp_recompute_kernel) then redoes the outputs left unflagged, from the input.
+
+fp64 roundings (precred.plan.AccurateColumnsPlan.fp64_depth): a tile's sum over the BLOCK_R lanes, a
+rescaling product and an addition per later tile, the merge's product and its sum over the parts. The
+merge's gaps m_part - M are differences of fp32 values in fp64: exact unless their exponents lie over
+29 apart, and then off by at most |m_part - M| 2^-53 < 2^-43 relative where the exp is not flushed --
+inside rho's 2^-10 padding.
+
+Determinism: the tiles, the lanes' sums (one compiled order), the parts (merged in part order) and the
+merge are all fixed by the plan; no atomics.
+"""
+import triton
+import triton.language as tl
+
+from .accurate_rows import _finish, _reference, _terms
+from .steps import programmatic_launch_points
+
+# How far an element may lie above its column's reference before the reference moves up to it.
+_LAG = tl.constexpr(8.0)
+
+
+@triton.jit
+def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, part_r_ptr,
+                                      inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len,
+                                      n_parts, n_outputs, exp_error, fp64_slack,
+                                      BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
+                                      SPLIT: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
+    """Program (column block, part): the columns' states over the part's rows [part * chunk_len, +
+    chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_* workspace (m widened
+    to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module docstring)."""
+    programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the next launch may start; it waits for our writes
+    pid = tl.program_id(0)
+    part = pid % n_parts
+    tile = pid // n_parts
+    n_blocks = tl.cdiv(inner_size, BLOCK_I)
+    o = tile // n_blocks
+    cols = (tile % n_blocks) * BLOCK_I + tl.arange(0, BLOCK_I)
+    col_ok = cols < inner_size
+    out_index = o.to(tl.int64) * inner_size + cols
+    lanes = tl.arange(0, BLOCK_R)
+    first = part.to(tl.int64) * chunk_len
+    end = tl.minimum(first + chunk_len, red_len)
+    ptrs = (src_ptr + o.to(tl.int64) * stride_outer + (first + lanes)[:, None] * stride_red
+            + cols[None, :].to(tl.int64) * stride_inner)
+    step = tl.full((), BLOCK_R, tl.int64) * stride_red
+    s = tl.zeros([BLOCK_I], tl.float64)
+    r = tl.zeros([BLOCK_I], tl.float32)
+    m = tl.full([BLOCK_I], float("-inf"), tl.float32)
+    for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
+        mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
+        x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")   # read once
+        # the reference moves to the tile's maximum only when that is over _LAG above it (or it was
+        # -inf, or the maximum is +inf: inf - m > _LAG; NaN differences never move it)
+        top = tl.max(x, 0)
+        moved = tl.where(top - m > _LAG, top, m)
+        ref, lower, upper = _reference(moved, 2.0 * _LAG)
+        f = tl.where(m == moved, 1.0, _terms(m, ref, lower, upper))
+        new = tl.sum(_terms(x, ref[None, :], lower[None, :], upper[None, :]).to(tl.float64), 0)
+        scaled = s * f.to(tl.float64)
+        r = r * f + tl.where(f != 1.0, scaled.to(tl.float32), 0.0)
+        s = scaled + new
+        m = moved
+        ptrs += step
+    if SPLIT:
+        slot = part.to(tl.int64) * n_outputs + out_index
+        tl.store(part_m_ptr + slot, m.to(tl.float64), mask=col_ok)
+        tl.store(part_s_ptr + slot, s, mask=col_ok)
+        tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
+    else:
+        _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
+
+
+@triton.jit
+def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, n_outputs,
+                                            n_parts, exp_error, fp64_slack, BLOCK_P: tl.constexpr,
+                                            BLOCK_O: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr,
+                                            LAUNCH_DEPENDENTS: tl.constexpr):
+    """Program: BLOCK_O outputs, their n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P
+    lanes -- first their maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64
+    (exactly 1 for the maximum's own; a part of -inf under a finite M gets 0, as under +inf) -- and
+    finished (accurate_rows._finish)."""
+    programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
+    outputs = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)
+    out_ok = outputs < n_outputs
+    lanes = tl.arange(0, BLOCK_P)
+    big = tl.full([BLOCK_P, BLOCK_O], float("-inf"), tl.float64)
+    for p in range(0, n_parts, BLOCK_P):
+        slots = (p + lanes)[:, None].to(tl.int64) * n_outputs + outputs[None, :]
+        here = ((p + lanes) < n_parts)[:, None] & out_ok[None, :]
+        big = tl.maximum(big, tl.load(part_m_ptr + slots, mask=here, other=float("-inf")))
+    top = tl.max(big, 0)
+    total = tl.zeros([BLOCK_P, BLOCK_O], tl.float64)
+    rescaled = tl.zeros([BLOCK_P, BLOCK_O], tl.float64)
+    for p in range(0, n_parts, BLOCK_P):
+        slots = (p + lanes)[:, None].to(tl.int64) * n_outputs + outputs[None, :]
+        here = ((p + lanes) < n_parts)[:, None] & out_ok[None, :]
+        pm = tl.load(part_m_ptr + slots, mask=here, other=float("-inf"))
+        g = tl.where(pm == top[None, :], 1.0, tl.exp(pm - top[None, :]))
+        total += tl.load(part_s_ptr + slots, mask=here, other=0.0) * g
+        rescaled += tl.load(part_r_ptr + slots, mask=here, other=0.0) * g
+    _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0), tl.sum(rescaled, 0),
+            exp_error, fp64_slack)
