@@ -416,37 +416,41 @@ def _accurate_columns_plan(view, device) -> planning.AccurateColumnsPlan | None:
 def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute: bool = True, key=None) -> tuple:
     """(logsumexp over the view's strided reduced axis of fp32 input, flat fp32; the outputs' int8 flags)
     by the `accurate` mode under plan p (plan_accurate_logsumexp_columns'; schedules/accurate_columns.py):
-    the column kernel, the merge of its parts' states (split plans), then the fp64 recompute of what
-    their bound did not keep -- unless recompute=False (tests: the first stages alone). A CUDA call
-    leaves its launch recipe under key."""
+    the column kernel (and the merge of its parts' states, split plans), then the same launches in fp64
+    over the outputs their bound did not keep -- unless recompute=False (tests: the first stage alone).
+    Each launch after the first is a programmatic dependent of the one before where the GPU has them
+    (plan.ACCURATE_COLUMNS_PDL). A CUDA call leaves its launch recipe under key."""
     n_out, red, device = view.outer * view.inner, view.red, view.source.device
     out = torch.empty(n_out, dtype=torch.float32, device=device)
     flags = torch.empty(n_out, dtype=torch.int8, device=device)
     split = p.parts > 1
-    dependent = recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+    pdl = programmatic_dependent_launch(device) and planning.ACCURATE_COLUMNS_PDL
     exp_error, fp64_slack = _accurate_bound_constants(p.tiles, p.fp64_depth, red)
     make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
                   if split else None)
     parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
     grid = (view.outer * triton.cdiv(view.inner, p.block_i) * p.parts,)
-    steps = [(_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
-                      [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red, p.chunk or red,
-                       p.parts, n_out, exp_error, fp64_slack], p.num_warps,
-                      BLOCK_R=p.block_r, BLOCK_I=p.block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
-                      LAUNCH_DEPENDENTS=dependent and not split), ("x", "out", "flags", "parts"))]
-    if split:
-        merge = _launch(accurate_logsumexp_columns_merge_kernel,
-                        (triton.cdiv(n_out, planning.ACCURATE_COLUMNS_MERGE_OUTPUTS),), [*parts, out, flags],
-                        [n_out, p.parts, exp_error, fp64_slack], planning.ACCURATE_COLUMNS_MERGE_WARPS,
-                        BLOCK_P=planning.ACCURATE_COLUMNS_MERGE_LANES,
-                        BLOCK_O=planning.ACCURATE_COLUMNS_MERGE_OUTPUTS, WAIT_FOR_PREVIOUS=False,
-                        LAUNCH_DEPENDENTS=dependent)
-        steps.append((merge, ("parts", "out", "flags")))
-    if recompute:
-        recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
-        steps.append((recompute_launch, ("x", "out", "flags", "recompute")))
-        if key is not None and all(launch[0] is not None for launch, _ in steps):
-            _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "recompute": (make_scratch, 3)})
+    steps = []
+    for second in (False, True) if recompute else (False,):
+        # the parts' scratch is the recompute's too: its launches follow the first merge's reads
+        dependent = pdl and bool(steps)
+        last = second or not recompute
+        steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
+                              [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red,
+                               p.chunk or red, p.parts, n_out, exp_error, fp64_slack], p.num_warps,
+                              BLOCK_R=p.block_r, BLOCK_I=p.block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
+                              RECOMPUTE=second, LAUNCH_DEPENDENTS=pdl and (split or not last),
+                              **_programmatic(dependent)), ("x", "out", "flags", "parts")))
+        if split:
+            steps.append((_launch(accurate_logsumexp_columns_merge_kernel,
+                                  (triton.cdiv(n_out, planning.ACCURATE_COLUMNS_MERGE_OUTPUTS),), [*parts, out, flags],
+                                  [n_out, p.parts, exp_error, fp64_slack], planning.ACCURATE_COLUMNS_MERGE_WARPS,
+                                  BLOCK_P=planning.ACCURATE_COLUMNS_MERGE_LANES,
+                                  BLOCK_O=planning.ACCURATE_COLUMNS_MERGE_OUTPUTS, RECOMPUTE=second,
+                                  LAUNCH_DEPENDENTS=pdl and not last, **_programmatic(pdl)),
+                          ("parts", "out", "flags")))
+    if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):
+        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3)})
     return out, flags
 
 

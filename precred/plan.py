@@ -1356,6 +1356,9 @@ def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> Accur
 # axis split into parts of at least ACCURATE_COLUMNS_MIN_PART_TILES tiles until the launch has
 # ACCURATE_COLUMNS_WARPS_PER_SM warps per SM (at most ACCURATE_MAX_PARTS parts), merged by a second
 # launch over ACCURATE_COLUMNS_MERGE_OUTPUTS outputs a program, ACCURATE_COLUMNS_MERGE_LANES parts at once.
+# The outputs the bound does not keep are recomputed by the same launches in fp64 (the fp64 mode's
+# numerics), over those columns alone: coalesced as the first stage, where a recompute output by output
+# (schedules/recompute.py) would read each strided column element by element.
 ACCURATE_COLUMNS_MIN_INNER = 128
 ACCURATE_COLUMNS_BLOCK_I = 512
 ACCURATE_COLUMNS_LANES = 8
@@ -1365,6 +1368,9 @@ ACCURATE_COLUMNS_MIN_PART_TILES = 4
 ACCURATE_COLUMNS_MERGE_OUTPUTS = 16
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
+# The column kernel's later launches (the merge, the fp64 recompute and its merge) as programmatic
+# dependents of the launch before each (sm_90).
+ACCURATE_COLUMNS_PDL = True
 
 
 @dataclass(frozen=True)

@@ -470,6 +470,66 @@ def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
         rows_within_bound(x[:rows], -1, got, "accurate", depth, name)
 
 
+@pytest.mark.parametrize("shape", [(16, 262144), (8192, 8192), (65536, 1024), (262144, 256)])
+def test_accurate_logsumexp_on_gpu_sized_columns(device, shape):
+    """logsumexp's accurate mode over dim 0 on the GPU's own column plans -- one part (16 rows), split
+    into parts merged by the second launch (the rest; hundreds of parts for 256 columns), the fp64
+    recompute in the same launches -- within its bound on adversarial families and on log-probability
+    columns (every output left to the recompute); a sample of 16 columns is checked against the oracle,
+    and the call repeats bitwise."""
+    from precred import launch
+    from precred.layout import reduction_view
+    from test_logsumexp import _log_probability_rows, family, rows_within_bound
+
+    rows, columns = shape
+    view = reduction_view(torch.empty(shape, device=device), (0,))
+    plan = launch._accurate_columns_plan(view, torch.device(device))
+    assert plan is not None and (plan.parts > 1) == (rows > 16), plan
+    rng = np.random.default_rng(47)
+    sample = 16
+    for name in ("normal", "spread1e4", "close", "one_finite", "logprob"):
+        if name == "logprob":
+            x = _log_probability_rows(columns, rows, rng).t().contiguous()
+        else:
+            x = family(name, columns, rows, rng, torch.float32).t().contiguous()
+        xd = x.to(device)
+        got = precred.logsumexp(xd, 0)
+        assert torch.equal(got, precred.logsumexp(xd, 0)), name
+        rows_within_bound(x[:, :sample].contiguous(), 0, got.cpu()[:sample].double().tolist(), "accurate",
+                          plan.fp64_depth, name)
+
+
+def test_ex2_approx_within_its_documented_error(device):
+    """ex2.approx.ftz.f32 (libdevice.exp2 of fp32, what exp_of_exact_gap and exp_flushed call) within
+    2^-22 of 2^y relative -- PTX's stated bound, which precred.bounds.ACCURATE_EXP_ERROR_UNITS builds on
+    -- for every fp32 y in [-126, 16] (all results normal; exhaustively, against the fp64 exp2), and
+    2^0 = 1 exactly."""
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+    @triton.jit
+    def worst_kernel(out_ptr, first_bits, count, negative: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        bits = (first_bits + offsets).to(tl.int32)
+        if negative:
+            bits = bits | -2147483648   # the sign bit
+        y = bits.to(tl.float32, bitcast=True)
+        approx = libdevice.exp2(y).to(tl.float64)
+        exact = libdevice.exp2(y.to(tl.float64))
+        error = tl.where(offsets < count, tl.abs(approx - exact) / exact, 0.0)
+        tl.store(out_ptr + tl.program_id(0), tl.max(error, 0))
+
+    block = 1 << 16
+    worst = 0.0
+    for negative, top in ((True, -126.0), (False, 16.0)):
+        count = int(np.array([abs(top)], dtype=np.float32).view(np.int32)[0]) + 1   # |y| from 0 to |top|
+        out = torch.empty(triton.cdiv(count, block), dtype=torch.float64, device=device)
+        worst_kernel[(out.numel(),)](out, 0, count, negative=negative, BLOCK=block)
+        worst = max(worst, out.max().item())
+    assert worst <= 2.0 ** -22, worst
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("path", ["row-loop", "two-pass-split"])
 def test_softmax_within_bound_on_gpu_sized_plans(device, path, dtype):

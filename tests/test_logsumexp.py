@@ -808,14 +808,14 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
                 assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, dim, value, float(row.lse))
                 if flag:
                     assert first == value, (name, n, dim)
-            rows_within_bound(arranged, dim, got, "accurate", plan_exp_recompute(columns, n, sm_count=1).depth,
-                              "columns", references)
+            rows_within_bound(arranged, dim, got, "accurate", p.fp64_depth, "columns", references)
 
 
 @pytest.mark.parametrize("split", [False, True])
 def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatch):
     """Both stages run over columns: normal data all kept, log-probabilities (logsumexp ~ 0) all left to
-    the recompute, results on either side of powers of two partly kept -- every output within 2 ulp."""
+    the fp64 recompute (the column launches again, in fp64), which gets every one within the fp64
+    mode's bound; results on either side of powers of two partly kept -- every output within 2 ulp."""
     for name, value in SMALL_ACCURATE_COLUMNS.items():
         monkeypatch.setattr(plan_module, name, value)
     sm_count = 64 if split else 1
@@ -828,8 +828,9 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
     x = _log_probability_rows(16, 500, rng).t().contiguous()
     _, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
     assert flags == [0] * 16
-    got, _, _ = _accurate_columns(x, 0, device, sm_count=sm_count)
-    rows_within_bound(x, 0, got, "fp64", plan_exp_recompute(16, 500, sm_count=1).depth, "recompute")
+    got, _, p = _accurate_columns(x, 0, device, sm_count=sm_count)
+    assert (p.parts > 1) == split, p
+    rows_within_bound(x, 0, got, "fp64", p.fp64_depth, "recompute")   # the fp64 recompute's every output
     targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
     x = (_log_probability_rows(len(targets), 500, rng) + torch.tensor(targets)[:, None]).t().contiguous()
     kept, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)

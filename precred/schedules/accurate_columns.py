@@ -46,6 +46,7 @@ import triton
 import triton.language as tl
 
 from .accurate_rows import _finish, _reference, _terms
+from .finish import finish_logsumexp
 from .steps import programmatic_launch_points
 
 # How far an element may lie above its column's reference before the reference moves up to it.
@@ -57,11 +58,16 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
                                       inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len,
                                       n_parts, n_outputs, exp_error, fp64_slack,
                                       BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                                      SPLIT: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
+                                      SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr,
+                                      LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
     """Program (column block, part): the columns' states over the part's rows [part * chunk_len, +
     chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_* workspace (m widened
-    to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module docstring)."""
-    programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the next launch may start; it waits for our writes
+    to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module docstring).
+    RECOMPUTE: the second stage, over the columns whose flag is 0 alone (a program with none reads
+    nothing): the same tiles in fp64 -- each element widened, the lagging reference in fp64, libdevice's
+    exp of the fp64 gap, the fp64 mode's numerics -- finished as m + log(s) in fp64 (flags untouched),
+    or stored as parts (r unused) for the merge's recompute."""
+    programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
     part = pid % n_parts
     tile = pid // n_parts
@@ -73,63 +79,94 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
     lanes = tl.arange(0, BLOCK_R)
     first = part.to(tl.int64) * chunk_len
     end = tl.minimum(first + chunk_len, red_len)
+    if RECOMPUTE:
+        col_ok = col_ok & (tl.load(flags_ptr + out_index, mask=col_ok, other=1) == 0)
+        end = tl.where(tl.max(col_ok.to(tl.int32), 0) > 0, end, first)   # none pending: no tiles
     ptrs = (src_ptr + o.to(tl.int64) * stride_outer + (first + lanes)[:, None] * stride_red
             + cols[None, :].to(tl.int64) * stride_inner)
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
     s = tl.zeros([BLOCK_I], tl.float64)
-    r = tl.zeros([BLOCK_I], tl.float32)
-    m = tl.full([BLOCK_I], float("-inf"), tl.float32)
-    for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
-        mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
-        x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")   # read once
-        # the reference moves to the tile's maximum only when that is over _LAG above it (or it was
-        # -inf, or the maximum is +inf: inf - m > _LAG; NaN differences never move it)
-        top = tl.max(x, 0)
-        moved = tl.where(top - m > _LAG, top, m)
-        ref, lower, upper = _reference(moved, 2.0 * _LAG)
-        f = tl.where(m == moved, 1.0, _terms(m, ref, lower, upper))
-        new = tl.sum(_terms(x, ref[None, :], lower[None, :], upper[None, :]).to(tl.float64), 0)
-        scaled = s * f.to(tl.float64)
-        r = r * f + tl.where(f != 1.0, scaled.to(tl.float32), 0.0)
-        s = scaled + new
-        m = moved
-        ptrs += step
-    if SPLIT:
-        slot = part.to(tl.int64) * n_outputs + out_index
-        tl.store(part_m_ptr + slot, m.to(tl.float64), mask=col_ok)
-        tl.store(part_s_ptr + slot, s, mask=col_ok)
-        tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
+    if RECOMPUTE:
+        m64 = tl.full([BLOCK_I], float("-inf"), tl.float64)
+        for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
+            mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
+            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(tl.float64)
+            top = tl.max(x, 0)
+            moved = tl.where(top - m64 > _LAG, top, m64)
+            ref = tl.where(tl.abs(moved) == float("inf"), 0.0, moved)   # no inf - inf
+            f = tl.where(m64 == moved, 1.0, tl.exp(m64 - ref))
+            s = s * f + tl.sum(tl.exp(x - ref[None, :]), 0)
+            m64 = moved
+            ptrs += step
+        if SPLIT:
+            slot = part.to(tl.int64) * n_outputs + out_index
+            tl.store(part_m_ptr + slot, m64, mask=col_ok)
+            tl.store(part_s_ptr + slot, s, mask=col_ok)
+        else:
+            tl.store(dst_ptr + out_index, finish_logsumexp(s, m64, tl.float32), mask=col_ok)
     else:
-        _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
+        r = tl.zeros([BLOCK_I], tl.float32)
+        m = tl.full([BLOCK_I], float("-inf"), tl.float32)
+        for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
+            mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
+            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")   # read once
+            # the reference moves to the tile's maximum only when that is over _LAG above it (or it was
+            # -inf, or the maximum is +inf: inf - m > _LAG; NaN differences never move it)
+            top = tl.max(x, 0)
+            moved = tl.where(top - m > _LAG, top, m)
+            ref, lower, upper = _reference(moved, 2.0 * _LAG)
+            f = tl.where(m == moved, 1.0, _terms(m, ref, lower, upper))
+            new = tl.sum(_terms(x, ref[None, :], lower[None, :], upper[None, :]).to(tl.float64), 0)
+            scaled = s * f.to(tl.float64)
+            r = r * f + tl.where(f != 1.0, scaled.to(tl.float32), 0.0)
+            s = scaled + new
+            m = moved
+            ptrs += step
+        if SPLIT:
+            slot = part.to(tl.int64) * n_outputs + out_index
+            tl.store(part_m_ptr + slot, m.to(tl.float64), mask=col_ok)
+            tl.store(part_s_ptr + slot, s, mask=col_ok)
+            tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
+        else:
+            _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
 
 
 @triton.jit
 def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, n_outputs,
                                             n_parts, exp_error, fp64_slack, BLOCK_P: tl.constexpr,
-                                            BLOCK_O: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr,
-                                            LAUNCH_DEPENDENTS: tl.constexpr):
+                                            BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr,
+                                            LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
     """Program: BLOCK_O outputs, their n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P
     lanes -- first their maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64
     (exactly 1 for the maximum's own; a part of -inf under a finite M gets 0, as under +inf) -- and
-    finished (accurate_rows._finish)."""
+    finished (accurate_rows._finish). RECOMPUTE: the outputs whose flag is 0 alone, finished as
+    M + log(S) in fp64 (the column kernel's recompute parts; flags untouched)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     outputs = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)
     out_ok = outputs < n_outputs
+    parts_read = n_parts
+    if RECOMPUTE:
+        out_ok = out_ok & (tl.load(flags_ptr + outputs, mask=out_ok, other=1) == 0)
+        parts_read = tl.where(tl.max(out_ok.to(tl.int32), 0) > 0, n_parts, 0)   # none pending: no reads
     lanes = tl.arange(0, BLOCK_P)
     big = tl.full([BLOCK_P, BLOCK_O], float("-inf"), tl.float64)
-    for p in range(0, n_parts, BLOCK_P):
+    for p in range(0, parts_read, BLOCK_P):
         slots = (p + lanes)[:, None].to(tl.int64) * n_outputs + outputs[None, :]
         here = ((p + lanes) < n_parts)[:, None] & out_ok[None, :]
         big = tl.maximum(big, tl.load(part_m_ptr + slots, mask=here, other=float("-inf")))
     top = tl.max(big, 0)
     total = tl.zeros([BLOCK_P, BLOCK_O], tl.float64)
     rescaled = tl.zeros([BLOCK_P, BLOCK_O], tl.float64)
-    for p in range(0, n_parts, BLOCK_P):
+    for p in range(0, parts_read, BLOCK_P):
         slots = (p + lanes)[:, None].to(tl.int64) * n_outputs + outputs[None, :]
         here = ((p + lanes) < n_parts)[:, None] & out_ok[None, :]
         pm = tl.load(part_m_ptr + slots, mask=here, other=float("-inf"))
         g = tl.where(pm == top[None, :], 1.0, tl.exp(pm - top[None, :]))
         total += tl.load(part_s_ptr + slots, mask=here, other=0.0) * g
-        rescaled += tl.load(part_r_ptr + slots, mask=here, other=0.0) * g
-    _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0), tl.sum(rescaled, 0),
-            exp_error, fp64_slack)
+        if not RECOMPUTE:
+            rescaled += tl.load(part_r_ptr + slots, mask=here, other=0.0) * g
+    if RECOMPUTE:
+        tl.store(dst_ptr + outputs, finish_logsumexp(tl.sum(total, 0), top, tl.float32), mask=out_ok)
+    else:
+        _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0), tl.sum(rescaled, 0),
+                exp_error, fp64_slack)
