@@ -443,10 +443,9 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                               **_programmatic(dependent)), ("x", "out", "flags", "parts")))
         if split:
             steps.append((_launch(accurate_logsumexp_columns_merge_kernel,
-                                  (triton.cdiv(n_out, planning.ACCURATE_COLUMNS_MERGE_OUTPUTS),), [*parts, out, flags],
+                                  (triton.cdiv(n_out, p.merge_outputs),), [*parts, out, flags],
                                   [n_out, p.parts, exp_error, fp64_slack], planning.ACCURATE_COLUMNS_MERGE_WARPS,
-                                  BLOCK_P=planning.ACCURATE_COLUMNS_MERGE_LANES,
-                                  BLOCK_O=planning.ACCURATE_COLUMNS_MERGE_OUTPUTS, RECOMPUTE=second,
+                                  BLOCK_P=p.merge_lanes, BLOCK_O=p.merge_outputs, RECOMPUTE=second,
                                   LAUNCH_DEPENDENTS=pdl and not last, **_programmatic(pdl)),
                           ("parts", "out", "flags")))
     if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):

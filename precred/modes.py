@@ -111,21 +111,23 @@ EXP_MODES = {
                  "online max and sum of exp in fp32 (the GPU's approximate exp; fp64 for fp64 input)"),
     "fp64": Mode("fp64", STABLE_EXP, True, False,
                  "online max and sum of exp in fp64, log in fp64, rounded once: ~0.5 ulp"),
-    # Where schedules/accurate_rows.py does not run (anything but logsumexp over contiguous fp32 rows:
-    # other schedules, other dtypes, softmax / log_softmax), this mode runs the fp64 mode's numerics --
+    # Where schedules/accurate_rows.py and accurate_columns.py do not run (anything but logsumexp of fp32
+    # input over contiguous rows or a strided axis under a contiguous one of 128 or more: narrower strided
+    # axes, other dtypes, softmax / log_softmax), this mode runs the fp64 mode's numerics --
     # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp).
     "accurate": Mode("accurate", STABLE_EXP, True, False,
                      "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
-                     "with a bound per row, fp64 for the rows it cannot keep (contiguous fp32 rows; the fp64 "
-                     "mode elsewhere)"),
+                     "with a bound per row, fp64 for the rows it cannot keep (fp32 rows and wide columns; the "
+                     "fp64 mode elsewhere)"),
 }
 
 # The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of
 # log(s), which is more than 2 ulps of the result when |result| is small.
 DEFAULT_EXP_MODE = "fp64"
 # logsumexp's default: `accurate` meets the same "<= 2 ulp" at 1.15-2.2x the fp64 mode's speed on
-# contiguous fp32 rows (H200, plan.ACCURATE_ONE_TILE_MAX_ROW's note; schedules/accurate_rows.py) and is
-# the fp64 mode everywhere else.
+# contiguous fp32 rows (H200, plan.ACCURATE_ONE_TILE_MAX_ROW's note; schedules/accurate_rows.py), 1.2-1.7x
+# over dim 0 of fp32 matrices (plan.ACCURATE_COLUMNS_MIN_INNER's note; schedules/accurate_columns.py), and
+# is the fp64 mode everywhere else.
 DEFAULT_LOGSUMEXP_MODE = "accurate"
 
 

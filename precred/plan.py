@@ -1355,7 +1355,8 @@ def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> Accur
 # columns, 4 columns a thread (a 16-byte load a lane, all lanes of a column in one thread); the reduced
 # axis split into parts of at least ACCURATE_COLUMNS_MIN_PART_TILES tiles until the launch has
 # ACCURATE_COLUMNS_WARPS_PER_SM warps per SM (at most ACCURATE_MAX_PARTS parts), merged by a second
-# launch over ACCURATE_COLUMNS_MERGE_OUTPUTS outputs a program, ACCURATE_COLUMNS_MERGE_LANES parts at once.
+# launch whose programs take tiles of ACCURATE_COLUMNS_MERGE_TILE states: as many parts at once as the
+# plan has, up to ACCURATE_COLUMNS_MERGE_LANES, by as many outputs as fill the tile.
 # The outputs the bound does not keep are recomputed by the same launches in fp64 (the fp64 mode's
 # numerics), over those columns alone: coalesced as the first stage, where a recompute output by output
 # (schedules/recompute.py) would read each strided column element by element.
@@ -1365,7 +1366,7 @@ ACCURATE_COLUMNS_LANES = 8
 ACCURATE_COLUMNS_STAGES = 3
 ACCURATE_COLUMNS_WARPS_PER_SM = 16
 ACCURATE_COLUMNS_MIN_PART_TILES = 4
-ACCURATE_COLUMNS_MERGE_OUTPUTS = 16
+ACCURATE_COLUMNS_MERGE_TILE = 1024
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
 # The column kernel's later launches (the merge, the fp64 recompute and its merge) as programmatic
@@ -1387,6 +1388,16 @@ class AccurateColumnsPlan:
     def tiles(self) -> int:
         """Tiles a part takes: the most rescales a column's state goes through, plus one."""
         return -(-min(self.chunk or self.red, self.red) // self.block_r)
+
+    @property
+    def merge_lanes(self) -> int:
+        """Parts the merge takes at once."""
+        return min(ACCURATE_COLUMNS_MERGE_LANES, _pow2_at_least(self.parts))
+
+    @property
+    def merge_outputs(self) -> int:
+        """Outputs a merge program takes."""
+        return max(1, ACCURATE_COLUMNS_MERGE_TILE // self.merge_lanes)
 
     @property
     def fp64_depth(self) -> int:

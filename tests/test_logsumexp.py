@@ -789,6 +789,7 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
     if tiles == "split":   # parts of two tiles, merged 4 at a time
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 2)
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_LANES", 4)
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_TILE", 16)
     rng = np.random.default_rng(41)
     # (columns, length, the reduced dim): dim 0 of (length, columns), or the middle dim of
     # (2, length, columns / 2) -- small blocks only (the default ones need 128 columns or more)

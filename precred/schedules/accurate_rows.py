@@ -34,7 +34,7 @@ within e of lse_hat (fp64).
 Certificate (within_two_ulp32): the output fl32(lse_hat) is kept where |fl32(lse_hat) - lse_hat| + e is
 at most 2 ulp of every value within e of lse_hat -- the fp32 spacing at the smallest magnitude in that
 interval -- so the output is within 2 ulp of the exact result (issue 4's goal for the default mode);
-results near 0 (|lse| below ~2-8, where 1.5 ulp is below e) are flagged and recomputed in fp64, as are
+results near 0 (|lse| below ~2, where 1.5 ulp is below e) are flagged and recomputed in fp64, as are
 results that would overflow fp32 (the fp64 mode's bound, within 2 ulp but for results within ~1e-7 of
 0). Non-finite results are the specials' and kept as they are.
 

@@ -111,9 +111,12 @@ def exp_of_exact_gap(hi, lo):
     within precred.bounds.ACCURATE_EXP_ERROR_UNITS u of it relative, whatever the gap (the `accurate`
     logsumexp's terms and rescales, schedules/accurate_rows.py). On the GPU: y = fl(hi log2(e)) and the
     rest of (hi + lo) log2(e) by fmas (the product's own error exactly, hi's and lo's products with
-    log2(e)'s low part), then ex2.approx.ftz of y (PTX: 2^-22 relative, taken as 8u as everywhere here:
-    precred.bounds._EXP_ERROR_UNITS) times 1 + that rest * ln 2 by one fma (the rest is below 2^-17
-    relative, so the dropped square is ~2^-35, and its own roundings are ~2^-40): 9u, taken as 10.
+    log2(e)'s low part: |rest| < 2^-15 for |hi| <= 257, its two roundings and log2(e)'s split ~2^-38),
+    then ex2.approx.ftz of y -- PTX's 2^-22 = 4u relative, not doubled here as
+    precred.bounds._EXP_ERROR_UNITS doubles it: checked exhaustively for every fp32 y in [-126, 16]
+    (tests/test_gpu_only.py test_ex2_approx_within_its_documented_error) -- times 1 + rest * ln 2 by one
+    fma (rounded: u; the dropped (rest ln 2)^2 / 2 < 2^-31 relative): (1 + 4u)(1 + u)(1 + 2^-7 u) - 1
+    < 5.01u, taken as 6 (bounds.ACCURATE_EXP_ERROR_UNITS).
     Results below 2^-126 are 0 (flushed; the bound's flush term counts them). The interpreter (no
     libdevice) runs exp_two_part, within 4u. exp(0 + 0) is exactly 1 either way."""
     if _COMPILED:
