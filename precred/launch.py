@@ -429,16 +429,17 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
     make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
                   if split else None)
     parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
-    grid = (view.outer * triton.cdiv(view.inner, p.block_i) * p.parts,)
     steps = []
     for second in (False, True) if recompute else (False,):
         # the parts' scratch is the recompute's too: its launches follow the first merge's reads
         dependent = pdl and bool(steps)
         last = second or not recompute
+        block_i = p.recompute_block_i if second else p.block_i
+        grid = (view.outer * triton.cdiv(view.inner, block_i) * p.parts,)
         steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
                               [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red,
-                               p.chunk or red, p.parts, n_out, exp_error, fp64_slack], p.num_warps,
-                              BLOCK_R=p.block_r, BLOCK_I=p.block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
+                               p.chunk or red, p.parts, n_out, exp_error, fp64_slack], max(1, block_i // 128),
+                              BLOCK_R=p.block_r, BLOCK_I=block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
                               RECOMPUTE=second, LAUNCH_DEPENDENTS=pdl and (split or not last),
                               **_programmatic(dependent)), ("x", "out", "flags", "parts")))
         if split:

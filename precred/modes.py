@@ -112,8 +112,9 @@ EXP_MODES = {
     "fp64": Mode("fp64", STABLE_EXP, True, False,
                  "online max and sum of exp in fp64, log in fp64, rounded once: ~0.5 ulp"),
     # Where schedules/accurate_rows.py and accurate_columns.py do not run (anything but logsumexp of fp32
-    # input over contiguous rows or a strided axis under a contiguous one of 128 or more: narrower strided
-    # axes, other dtypes, softmax / log_softmax), this mode runs the fp64 mode's numerics --
+    # input over contiguous rows or a strided axis of 1024 or more under a contiguous one of 128 or more:
+    # shorter or narrower strided axes, other dtypes, softmax / log_softmax), this mode runs the fp64
+    # mode's numerics --
     # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp).
     "accurate": Mode("accurate", STABLE_EXP, True, False,
                      "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
@@ -125,9 +126,9 @@ EXP_MODES = {
 # log(s), which is more than 2 ulps of the result when |result| is small.
 DEFAULT_EXP_MODE = "fp64"
 # logsumexp's default: `accurate` meets the same "<= 2 ulp" at 1.15-2.2x the fp64 mode's speed on
-# contiguous fp32 rows (H200, plan.ACCURATE_ONE_TILE_MAX_ROW's note; schedules/accurate_rows.py), 1.2-1.7x
-# over dim 0 of fp32 matrices (plan.ACCURATE_COLUMNS_MIN_INNER's note; schedules/accurate_columns.py), and
-# is the fp64 mode everywhere else.
+# contiguous fp32 rows (H200, plan.ACCURATE_ONE_TILE_MAX_ROW's note; schedules/accurate_rows.py), 1.5-1.6x
+# over dim 0 of fp32 matrices of 1024 rows or more (plan.ACCURATE_COLUMNS_MIN_RED's note;
+# schedules/accurate_columns.py), and is the fp64 mode everywhere else.
 DEFAULT_LOGSUMEXP_MODE = "accurate"
 
 

@@ -1361,12 +1361,27 @@ def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> Accur
 # numerics), over those columns alone: coalesced as the first stage, where a recompute output by output
 # (schedules/recompute.py) would read each strided column element by element.
 ACCURATE_COLUMNS_MIN_INNER = 128
+# ... and reduced axes of at least ACCURATE_COLUMNS_MIN_RED (shorter ones take the fp64 mode's passes).
+# H200, 2026-12-02, fp32 dim 0, GB/s (bench/sweep_outer.py --op logsumexp --dim 0; torch 235 / 536 /
+# 542 / 504 / 404), fp64 mode -> columns: 16x262144 907 -> 563 (2 tiles a column: the fixed cost of the
+# four launches and of the results left to the recompute -- lse ~ 3 -- is not amortized), 1024x65536
+# 1699 -> 2624, 8192^2 1692 -> 2683, 65536x1024 1622 -> 2561, 262144x256 1349 -> 2203. Axes between 16
+# and 1024 were not measured: they keep the fp64 mode. Not taken (same sweep): 16 lanes (8192^2 2583,
+# 262144x256 2049), 32 or 8 warps per SM (2506 / 2019 on 8192^2), column blocks of 256 (within 0.5%),
+# parts of at least 8 tiles (within 1%), no PDL between the launches (2568 on 8192^2).
+# Known weakness: a few unkept columns scattered over a long axis (every 997th column of 1024x65536 with
+# lse ~ 0) cost 2624 -> 1213 GB/s: each recompute program streams its part's tiles in fp64 on one warp.
+# All columns unkept (log-probabilities): ~1000 GB/s, 0.6x the fp64 mode.
+ACCURATE_COLUMNS_MIN_RED = 1024
 ACCURATE_COLUMNS_BLOCK_I = 512
 ACCURATE_COLUMNS_LANES = 8
 ACCURATE_COLUMNS_STAGES = 3
 ACCURATE_COLUMNS_WARPS_PER_SM = 16
 ACCURATE_COLUMNS_MIN_PART_TILES = 4
 ACCURATE_COLUMNS_MERGE_TILE = 1024
+# The recompute's column blocks (one warp): narrower than the first stage's, so that a few unkept
+# columns scattered over the input recompute a few blocks in fp64, not every block.
+ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I = 128
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
 # The column kernel's later launches (the merge, the fp64 recompute and its merge) as programmatic
@@ -1390,6 +1405,11 @@ class AccurateColumnsPlan:
         return -(-min(self.chunk or self.red, self.red) // self.block_r)
 
     @property
+    def recompute_block_i(self) -> int:
+        """Columns a recompute program takes (4 a thread, one warp at most)."""
+        return min(self.block_i, ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I)
+
+    @property
     def merge_lanes(self) -> int:
         """Parts the merge takes at once."""
         return min(ACCURATE_COLUMNS_MERGE_LANES, _pow2_at_least(self.parts))
@@ -1410,8 +1430,9 @@ class AccurateColumnsPlan:
 
 def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_count: int) -> AccurateColumnsPlan | None:
     """The `accurate` logsumexp's plan of an (outer, red, inner) fp32 view reduced over its strided middle
-    axis (inner contiguous; all >= 1), or None where inner is narrower than ACCURATE_COLUMNS_MIN_INNER."""
-    if inner < ACCURATE_COLUMNS_MIN_INNER:
+    axis (inner contiguous; all >= 1), or None where inner is narrower than ACCURATE_COLUMNS_MIN_INNER or
+    red shorter than ACCURATE_COLUMNS_MIN_RED."""
+    if inner < ACCURATE_COLUMNS_MIN_INNER or red < ACCURATE_COLUMNS_MIN_RED:
         return None
     block_i = min(ACCURATE_COLUMNS_BLOCK_I, _pow2_at_least(inner))
     warps = max(1, block_i // 128)   # 4 columns a thread, 32 threads a warp

@@ -470,21 +470,24 @@ def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
         rows_within_bound(x[:rows], -1, got, "accurate", depth, name)
 
 
-@pytest.mark.parametrize("shape", [(16, 262144), (8192, 8192), (65536, 1024), (262144, 256)])
-def test_accurate_logsumexp_on_gpu_sized_columns(device, shape):
-    """logsumexp's accurate mode over dim 0 on the GPU's own column plans -- one part (16 rows), split
-    into parts merged by the second launch (the rest; hundreds of parts for 256 columns), the fp64
-    recompute in the same launches -- within its bound on adversarial families and on log-probability
-    columns (every output left to the recompute); a sample of 16 columns is checked against the oracle,
-    and the call repeats bitwise."""
-    from precred import launch
+@pytest.mark.parametrize("shape,parts", [((1024, 65536), "split"), ((8192, 8192), "split"), ((65536, 1024), "split"),
+                                         ((262144, 256), "split"), ((1024, 65536), "one")], ids=str)
+def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypatch):
+    """logsumexp's accurate mode over dim 0 on the GPU's own column plans -- split into parts merged by
+    the second launch (5 to 1024 parts), or in one part (a plan asking for one warp per SM) -- and the
+    fp64 recompute in the same launches, within its bound on adversarial families and on
+    log-probability columns (every output left to the recompute); a sample of 16 columns is checked
+    against the oracle, and the call repeats bitwise."""
+    from precred import launch, plan as plan_module
     from precred.layout import reduction_view
     from test_logsumexp import _log_probability_rows, family, rows_within_bound
 
+    if parts == "one":
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
     rows, columns = shape
     view = reduction_view(torch.empty(shape, device=device), (0,))
     plan = launch._accurate_columns_plan(view, torch.device(device))
-    assert plan is not None and (plan.parts > 1) == (rows > 16), plan
+    assert plan is not None and (plan.parts > 1) == (parts == "split"), plan
     rng = np.random.default_rng(47)
     sample = 16
     for name in ("normal", "spread1e4", "close", "one_finite", "logprob"):

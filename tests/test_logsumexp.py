@@ -760,7 +760,7 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
 
 # Column blocks of 8 and a minimum width of 8, so that inputs a few dozen columns wide take the column
 # kernel (several blocks, the last partial) in the interpreter.
-SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8)
+SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8, ACCURATE_COLUMNS_MIN_RED=1)
 
 
 def _accurate_columns(x, dim, device, recompute=True, sm_count=1):
@@ -780,6 +780,7 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
     """The accurate mode's column kernel, one part and split into parts merged by the second launch,
     over dim 0 and a middle dim: every output it keeps (flag 1) and, with the fp64 recompute, every
     output within 2 ulp of mpmath's (its bound, logsumexp_error_bound) on the adversarial families."""
+    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_RED", 1)   # the interpreter's short axes
     if tiles != "default":
         for name, value in SMALL_ACCURATE_COLUMNS.items():
             monkeypatch.setattr(plan_module, name, value)
@@ -883,11 +884,13 @@ def test_accurate_columns_specials(split, device, monkeypatch):
             assert ulp_error(value, row.lse, torch.float32) <= 2.0, (value, float(row.lse))
 
 
-def test_accurate_columns_route(device):
-    """Without a plan, fp32 logsumexp over a strided axis under a contiguous one of
-    ACCURATE_COLUMNS_MIN_INNER or more takes the column kernel (the same bits as calling it), twice the
-    same; narrower ones the fp64 mode's passes."""
+def test_accurate_columns_route(device, monkeypatch):
+    """Without a plan, fp32 logsumexp over a strided axis of ACCURATE_COLUMNS_MIN_RED or more under a
+    contiguous one of ACCURATE_COLUMNS_MIN_INNER or more takes the column kernel (the same bits as
+    calling it), twice the same; shorter or narrower ones the fp64 mode's passes."""
     x = torch.randn(70, 200, device=device) * 3
+    assert torch.equal(precred.logsumexp(x, 0), precred.logsumexp(x, 0, mode="fp64"))   # 70 < MIN_RED
+    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_RED", 64)
     view = launch.reduction_view(x, (0,))
     p = launch._accurate_columns_plan(view, x.device)
     assert p is not None and plan_module.plan_accurate_logsumexp_columns(1, 70, 100, sm_count=1) is None

@@ -73,8 +73,8 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     within 2 ulp, or the fp64 mode's ~1e-14 absolute bound where that is larger: results within ~1e-7
     of 0), "fp64" (exp and sum in fp64, about 0.5 ulp) or "fast" (fp32, the GPU's approximate
     exp) -- bounds in precred.logsumexp_error_bound. "accurate" over contiguous fp32 rows (dim=-1 of a
-    contiguous tensor; few long rows are split across programs) or a strided axis under a contiguous
-    one of 128 or more (dim=0 of a matrix) takes fp32 exponentials of exact gaps
+    contiguous tensor; few long rows are split across programs) or a strided axis of 1024 or more
+    under a contiguous one of 128 or more (dim=0 of a matrix) takes fp32 exponentials of exact gaps
     summed in fp64 and keeps each result whose own error bound proves it within 2 ulp, recomputing the
     others (results near 0, where an ulp is tiny) in fp64; everywhere else it is the "fp64" mode. On
     bf16 / fp16 input "fp64" first runs the fp32 pass and keeps the outputs whose rounding its error
