@@ -441,7 +441,9 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                                p.chunk or red, p.parts, n_out, exp_error, fp64_slack], max(1, block_i // 128),
                               BLOCK_R=p.block_r, BLOCK_I=block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
                               RECOMPUTE=second, LAUNCH_DEPENDENTS=pdl and (split or not last),
-                              **_programmatic(dependent)), ("x", "out", "flags", "parts")))
+                              SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,
+                              SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES, **_programmatic(dependent)),
+                      ("x", "out", "flags", "parts")))
         if split:
             steps.append((_launch(accurate_logsumexp_columns_merge_kernel,
                                   (triton.cdiv(n_out, p.merge_outputs),), [*parts, out, flags],

@@ -1382,6 +1382,10 @@ ACCURATE_COLUMNS_MERGE_TILE = 1024
 # The recompute's column blocks (one warp): narrower than the first stage's, so that a few unkept
 # columns scattered over the input recompute a few blocks in fp64, not every block.
 ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I = 128
+# A recompute block with at most ACCURATE_COLUMNS_SPARSE_MAX unkept columns takes them one at a time,
+# down each column in tiles of ACCURATE_COLUMNS_SPARSE_LANES rows.
+ACCURATE_COLUMNS_SPARSE_MAX = 8
+ACCURATE_COLUMNS_SPARSE_LANES = 256
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
 # The column kernel's later launches (the merge, the fp64 recompute and its merge) as programmatic
@@ -1426,6 +1430,13 @@ class AccurateColumnsPlan:
         product and its sum over the parts."""
         merge = self.parts + 3 if self.parts > 1 else 0
         return self.block_r + 2 * self.tiles + 2 + merge
+
+    @property
+    def recompute_depth(self) -> int:
+        """fp64_depth for the recompute, whose sparse path sums tiles of ACCURATE_COLUMNS_SPARSE_LANES rows."""
+        lanes = ACCURATE_COLUMNS_SPARSE_LANES
+        sparse_tiles = -(-min(self.chunk or self.red, self.red) // lanes)
+        return max(self.fp64_depth, self.fp64_depth - self.block_r - 2 * self.tiles + lanes + 2 * sparse_tiles)
 
 
 def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_count: int) -> AccurateColumnsPlan | None:

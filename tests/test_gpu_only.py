@@ -499,7 +499,7 @@ def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypat
         got = precred.logsumexp(xd, 0)
         assert torch.equal(got, precred.logsumexp(xd, 0)), name
         rows_within_bound(x[:, :sample].contiguous(), 0, got.cpu()[:sample].double().tolist(), "accurate",
-                          plan.fp64_depth, name)
+                          plan.recompute_depth, name)
 
 
 def test_ex2_approx_within_its_documented_error(device):

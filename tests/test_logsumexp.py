@@ -759,8 +759,10 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
 # --- the accurate mode over a strided axis (columns): the kept results, the merge and the recompute ---
 
 # Column blocks of 8 and a minimum width of 8, so that inputs a few dozen columns wide take the column
-# kernel (several blocks, the last partial) in the interpreter.
-SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8, ACCURATE_COLUMNS_MIN_RED=1)
+# kernel (several blocks, the last partial) in the interpreter; the recompute's blocks of 3 or more
+# unkept columns take its dense path, the others its sparse one (tiles of 16 rows).
+SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8, ACCURATE_COLUMNS_MIN_RED=1,
+                              ACCURATE_COLUMNS_SPARSE_MAX=2, ACCURATE_COLUMNS_SPARSE_LANES=16)
 
 
 def _accurate_columns(x, dim, device, recompute=True, sm_count=1):
@@ -810,7 +812,7 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
                 assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, dim, value, float(row.lse))
                 if flag:
                     assert first == value, (name, n, dim)
-            rows_within_bound(arranged, dim, got, "accurate", p.fp64_depth, "columns", references)
+            rows_within_bound(arranged, dim, got, "accurate", p.recompute_depth, "columns", references)
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -832,7 +834,15 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
     assert flags == [0] * 16
     got, _, p = _accurate_columns(x, 0, device, sm_count=sm_count)
     assert (p.parts > 1) == split, p
-    rows_within_bound(x, 0, got, "fp64", p.fp64_depth, "recompute")   # the fp64 recompute's every output
+    rows_within_bound(x, 0, got, "fp64", p.recompute_depth, "recompute")   # the fp64 recompute's every output
+    # a few unkept columns among kept ones: the recompute's sparse path (one or two a block of 8)
+    mixed = family("normal", 16, 500, rng, torch.float32)
+    mixed[::5] = _log_probability_rows(4, 500, rng)
+    mixed = mixed.t().contiguous()
+    _, flags, _ = _accurate_columns(mixed, 0, device, recompute=False, sm_count=sm_count)
+    assert flags == [0 if c % 5 == 0 else 1 for c in range(16)], flags
+    got, _, p = _accurate_columns(mixed, 0, device, sm_count=sm_count)
+    rows_within_bound(mixed, 0, got, "accurate", p.recompute_depth, "sparse recompute")
     targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
     x = (_log_probability_rows(len(targets), 500, rng) + torch.tensor(targets)[:, None]).t().contiguous()
     kept, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)

@@ -47,6 +47,7 @@ import triton.language as tl
 
 from .accurate_rows import _finish, _reference, _terms
 from .finish import finish_logsumexp
+from .recompute import next_pending
 from .steps import programmatic_launch_points
 
 # How far an element may lie above its column's reference before the reference moves up to it.
@@ -59,6 +60,7 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
                                       n_parts, n_outputs, exp_error, fp64_slack,
                                       BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
                                       SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr,
+                                      SPARSE_MAX: tl.constexpr, SPARSE_LANES: tl.constexpr,
                                       LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
     """Program (column block, part): the columns' states over the part's rows [part * chunk_len, +
     chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_* workspace (m widened
@@ -66,7 +68,9 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
     RECOMPUTE: the second stage, over the columns whose flag is 0 alone (a program with none reads
     nothing): the same tiles in fp64 -- each element widened, the lagging reference in fp64, libdevice's
     exp of the fp64 gap, the fp64 mode's numerics -- finished as m + log(s) in fp64 (flags untouched),
-    or stored as parts (r unused) for the merge's recompute."""
+    or stored as parts (r unused) for the merge's recompute. A block with at most SPARSE_MAX such
+    columns takes them one at a time instead (_recompute_column: the same numerics down the column in
+    tiles of SPARSE_LANES rows), so that a few scattered ones cost their own elements, not the block's."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
     part = pid % n_parts
@@ -81,7 +85,25 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
     end = tl.minimum(first + chunk_len, red_len)
     if RECOMPUTE:
         col_ok = col_ok & (tl.load(flags_ptr + out_index, mask=col_ok, other=1) == 0)
-        end = tl.where(tl.max(col_ok.to(tl.int32), 0) > 0, end, first)   # none pending: no tiles
+        pending = tl.sum(col_ok.to(tl.int32), 0)
+        sparse = pending <= SPARSE_MAX
+        if sparse:   # one column at a time, in slot order
+            slots = tl.arange(0, BLOCK_I)
+            k = next_pending(col_ok, slots, -1, BLOCK_I)
+            while k < BLOCK_I:
+                out = tl.sum(tl.where(slots == k, out_index, 0), 0)
+                column = src_ptr + o.to(tl.int64) * stride_outer + tl.sum(tl.where(slots == k, cols, 0), 0).to(
+                    tl.int64) * stride_inner
+                m1, s1 = _recompute_column(column, stride_red, first, end, SPARSE_LANES)
+                if SPLIT:
+                    slot = part.to(tl.int64) * n_outputs + out
+                    tl.store(part_m_ptr + slot, m1)
+                    tl.store(part_s_ptr + slot, s1)
+                else:
+                    tl.store(dst_ptr + out, finish_logsumexp(s1, m1, tl.float32))
+                k = next_pending(col_ok, slots, k, BLOCK_I)
+        col_ok = col_ok & (pending > SPARSE_MAX)   # the dense path's columns: none if taken above
+        end = tl.where(sparse, first, end)   # ... and then no tiles
     ptrs = (src_ptr + o.to(tl.int64) * stride_outer + (first + lanes)[:, None] * stride_red
             + cols[None, :].to(tl.int64) * stride_inner)
     step = tl.full((), BLOCK_R, tl.int64) * stride_red
@@ -129,6 +151,25 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
             tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
         else:
             _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
+
+
+@triton.jit
+def _recompute_column(column, stride_red, first, end, LANES: tl.constexpr):
+    """(m, s) in fp64 of one column's rows [first, end) (element j at column + j * stride_red): tiles of
+    LANES rows, the lagging reference and fp64 exps of the column kernel's recompute."""
+    lanes = tl.arange(0, LANES)
+    m = tl.full((), float("-inf"), tl.float64)
+    s = tl.zeros((), tl.float64)
+    for start in range(first, end, LANES):
+        rows = start + lanes
+        x = tl.load(column + rows * stride_red, mask=rows < end, other=float("-inf")).to(tl.float64)
+        top = tl.max(x, 0)
+        moved = tl.where(top - m > _LAG, top, m)
+        ref = tl.where(tl.abs(moved) == float("inf"), 0.0, moved)
+        f = tl.where(m == moved, 1.0, tl.exp(m - ref))
+        s = s * f + tl.sum(tl.exp(x - ref), 0)
+        m = moved
+    return m, s
 
 
 @triton.jit
