@@ -341,8 +341,9 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
     """Flat log(sum(exp(x))) over dims, in x's dtype, by a stable exponential mode (one pass), or, with
     no plan given, by the single-read kernel where plan_logsumexp_rows takes the rows -- and for the
     `accurate` mode over fp32 input by accurate_logsumexp_rows (contiguous rows) or
-    accurate_logsumexp_columns (a strided axis under a contiguous one of ACCURATE_COLUMNS_MIN_INNER or more;
-    elsewhere that mode is the fp64 mode's numerics: modes.EXP_MODES)."""
+    accurate_logsumexp_columns (a strided axis of plan.ACCURATE_COLUMNS_MIN_RED or more under a contiguous
+    one of ACCURATE_COLUMNS_MIN_INNER or more; elsewhere that mode is the fp64 mode's numerics:
+    modes.EXP_MODES)."""
     if plan is None and mode.name == "accurate" and x.dtype == torch.float32:
         def accurate_planner(rows, red, **_sizes):   # the accurate kernel takes every contiguous fp32 row
             return planning.plan_accurate_logsumexp_rows(rows, red, sm_count=device_sm_count(x.device))
@@ -406,7 +407,7 @@ def _accurate_bound_constants(tiles: int, fp64_depth: int, red: int) -> tuple:
 
 def _accurate_columns_plan(view, device) -> planning.AccurateColumnsPlan | None:
     """plan_accurate_logsumexp_columns' plan of a view reduced over a strided axis under a contiguous
-    one, or None (other views, or inner axes too narrow)."""
+    one, or None (other views, or axes too short or too narrow)."""
     if view.inner > 1 and view.stride_inner == 1:
         return planning.plan_accurate_logsumexp_columns(view.outer, view.red, view.inner,
                                                         sm_count=device_sm_count(device))

@@ -609,13 +609,19 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     assert flags == [0] * 6
     got, _ = _accurate_rows(x, device)
     rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1).depth, "recompute")
-    # results on either side of the powers of two where an fp32 ulp halves (the bound's own edge): the
-    # kept ones within 2 ulp, some rows kept and some left, every output within 2 ulp in the end
+    _assert_kept_near_powers_of_two(lambda x, recompute: _accurate_rows(x, device, recompute=recompute), n, rng, -1)
+
+
+def _assert_kept_near_powers_of_two(run, n, rng, dim):
+    """Results on either side of the powers of two where an fp32 ulp halves (the bound's own edge), n
+    elements each along dim (-1, or 0 of the transposed rows): the kept ones within 2 ulp, some kept
+    and some left, every output within 2 ulp in the end. run(x, recompute): (outputs, flags)."""
     targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
     x = _log_probability_rows(len(targets), n, rng) + torch.tensor(targets)[:, None]
-    kept, flags = _accurate_rows(x, device, recompute=False)
-    got, _ = _accurate_rows(x, device)
-    references, _, _ = reference_logsumexp(x, -1)
+    x = x if dim == -1 else x.t().contiguous()
+    kept, flags = run(x, False)
+    got, _ = run(x, True)
+    references, _, _ = reference_logsumexp(x, dim)
     assert 0 < sum(flags) < len(targets), flags
     for first, flag, value, row in zip(kept, flags, got, references):
         assert ulp_error(value, row.lse, torch.float32) <= 2.0
@@ -843,16 +849,8 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
     assert flags == [0 if c % 5 == 0 else 1 for c in range(16)], flags
     got, _, p = _accurate_columns(mixed, 0, device, sm_count=sm_count)
     rows_within_bound(mixed, 0, got, "accurate", p.recompute_depth, "sparse recompute")
-    targets = [1.9, 2.1, 3.9, 4.1, 7.9, 8.1, -2.1, -7.9]
-    x = (_log_probability_rows(len(targets), 500, rng) + torch.tensor(targets)[:, None]).t().contiguous()
-    kept, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
-    got, _, _ = _accurate_columns(x, 0, device, sm_count=sm_count)
-    references, _, _ = reference_logsumexp(x, 0)
-    assert 0 < sum(flags) < len(targets), flags
-    for first, flag, value, row in zip(kept, flags, got, references):
-        assert ulp_error(value, row.lse, torch.float32) <= 2.0
-        if flag:
-            assert ulp_error(first, row.lse, torch.float32) <= 2.0
+    _assert_kept_near_powers_of_two(
+        lambda x, recompute: _accurate_columns(x, 0, device, recompute=recompute, sm_count=sm_count)[:2], 500, rng, 0)
 
 
 @pytest.mark.parametrize("split", [False, True])
