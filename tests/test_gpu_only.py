@@ -480,10 +480,11 @@ def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypat
     against the oracle, and the call repeats bitwise."""
     from precred import launch, plan as plan_module
     from precred.layout import reduction_view
-    from test_logsumexp import _log_probability_rows, family, rows_within_bound
+    from test_logsumexp import _fresh_recipes, _log_probability_rows, family, rows_within_bound
 
     if parts == "one":
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+        _fresh_recipes(monkeypatch)   # the split case's recipe has this signature
     rows, columns = shape
     view = reduction_view(torch.empty(shape, device=device), (0,))
     plan = launch._accurate_columns_plan(view, torch.device(device))

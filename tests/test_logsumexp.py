@@ -545,6 +545,15 @@ def _small_accurate_tiles(monkeypatch):
         monkeypatch.setattr(plan_module, name, value)
 
 
+def _fresh_recipes(monkeypatch):
+    """Empty launch-recipe caches for the test (restored after it): on CUDA a public call replays the
+    recipe its signature left, which a test's planner constants would not change."""
+    from precred import eager
+
+    monkeypatch.setattr(launch, "_RECIPES", {})
+    monkeypatch.setattr(eager, "_CALLS", {})
+
+
 def _accurate_rows(x, device, recompute=True, sm_count=1):
     """(outputs, flags) of the accurate mode's row kernel over x's last dim (recompute=False: the first
     stage alone, whose flags say which outputs it kept), planned for sm_count SMs (more SMs than half
@@ -634,6 +643,7 @@ def test_accurate_rows_specials_when_streamed(split, device, monkeypatch):
     """torch's answers for specials in the streamed kernel's lanes and tiles (and parts): -inf rows,
     +inf anywhere (first tile, last tile, next to NaN), NaN, one finite value among -inf."""
     _small_accurate_tiles(monkeypatch)
+    _fresh_recipes(monkeypatch)
     if split:   # 7 rows on as many SMs: parts of one tile
         monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
         monkeypatch.setattr(launch, "device_sm_count", lambda _device: 7)
@@ -748,6 +758,7 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
     against log(n) < 22 -- but the bound's derivation needs their terms at 0: _reference's lower end.)"""
     if tiles == "small":
         _small_accurate_tiles(monkeypatch)
+        _fresh_recipes(monkeypatch)
     rng = np.random.default_rng(37)
     rows = []
     for top in (1e30, -1e20, 3e38, -3.4e38, 2.0 ** 40):
@@ -860,6 +871,7 @@ def test_accurate_columns_specials(split, device, monkeypatch):
     2 ulp. precred.logsumexp takes the column kernel here (wide enough, in the small-block setting)."""
     for name, value in SMALL_ACCURATE_COLUMNS.items():
         monkeypatch.setattr(plan_module, name, value)
+    _fresh_recipes(monkeypatch)
     if split:
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 1)
         monkeypatch.setattr(launch, "device_sm_count", lambda _device: 64)
@@ -896,9 +908,11 @@ def test_accurate_columns_route(device, monkeypatch):
     """Without a plan, fp32 logsumexp over a strided axis of ACCURATE_COLUMNS_MIN_RED or more under a
     contiguous one of ACCURATE_COLUMNS_MIN_INNER or more takes the column kernel (the same bits as
     calling it), twice the same; shorter or narrower ones the fp64 mode's passes."""
+    _fresh_recipes(monkeypatch)
     x = torch.randn(70, 200, device=device) * 3
     assert torch.equal(precred.logsumexp(x, 0), precred.logsumexp(x, 0, mode="fp64"))   # 70 < MIN_RED
     monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_RED", 64)
+    _fresh_recipes(monkeypatch)   # the call above left the fp64 mode's recipe under this signature
     view = launch.reduction_view(x, (0,))
     p = launch._accurate_columns_plan(view, x.device)
     assert p is not None and plan_module.plan_accurate_logsumexp_columns(1, 70, 100, sm_count=1) is None
