@@ -1284,9 +1284,8 @@ LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 # (fp64 mode 1724 / 1518 / 2239 / 2035 on 1024x65536 / 8192^2 / 65536x1024 / 262144x256; torch 558 /
 # 530 / 536 / 512): 16 a thread 2930 / 2751 / 2874 / 1648, 32 a thread 2925 / 3307 / 3134 / 1644;
 # streamed tiles of 8192 2980 (4096: 2930), 4 warps 2689.
-# Not taken (H200, 2026-12-02, same sweep, --modes accurate): more rows a program, 2048 / 4096 elements
-# (each thread then finishes fewer rows' bounds and logs): 65536x1024 3113 -> 2909 / 2294, 262144x256
-# 2323 -> 1625 / 1568 GB/s.
+# Not taken (H200, 2026-12-02, same sweep, --modes accurate): more rows a program, 2048 / 4096 elements:
+# 65536x1024 3113 -> 2909 / 2294, 262144x256 2323 -> 1625 / 1568 GB/s (not profiled).
 ACCURATE_ONE_TILE_MAX_ROW = 8192
 ACCURATE_ONE_TILE_ELEMENTS = 512
 ACCURATE_PER_THREAD = 32
