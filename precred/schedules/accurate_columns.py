@@ -30,8 +30,12 @@ One part (the planner's choice where the columns alone fill the GPU): the progra
 output's parts against their maximum by fp64 exps (a rescale of each part's s and r, as the rows'
 parts merge) and finishes it. Its programs own few outputs and stream over the parts (lanes along
 them), so the merge of the few-column inputs that take most parts (262144 x 256: hundreds of parts)
-is spread over many programs. Either way the fp64 recompute (schedules/recompute.py
-exp_recompute_kernel) then redoes the outputs left unflagged, from the input.
+is spread over many programs. Either way the recompute then redoes the outputs left unflagged, from
+the input, by the same launches with RECOMPUTE set: the fp64 mode's numerics on the unkept columns
+alone, in column blocks of plan.ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I (a per-output recompute,
+schedules/recompute.py, would read each strided column element by element), or one column at a time
+where a block has at most plan.ACCURATE_COLUMNS_SPARSE_MAX of them. Its bound is the fp64 mode's at
+AccurateColumnsPlan.recompute_depth.
 
 fp64 roundings (precred.plan.AccurateColumnsPlan.fp64_depth): a tile's sum over the BLOCK_R lanes, a
 rescaling product and an addition per later tile, the merge's product and its sum over the parts. The
@@ -39,8 +43,9 @@ merge's gaps m_part - M are differences of fp32 values in fp64: exact unless the
 29 apart, and then off by at most |m_part - M| 2^-53 < 2^-43 relative where the exp is not flushed --
 inside rho's 2^-10 padding.
 
-Determinism: the tiles, the lanes' sums (one compiled order), the parts (merged in part order) and the
-merge are all fixed by the plan; no atomics.
+Determinism: the tiles, the lanes' sums (one compiled order), the parts (merged in part order), the
+merge and the recompute's choice of path (the flags') are all fixed by the plan and the input; no
+atomics.
 """
 import triton
 import triton.language as tl
