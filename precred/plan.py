@@ -1371,9 +1371,10 @@ ACCURATE_COLUMNS_MIN_INNER = 128
 # and 1024 were not measured: they keep the fp64 mode. Not taken (same sweep): 16 lanes (8192^2 2583,
 # 262144x256 2049), 32 or 8 warps per SM (2506 / 2019 on 8192^2), column blocks of 256 (within 0.5%),
 # parts of at least 8 tiles (within 1%), no PDL between the launches (2568 on 8192^2).
-# Known weakness: a few unkept columns scattered over a long axis (every 997th column of 1024x65536 with
-# lse ~ 0) cost 2624 -> 1213 GB/s: each recompute program streams its part's tiles in fp64 on one warp.
-# All columns unkept (log-probabilities): ~1000 GB/s, 0.6x the fp64 mode.
+# The recompute's load (H200, 2026-12-02, 1024x65536 dim 0, GB/s): none unkept 2590; every 997th column
+# unkept (lse ~ 0) 1213 with dense recompute blocks alone (each streams its part's tiles in fp64 on one
+# warp), 2459 with the sparse path (ACCURATE_COLUMNS_SPARSE_MAX); all unkept (log-probabilities) ~1000,
+# 0.6x the fp64 mode (the first stage, then an fp64 pass).
 ACCURATE_COLUMNS_MIN_RED = 1024
 ACCURATE_COLUMNS_BLOCK_I = 512
 ACCURATE_COLUMNS_LANES = 8
