@@ -435,11 +435,11 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
         # the parts' scratch is the recompute's too: its launches follow the first merge's reads
         dependent = pdl and bool(steps)
         last = second or not recompute
-        block_i = p.recompute_block_i if second else p.block_i
+        block_i, warps = (p.recompute_block_i, p.recompute_num_warps) if second else (p.block_i, p.num_warps)
         grid = (view.outer * triton.cdiv(view.inner, block_i) * p.parts,)
         steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
                               [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red,
-                               p.chunk or red, p.parts, n_out, exp_error, fp64_slack], max(1, block_i // 128),
+                               p.chunk or red, p.parts, n_out, exp_error, fp64_slack], warps,
                               BLOCK_R=p.block_r, BLOCK_I=block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
                               RECOMPUTE=second, LAUNCH_DEPENDENTS=pdl and (split or not last),
                               SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,

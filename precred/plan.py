@@ -1417,6 +1417,10 @@ class AccurateColumnsPlan:
         return min(self.block_i, ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I)
 
     @property
+    def recompute_num_warps(self) -> int:
+        return _accurate_columns_warps(self.recompute_block_i)
+
+    @property
     def merge_lanes(self) -> int:
         """Parts the merge takes at once."""
         return min(ACCURATE_COLUMNS_MERGE_LANES, _pow2_at_least(self.parts))
@@ -1442,6 +1446,11 @@ class AccurateColumnsPlan:
         return max(self.fp64_depth, self.fp64_depth - self.block_r - 2 * self.tiles + lanes + 2 * sparse_tiles)
 
 
+def _accurate_columns_warps(block_i: int) -> int:
+    """Warps of a column program of block_i columns: 4 columns a thread, 32 threads a warp."""
+    return max(1, block_i // 128)
+
+
 def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_count: int) -> AccurateColumnsPlan | None:
     """The `accurate` logsumexp's plan of an (outer, red, inner) fp32 view reduced over its strided middle
     axis (inner contiguous; all >= 1), or None where inner is narrower than ACCURATE_COLUMNS_MIN_INNER or
@@ -1449,7 +1458,7 @@ def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_coun
     if inner < ACCURATE_COLUMNS_MIN_INNER or red < ACCURATE_COLUMNS_MIN_RED:
         return None
     block_i = min(ACCURATE_COLUMNS_BLOCK_I, _pow2_at_least(inner))
-    warps = max(1, block_i // 128)   # 4 columns a thread, 32 threads a warp
+    warps = _accurate_columns_warps(block_i)
     single = AccurateColumnsPlan(min(ACCURATE_COLUMNS_LANES, _pow2_at_least(red)), block_i, warps,
                                  ACCURATE_COLUMNS_STAGES, red)
     programs = outer * -(-inner // block_i)

@@ -117,13 +117,8 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
         m64 = tl.full([BLOCK_I], float("-inf"), tl.float64)
         for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
-            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(tl.float64)
-            top = tl.max(x, 0)
-            moved = tl.where(top - m64 > _LAG, top, m64)
-            ref = tl.where(tl.abs(moved) == float("inf"), 0.0, moved)   # no inf - inf
-            f = tl.where(m64 == moved, 1.0, tl.exp(m64 - ref))
-            s = s * f + tl.sum(tl.exp(x - ref[None, :]), 0)
-            m64 = moved
+            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")
+            m64, s = _fp64_tile(m64, s, x.to(tl.float64))
             ptrs += step
         if SPLIT:
             slot = part.to(tl.int64) * n_outputs + out_index
@@ -159,21 +154,29 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
 
 
 @triton.jit
+def _fp64_tile(m, s, x):
+    """The recompute's state (m, s) of each column (or of one column: scalars) after the fp64 tile x
+    (its rows along axis 0): the lagging reference moved as in the first stage, the old s rescaled by
+    exp(m - ref) and the tile's terms exp(x - ref) added, libdevice's fp64 exp throughout; ref is the
+    reference, or 0 where that is infinite (no inf - inf)."""
+    top = tl.max(x, 0)
+    moved = tl.where(top - m > _LAG, top, m)
+    ref = tl.where(tl.abs(moved) == float("inf"), 0.0, moved)
+    f = tl.where(m == moved, 1.0, tl.exp(m - ref))
+    return moved, s * f + tl.sum(tl.exp(x - tl.expand_dims(ref, 0)), 0)
+
+
+@triton.jit
 def _recompute_column(column, stride_red, first, end, LANES: tl.constexpr):
     """(m, s) in fp64 of one column's rows [first, end) (element j at column + j * stride_red): tiles of
-    LANES rows, the lagging reference and fp64 exps of the column kernel's recompute."""
+    LANES rows, the column kernel's recompute steps (_fp64_tile)."""
     lanes = tl.arange(0, LANES)
     m = tl.full((), float("-inf"), tl.float64)
     s = tl.zeros((), tl.float64)
     for start in range(first, end, LANES):
         rows = start + lanes
-        x = tl.load(column + rows * stride_red, mask=rows < end, other=float("-inf")).to(tl.float64)
-        top = tl.max(x, 0)
-        moved = tl.where(top - m > _LAG, top, m)
-        ref = tl.where(tl.abs(moved) == float("inf"), 0.0, moved)
-        f = tl.where(m == moved, 1.0, tl.exp(m - ref))
-        s = s * f + tl.sum(tl.exp(x - ref), 0)
-        m = moved
+        x = tl.load(column + rows * stride_red, mask=rows < end, other=float("-inf"))
+        m, s = _fp64_tile(m, s, x.to(tl.float64))
     return m, s
 
 
