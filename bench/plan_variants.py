@@ -1,8 +1,10 @@
 """What the planner-variant scripts share (bench/sweep_outer.py, bench/profile_norm.py): the timing of a
 call and the setting of precred.plan constants, with the caches that would replay the previous plan."""
+import ast
+
 import triton
 
-from precred import plan
+from precred import eager, launch, plan
 
 
 def median_ms(fn) -> float:
@@ -20,3 +22,16 @@ def set_plan_constants(constants: dict, caches) -> None:
         setattr(plan, name, value)
     for cache in caches:
         (cache.cache_clear if hasattr(cache, "cache_clear") else cache.clear)()
+
+
+def every_plan_cache() -> tuple:
+    """Every cached planner of precred.plan (the reduction's, softmax's row plans, ...) and the launch
+    recipes: what a change of planner constants must clear."""
+    planners = [f for f in vars(plan).values() if hasattr(f, "cache_clear")]
+    return (*planners, launch._RECIPES, eager._CALLS)
+
+
+def parse_variant(spec: str) -> tuple:
+    """("name", {CONST: value}) of a "name:CONST=value;CONST=value" option (values: Python literals)."""
+    name, _, assignments = spec.partition(":")
+    return name, {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";") if a)}

@@ -10,15 +10,14 @@ others with --variant, e.g. "tile8k:TILE_BYTES=8192"). --dim -1 times the same s
 contiguous axis (the inner schedule's constants). Each result is also checked to repeat bitwise.
 """
 import argparse
-import ast
 import sys
 
 import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from plan_variants import median_ms, set_plan_constants  # noqa: E402
-from precred import eager, launch, plan  # noqa: E402
+from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
+from precred import plan  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
 # The ops it times (precred's and torch's call, x and dim given) and their modes.
@@ -49,9 +48,7 @@ VARIANTS = {
 
 
 def _set(constants):
-    # every cached planner (the reduction's, softmax's row plans, ...) and the launch recipes
-    planners = [f for f in vars(plan).values() if hasattr(f, "cache_clear")]
-    set_plan_constants(constants, (*planners, launch._RECIPES, eager._CALLS))
+    set_plan_constants(constants, every_plan_cache())
 
 
 def main():
@@ -71,8 +68,8 @@ def main():
     modes = args.modes.split(",") if args.modes else list(all_modes)
     variants = dict(VARIANTS)
     for spec in args.variant:
-        name, _, assignments = spec.partition(":")
-        variants[name] = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";"))}
+        name, constants = parse_variant(spec)
+        variants[name] = constants
     dim = args.dim
     print(torch.cuda.get_device_name())
     shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES

@@ -414,13 +414,24 @@ def _accurate_columns_plan(view, device) -> planning.AccurateColumnsPlan | None:
     return None
 
 
-def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute: bool = True, key=None) -> tuple:
+def columns_work_list(view, p: planning.AccurateColumnsPlan) -> torch.Tensor:
+    """A zeroed work list for accurate_logsumexp_columns (schedules/accurate_columns.py, _CLAIMS): its
+    length, its last readers' count, a claim per recompute column block, the listed blocks."""
+    listable = view.outer * triton.cdiv(view.inner, p.recompute_block_i)
+    return torch.zeros(2 + 2 * listable, dtype=torch.int32, device=view.source.device)
+
+
+def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute: bool = True, key=None,
+                               work: torch.Tensor | None = None) -> tuple:
     """(logsumexp over the view's strided reduced axis of fp32 input, flat fp32; the outputs' int8 flags)
     by the `accurate` mode under plan p (plan_accurate_logsumexp_columns'; schedules/accurate_columns.py):
-    the column kernel (and the merge of its parts' states, split plans), then the same launches in fp64
-    over the outputs their bound did not keep -- unless recompute=False (tests: the first stage alone).
-    Each launch after the first is a programmatic dependent of the one before where the GPU has them
-    (plan.ACCURATE_COLUMNS_PDL). A CUDA call leaves its launch recipe under key."""
+    the column kernel (and the merge of its parts' states, split plans), which put the column blocks
+    holding outputs their bound did not keep on a work list, then the same launches in fp64 on a fixed
+    grid that walks that list -- unless recompute=False (tests: the first stage alone). Each launch
+    after the first is a programmatic dependent of the one before where the GPU has them
+    (plan.ACCURATE_COLUMNS_PDL). A CUDA call leaves its launch recipe under key. work: the work list to
+    use (tests: columns_work_list's; its length, counter and claims are zero on entry and, after the
+    recompute, on exit), else a new one."""
     n_out, red, device = view.outer * view.inner, view.red, view.source.device
     out = torch.empty(n_out, dtype=torch.float32, device=device)
     flags = torch.empty(n_out, dtype=torch.int8, device=device)
@@ -430,30 +441,44 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
     make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
                   if split else None)
     parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
+    listable = view.outer * triton.cdiv(view.inner, p.recompute_block_i)   # the recompute's column blocks
+
+    def make_work():
+        return (columns_work_list(view, p),)
+
+    work = make_work() if work is None else (work,)
     steps = []
     for second in (False, True) if recompute else (False,):
         # the parts' scratch is the recompute's too: its launches follow the first merge's reads
         dependent = pdl and bool(steps)
         last = second or not recompute
-        block_i, warps = (p.recompute_block_i, p.recompute_num_warps) if second else (p.block_i, p.num_warps)
-        grid = (view.outer * triton.cdiv(view.inner, block_i) * p.parts,)
-        steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts],
+        if second:   # a fixed grid walking the list's (block, part) pairs, recompute_batch at once
+            block_i, warps = p.recompute_batch * p.recompute_block_i, p.recompute_num_warps
+            grid = (min(p.recompute_programs, triton.cdiv(listable * p.parts, p.recompute_batch)),)
+        else:
+            block_i, warps = p.block_i, p.num_warps
+            grid = (view.outer * triton.cdiv(view.inner, block_i) * p.parts,)
+        steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts, *work],
                               [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red,
                                p.chunk or red, p.parts, n_out, exp_error, fp64_slack], warps,
                               BLOCK_R=p.block_r, BLOCK_I=block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
-                              RECOMPUTE=second, LAUNCH_DEPENDENTS=pdl and (split or not last),
+                              RECOMPUTE=second, RECOMPUTE_BLOCK_I=p.recompute_block_i,
+                              LAUNCH_DEPENDENTS=pdl and (split or not last),
                               SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,
                               SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES, **_programmatic(dependent)),
-                      ("x", "out", "flags", "parts")))
+                      ("x", "out", "flags", "parts", "work")))
         if split:
-            steps.append((_launch(accurate_logsumexp_columns_merge_kernel,
-                                  (triton.cdiv(n_out, p.merge_outputs),), [*parts, out, flags],
-                                  [n_out, p.parts, exp_error, fp64_slack], planning.ACCURATE_COLUMNS_MERGE_WARPS,
-                                  BLOCK_P=p.merge_lanes, BLOCK_O=p.merge_outputs, RECOMPUTE=second,
+            block_o = min(p.merge_outputs, p.recompute_block_i) if second else p.merge_outputs
+            grid = ((min(p.recompute_merge_programs, listable * (p.recompute_block_i // block_o)),) if second
+                    else (triton.cdiv(n_out, block_o),))
+            steps.append((_launch(accurate_logsumexp_columns_merge_kernel, grid, [*parts, out, flags, *work],
+                                  [view.inner, n_out, p.parts, exp_error, fp64_slack],
+                                  planning.ACCURATE_COLUMNS_MERGE_WARPS, BLOCK_P=p.merge_lanes, BLOCK_O=block_o,
+                                  RECOMPUTE=second, RECOMPUTE_BLOCK_I=p.recompute_block_i,
                                   LAUNCH_DEPENDENTS=pdl and not last, **_programmatic(pdl)),
-                          ("parts", "out", "flags")))
+                          ("parts", "out", "flags", "work")))
     if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):
-        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3)})
+        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1)})
     return out, flags
 
 
@@ -470,8 +495,9 @@ class _AccurateRecipe:
     """The accurate mode's launches for a call signature (accurate_logsumexp_rows': the row kernel and
     the fp64 recompute; accurate_logsumexp_columns': the column kernel, the merge of split plans, the
     recompute), replayed on new tensors. Each launch takes, in its own order, the input, the output, the
-    flags and scratch -- the parts' states, the recompute's chunk states and arrival counters -- made
-    once per stream (the counters are zero on entry and exit; states are written before read)."""
+    flags and scratch -- the parts' states, the recompute's chunk states and arrival counters, the
+    columns' work list -- made once per stream (counters and lists are zero on entry and exit; states
+    are written before read)."""
 
     def __init__(self, n_out, steps, makers):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter

@@ -1391,6 +1391,15 @@ ACCURATE_COLUMNS_SPARSE_MAX = 8
 ACCURATE_COLUMNS_SPARSE_LANES = 256
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
+# The recompute's launches run fixed grids -- ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM programs per
+# SM for the column launch, each taking ACCURATE_COLUMNS_RECOMPUTE_BATCH listed (block, part) pairs at
+# once on as many warps, and ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM merge programs -- that
+# walk a work list of the column blocks holding unkept outputs, filled by the first stage's finishing
+# programs: on ordinary data (nothing listed) each of their programs reads the list's length and ends,
+# where a grid over every column block read each block's flags.
+ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM = 2
+ACCURATE_COLUMNS_RECOMPUTE_BATCH = 4
+ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM = 2
 # The column kernel's later launches (the merge, the fp64 recompute and its merge) as programmatic
 # dependents of the launch before each (sm_90).
 ACCURATE_COLUMNS_PDL = True
@@ -1405,6 +1414,17 @@ class AccurateColumnsPlan:
     red: int           # the reduced axis' length
     parts: int = 1     # programs a column block's reduced axis is split across
     chunk: int = 0     # reduced elements a part (whole tiles; parts > 1)
+    sm_count: int = 1  # the GPU's SMs: the recompute launches' fixed grids
+
+    @property
+    def recompute_programs(self) -> int:
+        """Programs of the recompute's column launch (a fixed grid walking the work list), at most."""
+        return ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM * self.sm_count
+
+    @property
+    def recompute_merge_programs(self) -> int:
+        """Programs of the recompute's merge launch (split plans), at most."""
+        return ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM * self.sm_count
 
     @property
     def tiles(self) -> int:
@@ -1417,8 +1437,13 @@ class AccurateColumnsPlan:
         return min(self.block_i, ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I)
 
     @property
+    def recompute_batch(self) -> int:
+        """Listed (block, part) pairs a recompute program takes at once (a warp each)."""
+        return ACCURATE_COLUMNS_RECOMPUTE_BATCH
+
+    @property
     def recompute_num_warps(self) -> int:
-        return _accurate_columns_warps(self.recompute_block_i)
+        return _accurate_columns_warps(self.recompute_batch * self.recompute_block_i)
 
     @property
     def merge_lanes(self) -> int:
@@ -1460,7 +1485,7 @@ def plan_accurate_logsumexp_columns(outer: int, red: int, inner: int, *, sm_coun
     block_i = min(ACCURATE_COLUMNS_BLOCK_I, _pow2_at_least(inner))
     warps = _accurate_columns_warps(block_i)
     single = AccurateColumnsPlan(min(ACCURATE_COLUMNS_LANES, _pow2_at_least(red)), block_i, warps,
-                                 ACCURATE_COLUMNS_STAGES, red)
+                                 ACCURATE_COLUMNS_STAGES, red, sm_count=sm_count)
     programs = outer * -(-inner // block_i)
     wanted = -(-ACCURATE_COLUMNS_WARPS_PER_SM * sm_count // (warps * programs))
     if wanted <= 1:

@@ -477,7 +477,7 @@ def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypat
     the second launch (5 to 1024 parts), or in one part (a plan asking for one warp per SM) -- and the
     fp64 recompute in the same launches, within its bound on adversarial families and on
     log-probability columns (every output left to the recompute); a sample of 16 columns is checked
-    against the oracle, and the call repeats bitwise."""
+    against the oracle, the call repeats bitwise, and the recipe's work list is left empty."""
     from precred import launch, plan as plan_module
     from precred.layout import reduction_view
     from test_logsumexp import _fresh_recipes, _log_probability_rows, family, rows_within_bound
@@ -501,6 +501,11 @@ def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypat
         assert torch.equal(got, precred.logsumexp(xd, 0)), name
         rows_within_bound(x[:, :sample].contiguous(), 0, got.cpu()[:sample].double().tolist(), "accurate",
                           plan.recompute_depth, name)
+        # the replayed recipe's work list: length, counter and claims back to zero after each call
+        lists = [tensors[0] for recipe in launch._RECIPES.values() if isinstance(recipe, launch._AccurateRecipe)
+                 for (which, _), tensors in recipe.scratch.items() if which == "work"]
+        assert lists, "no launch recipe kept a work list"
+        assert all(work[:2 + (work.numel() - 2) // 2].count_nonzero() == 0 for work in lists), name
 
 
 def test_ex2_approx_within_its_documented_error(device):

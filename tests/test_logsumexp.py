@@ -865,6 +865,55 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
 
 
 @pytest.mark.parametrize("split", [False, True])
+def test_accurate_columns_work_list(split, device, monkeypatch):
+    """The first stage lists exactly the recompute blocks that hold an unkept output, each once (its
+    claim set, the others' not); the recompute's fixed grid walks the list -- one program or many, the
+    same bits -- and leaves its length, counter and claims zero, so that the next call on the same list
+    (a launch recipe's) starts empty and gives the same bits again."""
+    from dataclasses import replace
+
+    from precred.layout import reduction_view
+
+    for name, value in SMALL_ACCURATE_COLUMNS.items():
+        monkeypatch.setattr(plan_module, name, value)
+    sm_count = 64 if split else 1
+    if not split:
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    rng = np.random.default_rng(47)
+    # 6 blocks of 8 columns, the last partial; unkept ones in blocks 0, 2 (three: the recompute's dense
+    # path, the others its sparse one, in one batch) and 5
+    columns = 45
+    mixed = family("normal", columns, 300, rng, torch.float32)
+    unkept = (0, 17, 18, 20, 44)
+    mixed[list(unkept)] = _log_probability_rows(len(unkept), 300, rng)
+    view = reduction_view(mixed.t().contiguous().to(device), (0,))
+    p = plan_module.plan_accurate_logsumexp_columns(view.outer, view.red, view.inner, sm_count=sm_count)
+    assert (p.parts > 1) == split and p.recompute_block_i == 8, p
+    listable = 6
+    work = launch.columns_work_list(view, p)
+    assert work.numel() == 2 + 2 * listable
+    _, flags = launch.accurate_logsumexp_columns(view, p, recompute=False, work=work)
+    assert [c for c, flag in enumerate(flags.cpu().tolist()) if flag == 0] == list(unkept)
+    got = work.cpu().tolist()
+    assert got[0] == 3 and sorted(got[2 + listable:2 + listable + 3]) == [0, 2, 5], got
+    assert got[2:2 + listable] == [1, 0, 1, 0, 0, 1], got
+    work.zero_()
+    results = []
+    for programs in (None, 1):   # the planned grid, then one program walking every entry
+        if programs is not None:
+            monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM", programs)
+            monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM", programs)
+            p = replace(p, sm_count=1)
+        for _ in range(2):
+            out, _ = launch.accurate_logsumexp_columns(view, p, work=work)
+            assert work[:2 + listable].count_nonzero() == 0, work.cpu().tolist()   # the slots are written before read
+            results.append(out.cpu())
+    assert all(torch.equal(results[0], other) for other in results[1:])
+    rows_within_bound(mixed, 1, results[0].double().tolist(), "accurate", p.recompute_depth,
+                      "listed recompute")
+
+
+@pytest.mark.parametrize("split", [False, True])
 def test_accurate_columns_specials(split, device, monkeypatch):
     """torch's answers for specials down the columns (and across parts): -inf columns, +inf in the first
     or last tile, NaN, +inf next to NaN, one finite value among -inf; huge magnitudes among -inf within

@@ -60,73 +60,54 @@ _LAG = tl.constexpr(8.0)
 
 
 @triton.jit
-def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, part_r_ptr,
+def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, part_r_ptr, work_ptr,
                                       inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len,
                                       n_parts, n_outputs, exp_error, fp64_slack,
                                       BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                                      SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr,
+                                      SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
                                       SPARSE_MAX: tl.constexpr, SPARSE_LANES: tl.constexpr,
                                       LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
-    """Program (column block, part): the columns' states over the part's rows [part * chunk_len, +
-    chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_* workspace (m widened
-    to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module docstring).
-    RECOMPUTE: the second stage, over the columns whose flag is 0 alone (a program with none reads
-    nothing): the same tiles in fp64 -- each element widened, the lagging reference in fp64, libdevice's
-    exp of the fp64 gap, the fp64 mode's numerics -- finished as m + log(s) in fp64 (flags untouched),
-    or stored as parts (r unused) for the merge's recompute. A block with at most SPARSE_MAX such
-    columns takes them one at a time instead (_recompute_column: the same numerics down the column in
-    tiles of SPARSE_LANES rows), so that a few scattered ones cost their own elements, not the block's."""
+    """The first stage: program (column block, part) takes the columns' states over the part's rows
+    [part * chunk_len, + chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_*
+    workspace (m widened to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module
+    docstring), each recompute block (RECOMPUTE_BLOCK_I columns) with an unkept one put on the work list
+    (_list_unkept).
+    RECOMPUTE: the second stage. Its programs walk the work list's (block, part) pairs in batches of
+    BLOCK_I // RECOMPUTE_BLOCK_I (a warp each: _recompute_block) -- none on ordinary data, where each
+    program reads the list's length and ends -- and, unsplit, empty the list for the next call (its
+    last reader)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
-    pid = tl.program_id(0)
-    part = pid % n_parts
-    tile = pid // n_parts
-    n_blocks = tl.cdiv(inner_size, BLOCK_I)
-    o = tile // n_blocks
-    cols = (tile % n_blocks) * BLOCK_I + tl.arange(0, BLOCK_I)
-    col_ok = cols < inner_size
-    out_index = o.to(tl.int64) * inner_size + cols
-    lanes = tl.arange(0, BLOCK_R)
-    first = part.to(tl.int64) * chunk_len
-    end = tl.minimum(first + chunk_len, red_len)
     if RECOMPUTE:
-        col_ok = col_ok & (tl.load(flags_ptr + out_index, mask=col_ok, other=1) == 0)
-        pending = tl.sum(col_ok.to(tl.int32), 0)
-        sparse = pending <= SPARSE_MAX
-        if sparse:   # one column at a time, in slot order
-            slots = tl.arange(0, BLOCK_I)
-            k = next_pending(col_ok, slots, -1, BLOCK_I)
-            while k < BLOCK_I:
-                out = tl.sum(tl.where(slots == k, out_index, 0), 0)
-                column = src_ptr + o.to(tl.int64) * stride_outer + tl.sum(tl.where(slots == k, cols, 0), 0).to(
-                    tl.int64) * stride_inner
-                m1, s1 = _recompute_column(column, stride_red, first, end, SPARSE_LANES)
-                if SPLIT:
-                    slot = part.to(tl.int64) * n_outputs + out
-                    tl.store(part_m_ptr + slot, m1)
-                    tl.store(part_s_ptr + slot, s1)
-                else:
-                    tl.store(dst_ptr + out, finish_logsumexp(s1, m1, tl.float32))
-                k = next_pending(col_ok, slots, k, BLOCK_I)
-        col_ok = col_ok & (pending > SPARSE_MAX)   # the dense path's columns: none if taken above
-        end = tl.where(sparse, first, end)   # ... and then no tiles
-    ptrs = (src_ptr + o.to(tl.int64) * stride_outer + (first + lanes)[:, None] * stride_red
-            + cols[None, :].to(tl.int64) * stride_inner)
-    step = tl.full((), BLOCK_R, tl.int64) * stride_red
-    s = tl.zeros([BLOCK_I], tl.float64)
-    if RECOMPUTE:
-        m64 = tl.full([BLOCK_I], float("-inf"), tl.float64)
-        for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
-            mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
-            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")
-            m64, s = _fp64_tile(m64, s, x.to(tl.float64))
-            ptrs += step
-        if SPLIT:
-            slot = part.to(tl.int64) * n_outputs + out_index
-            tl.store(part_m_ptr + slot, m64, mask=col_ok)
-            tl.store(part_s_ptr + slot, s, mask=col_ok)
-        else:
-            tl.store(dst_ptr + out_index, finish_logsumexp(s, m64, tl.float32), mask=col_ok)
+        BATCH: tl.constexpr = BLOCK_I // RECOMPUTE_BLOCK_I
+        per_outer = tl.cdiv(inner_size, RECOMPUTE_BLOCK_I)
+        listed = _listed(work_ptr, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
+        entries = tl.load(work_ptr) * n_parts
+        slots = tl.arange(0, BLOCK_I)
+        for batch in range(tl.program_id(0), tl.cdiv(entries, BATCH), tl.num_programs(0)):
+            block, live = _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed, batch,
+                                           entries, per_outer, inner_size, stride_outer, stride_red, stride_inner,
+                                           red_len, chunk_len, n_parts, n_outputs, BLOCK_R, BLOCK_I,
+                                           RECOMPUTE_BLOCK_I, LOOP_STAGES, SPLIT, SPARSE_MAX, SPARSE_LANES)
+            if not SPLIT:   # the blocks' claims, cleared for the next call
+                tl.store(work_ptr + _CLAIMS + block, 0, mask=live & (slots % RECOMPUTE_BLOCK_I == 0))
+        if not SPLIT:
+            _release_list(work_ptr)
     else:
+        pid = tl.program_id(0)
+        part = pid % n_parts
+        tile = pid // n_parts
+        n_blocks = tl.cdiv(inner_size, BLOCK_I)
+        o = tile // n_blocks
+        cols = (tile % n_blocks) * BLOCK_I + tl.arange(0, BLOCK_I)
+        col_ok = cols < inner_size
+        out_index = o.to(tl.int64) * inner_size + cols
+        lanes = tl.arange(0, BLOCK_R)
+        first = part.to(tl.int64) * chunk_len
+        end = tl.minimum(first + chunk_len, red_len)
+        ptrs = (src_ptr + o.to(tl.int64) * stride_outer + (first + lanes)[:, None] * stride_red
+                + cols[None, :].to(tl.int64) * stride_inner)
+        step = tl.full((), BLOCK_R, tl.int64) * stride_red
+        s = tl.zeros([BLOCK_I], tl.float64)
         r = tl.zeros([BLOCK_I], tl.float32)
         m = tl.full([BLOCK_I], float("-inf"), tl.float32)
         for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
@@ -150,7 +131,120 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
             tl.store(part_s_ptr + slot, s, mask=col_ok)
             tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
         else:
-            _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
+            kept = _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
+            _list_unkept(work_ptr, out_index, col_ok & ~kept, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
+
+
+# The work list (int32): [0] its length, [1] the count of its last launch's programs done with it, then
+# a claim per recompute block (1 while listed) -- all zero on entry and on exit of a call --, then the
+# listed blocks (o * blocks per outer index + block; written before read), in the order their claims
+# landed: an order no result depends on, since each block's recompute reads the input and writes its
+# own outputs (or its own parts' slots) alone.
+_CLAIMS = tl.constexpr(2)
+
+
+@triton.jit
+def _listed(work_ptr, inner_size, n_outputs, RECOMPUTE_BLOCK_I: tl.constexpr):
+    """Where the work list's blocks start (after the claims, one per recompute block)."""
+    return work_ptr + _CLAIMS + (n_outputs // inner_size) * tl.cdiv(inner_size, RECOMPUTE_BLOCK_I)
+
+
+@triton.jit
+def _list_unkept(work_ptr, outputs, unkept, inner_size, n_outputs, RECOMPUTE_BLOCK_I: tl.constexpr):
+    """Put on the work list each recompute block that holds an output where `unkept` is true, once: the
+    output that claims the block first (an atomic exchange of its claim) appends it (an atomic count).
+    No atomics run where nothing is unkept."""
+    per_outer = tl.cdiv(inner_size, RECOMPUTE_BLOCK_I)
+    block = ((outputs // inner_size) * per_outer + (outputs % inner_size) // RECOMPUTE_BLOCK_I).to(tl.int32)
+    first = unkept & (tl.atomic_xchg(work_ptr + _CLAIMS + block, 1, mask=unkept) == 0)
+    slot = tl.atomic_add(work_ptr + 0 * block, 1, mask=first)
+    tl.store(_listed(work_ptr, inner_size, n_outputs, RECOMPUTE_BLOCK_I) + slot, block, mask=first)
+
+
+@triton.jit
+def _release_list(work_ptr):
+    """At the end of each program of the list's last launch: the last to finish sets the list's length
+    and its own counter back to 0 (every program read the length before it counts itself in)."""
+    if tl.atomic_add(work_ptr + 1, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1:
+        tl.atomic_xchg(work_ptr, 0)
+        tl.atomic_xchg(work_ptr + 1, 0)
+
+
+@triton.jit
+def _listed_column(listed, entry, slot_in_block, per_outer, n_parts, RECOMPUTE_BLOCK_I: tl.constexpr):
+    """(listed block, outer index, column, part) of a slot of list entry `entry` (the entry's
+    (block, part) pair: block listed[entry // n_parts], part entry % n_parts)."""
+    block = tl.load(listed + entry // n_parts)
+    return (block, block // per_outer, (block % per_outer) * RECOMPUTE_BLOCK_I + slot_in_block, entry % n_parts)
+
+
+@triton.jit
+def _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed, batch, entries, per_outer,
+                     inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len, n_parts, n_outputs,
+                     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
+                     LOOP_STAGES: tl.constexpr, SPLIT: tl.constexpr, SPARSE_MAX: tl.constexpr,
+                     SPARSE_LANES: tl.constexpr):
+    """The recompute of batch `batch` of the list's (block, part) entries: BLOCK_I // RECOMPUTE_BLOCK_I
+    of them, RECOMPUTE_BLOCK_I slots each (slot j: column j % RECOMPUTE_BLOCK_I of entry j //
+    RECOMPUTE_BLOCK_I's block, over its part's rows). Over the columns whose flag is 0 alone, the first
+    stage's tiles in fp64 -- each element widened, the lagging reference in fp64, libdevice's exp of
+    the fp64 gap, the fp64 mode's numerics -- finished as m + log(s) in fp64 (flags untouched), or
+    stored as parts (r unused) for the merge's recompute. A block with at most SPARSE_MAX such columns
+    takes them one at a time instead (_recompute_column: the same numerics down the column in tiles of
+    SPARSE_LANES rows), so that a few scattered ones cost their own elements, not the block's. Each
+    column's numerics are those of a program of its own: the batch only shares loads. Returns each
+    slot's listed block and whether its entry exists."""
+    BATCH: tl.constexpr = BLOCK_I // RECOMPUTE_BLOCK_I
+    slots = tl.arange(0, BLOCK_I)
+    entry = batch * BATCH + slots // RECOMPUTE_BLOCK_I
+    live = entry < entries
+    block, o, cols, part = _listed_column(listed, tl.where(live, entry, 0), slots % RECOMPUTE_BLOCK_I, per_outer,
+                                          n_parts, RECOMPUTE_BLOCK_I)
+    col_ok = live & (cols < inner_size)
+    out_index = o.to(tl.int64) * inner_size + cols
+    col_ok = col_ok & (tl.load(flags_ptr + out_index, mask=col_ok, other=1) == 0)
+    pending = tl.sum(tl.reshape(col_ok.to(tl.int32), (BATCH, RECOMPUTE_BLOCK_I)), 1)   # per block
+    sparse = tl.reshape(tl.broadcast_to((pending <= SPARSE_MAX)[:, None], (BATCH, RECOMPUTE_BLOCK_I)), (BLOCK_I,))
+    dense = col_ok & ~sparse
+    # the dense blocks first: their tiles
+    first = part.to(tl.int64) * chunk_len
+    length = (tl.minimum(first + chunk_len, red_len) - first).to(tl.int32)
+    tiles = tl.where(tl.max(dense.to(tl.int32), 0) > 0, tl.cdiv(chunk_len, BLOCK_R), 0)   # none: no loads
+    lanes = tl.arange(0, BLOCK_R)
+    ptrs = (src_ptr + (o.to(tl.int64) * stride_outer + cols.to(tl.int64) * stride_inner + first * stride_red)[None, :]
+            + lanes[:, None].to(tl.int64) * stride_red)
+    step = tl.full((), BLOCK_R, tl.int64) * stride_red
+    s = tl.zeros([BLOCK_I], tl.float64)
+    m64 = tl.full([BLOCK_I], float("-inf"), tl.float64)
+    for t in tl.range(0, tiles, num_stages=LOOP_STAGES):
+        mask = ((lanes + t * BLOCK_R)[:, None] < length[None, :]) & dense[None, :]
+        x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")
+        m64, s = _fp64_tile(m64, s, x.to(tl.float64))
+        ptrs += step
+    if SPLIT:
+        part_slot = part.to(tl.int64) * n_outputs + out_index
+        tl.store(part_m_ptr + part_slot, m64, mask=dense)
+        tl.store(part_s_ptr + part_slot, s, mask=dense)
+    else:
+        tl.store(dst_ptr + out_index, finish_logsumexp(s, m64, tl.float32), mask=dense)
+    # then the sparse blocks' columns, one at a time in slot order (each slot's column found again from
+    # the list: scalars, not the batch's vectors, live across this loop)
+    one_by_one = col_ok & sparse
+    k = next_pending(one_by_one, slots, -1, BLOCK_I)
+    while k < BLOCK_I:
+        _, o1, col1, part1 = _listed_column(listed, batch * BATCH + k // RECOMPUTE_BLOCK_I, k % RECOMPUTE_BLOCK_I,
+                                            per_outer, n_parts, RECOMPUTE_BLOCK_I)
+        start = part1.to(tl.int64) * chunk_len
+        m1, s1 = _recompute_column(src_ptr + o1.to(tl.int64) * stride_outer + col1.to(tl.int64) * stride_inner,
+                                   stride_red, start, tl.minimum(start + chunk_len, red_len), SPARSE_LANES)
+        out = o1.to(tl.int64) * inner_size + col1
+        if SPLIT:
+            tl.store(part_m_ptr + part1.to(tl.int64) * n_outputs + out, m1)
+            tl.store(part_s_ptr + part1.to(tl.int64) * n_outputs + out, s1)
+        else:
+            tl.store(dst_ptr + out, finish_logsumexp(s1, m1, tl.float32))
+        k = next_pending(one_by_one, slots, k, BLOCK_I)
+    return block, live
 
 
 @triton.jit
@@ -181,22 +275,49 @@ def _recompute_column(column, stride_red, first, end, LANES: tl.constexpr):
 
 
 @triton.jit
-def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, n_outputs,
-                                            n_parts, exp_error, fp64_slack, BLOCK_P: tl.constexpr,
-                                            BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr,
-                                            LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
-    """Program: BLOCK_O outputs, their n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P
-    lanes -- first their maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64
-    (exactly 1 for the maximum's own; a part of -inf under a finite M gets 0, as under +inf) -- and
-    finished (accurate_rows._finish). RECOMPUTE: the outputs whose flag is 0 alone, finished as
-    M + log(S) in fp64 (the column kernel's recompute parts; flags untouched)."""
+def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, work_ptr,
+                                            inner_size, n_outputs, n_parts, exp_error, fp64_slack,
+                                            BLOCK_P: tl.constexpr, BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr,
+                                            RECOMPUTE_BLOCK_I: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
+                                            WAIT_FOR_PREVIOUS: tl.constexpr):
+    """The merge of split plans. Program: BLOCK_O outputs, finished from their n_parts states
+    (_merge_parts) and each recompute block with an unkept one put on the work list (_list_unkept).
+    RECOMPUTE (BLOCK_O divides RECOMPUTE_BLOCK_I): the programs walk the work list's blocks in pieces
+    of BLOCK_O outputs and merge the recompute's parts of those whose flag is 0, finished as M + log(S)
+    in fp64 (flags untouched); this is the list's last launch: it clears the blocks' claims and the
+    list (_release_list)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
-    outputs = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)
-    out_ok = outputs < n_outputs
-    parts_read = n_parts
     if RECOMPUTE:
-        out_ok = out_ok & (tl.load(flags_ptr + outputs, mask=out_ok, other=1) == 0)
-        parts_read = tl.where(tl.max(out_ok.to(tl.int32), 0) > 0, n_parts, 0)   # none pending: no reads
+        PIECES: tl.constexpr = RECOMPUTE_BLOCK_I // BLOCK_O
+        per_outer = tl.cdiv(inner_size, RECOMPUTE_BLOCK_I)
+        listed = _listed(work_ptr, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
+        for entry in range(tl.program_id(0), tl.load(work_ptr) * PIECES, tl.num_programs(0)):
+            block = tl.load(listed + entry // PIECES)
+            cols = (block % per_outer) * RECOMPUTE_BLOCK_I + (entry % PIECES) * BLOCK_O + tl.arange(0, BLOCK_O)
+            outputs = (block // per_outer).to(tl.int64) * inner_size + cols
+            out_ok = cols < inner_size
+            out_ok = out_ok & (tl.load(flags_ptr + outputs, mask=out_ok, other=1) == 0)
+            _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs,
+                         n_parts, exp_error, fp64_slack, BLOCK_P, BLOCK_O, True)
+            tl.store(work_ptr + _CLAIMS + block, 0, mask=entry % PIECES == 0)   # cleared for the next call
+        _release_list(work_ptr)
+    else:
+        outputs = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)
+        out_ok = outputs < n_outputs
+        kept = _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs,
+                            n_parts, exp_error, fp64_slack, BLOCK_P, BLOCK_O, False)
+        _list_unkept(work_ptr, outputs, out_ok & ~kept, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
+
+
+@triton.jit
+def _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs, n_parts,
+                 exp_error, fp64_slack, BLOCK_P: tl.constexpr, BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr):
+    """The outputs' n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P lanes -- first their
+    maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64 (exactly 1 for the maximum's
+    own; a part of -inf under a finite M gets 0, as under +inf) -- finished (accurate_rows._finish: the
+    keep flags returned); RECOMPUTE: the recompute's parts (no R), finished as M + log(S) in fp64
+    (flags untouched; all returned as kept). No part is read where out_ok holds nowhere."""
+    parts_read = tl.where(tl.max(out_ok.to(tl.int32), 0) > 0, n_parts, 0)
     lanes = tl.arange(0, BLOCK_P)
     big = tl.full([BLOCK_P, BLOCK_O], float("-inf"), tl.float64)
     for p in range(0, parts_read, BLOCK_P):
@@ -216,6 +337,8 @@ def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, 
             rescaled += tl.load(part_r_ptr + slots, mask=here, other=0.0) * g
     if RECOMPUTE:
         tl.store(dst_ptr + outputs, finish_logsumexp(tl.sum(total, 0), top, tl.float32), mask=out_ok)
+        kept = out_ok   # (unused)
     else:
-        _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0), tl.sum(rescaled, 0),
-                exp_error, fp64_slack)
+        kept = _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0),
+                       tl.sum(rescaled, 0), exp_error, fp64_slack)
+    return kept

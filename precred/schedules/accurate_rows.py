@@ -100,7 +100,8 @@ def within_two_ulp32(value, lse, e):
 
 @triton.jit
 def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack):
-    """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring)."""
+    """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring);
+    the flags (true where kept) are returned too."""
     log_s = tl.log(total)
     lse = big.to(tl.float64) + log_s
     # The bound in fp32, rounded up by its padding (each thread computes it for each row it holds, so
@@ -115,6 +116,7 @@ def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, f
     kept = kept | (lse != lse) | (tl.abs(lse) == float("inf"))
     tl.store(dst_ptr + rows, value, mask=row_ok)
     tl.store(flags_ptr + rows, kept.to(tl.int8), mask=row_ok)
+    return kept
 
 
 @triton.jit

@@ -1,0 +1,87 @@
+"""Where the `accurate` logsumexp's time goes over a strided axis (GPU; one device call).
+
+    python3 bench/probe_accurate_columns.py [--shapes 1024x65536,8192x8192] [--dim 0]
+                                            [--variant "name:CONST=value;CONST=value"] ...
+
+Per fp32 case, GB/s (and the ratio to torch.logsumexp, same run) of: the public call (the launch recipe:
+column kernel, merge, recompute, its merge), the first stage alone (launch.accurate_logsumexp_columns
+with recompute=False: what the recompute's launches cost when nothing is left to them), the fp64 mode,
+and the public call on data whose every 997th column the bound cannot keep (the sparse recompute) and
+on data none of whose columns it keeps (log-probabilities: the dense recompute).
+Each result is checked to repeat bitwise. Each --variant (precred.plan constants) runs the table again.
+"""
+import argparse
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+import precred  # noqa: E402
+from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
+from precred import launch, plan  # noqa: E402
+from precred.layout import reduction_view  # noqa: E402
+
+
+def _gbps(x, ms):
+    return x.numel() * x.element_size() / ms / 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="1024x65536,8192x8192,65536x1024,262144x256")
+    ap.add_argument("--dim", type=int, default=0)
+    ap.add_argument("--variant", action="append", default=[], help='"name:CONST=value;CONST=value"')
+    args = ap.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}")
+    variants = [("default", {})] + [parse_variant(spec) for spec in args.variant]
+    defaults = {name: getattr(plan, name) for _, constants in variants for name in constants}
+    for name, constants in variants:
+        print(f"variant {name}: {constants}")
+        set_plan_constants({**defaults, **constants}, every_plan_cache())
+        _table(args)
+    set_plan_constants(defaults, every_plan_cache())
+
+
+def _table(args):
+    names = ("public", "stage 1", "fp64", "scattered", "dense")
+    print(f"{'case':>18} {'torch':>7} " + " ".join(f"{name:>13}" for name in names))
+    for text in args.shapes.split(","):
+        shape = tuple(int(n) for n in text.split("x"))
+        torch.manual_seed(0)
+        x = torch.randn(shape, device="cuda")
+        view = reduction_view(x, (args.dim % x.dim(),))
+        p = launch._accurate_columns_plan(view, x.device)
+        scattered = x.clone()
+        # log-probability columns (lse ~ 0): left to the recompute by the 2-ulp certificate
+        movable = scattered.movedim(args.dim, -1)
+        movable[..., ::997, :] = torch.log_softmax(movable[..., ::997, :], dim=-1)
+        dense = torch.log_softmax(x, dim=args.dim)
+        # one work list for every first-stage call: nothing is listed on this data (and a block listed
+        # stays claimed, so the list never grows past its blocks)
+        work = launch.columns_work_list(view, p) if p else None
+        calls = {
+            "torch": lambda: torch.logsumexp(x, args.dim),
+            "public": lambda: precred.logsumexp(x, args.dim),
+            "stage 1": (lambda: launch.accurate_logsumexp_columns(view, p, recompute=False, work=work)[0]) if p else None,
+            "fp64": lambda: precred.logsumexp(x, args.dim, mode="fp64"),
+            "scattered": lambda: precred.logsumexp(scattered, args.dim),
+            "dense": lambda: precred.logsumexp(dense, args.dim),
+        }
+        ms = {}
+        for name, fn in calls.items():
+            if fn is None:
+                continue
+            first, second = fn(), fn()
+            if not torch.equal(first, second):
+                print(f"  {name}: NOT bitwise repeatable")
+            ms[name] = median_ms(fn)
+        cells = [f"{_gbps(x, ms['torch']):7.0f}"]
+        for name in names:
+            cells.append(f"{_gbps(x, ms[name]):7.0f} {ms['torch'] / ms[name]:4.2f}x" if name in ms else f"{'-':>13}")
+        print(f"{text + ' d' + str(args.dim):>18} " + " ".join(cells), flush=True)
+        if p is not None:
+            print(f"{'':>18} plan: {p}; public {ms['public'] * 1e3:.1f} us, stage 1 {ms['stage 1'] * 1e3:.1f} us")
+
+
+if __name__ == "__main__":
+    main()
