@@ -465,7 +465,8 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                               RECOMPUTE=second, RECOMPUTE_BLOCK_I=p.recompute_block_i,
                               LAUNCH_DEPENDENTS=pdl and (split or not last),
                               SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,
-                              SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES, **_programmatic(dependent)),
+                              SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES,
+                              SPARSE_WIDTH=planning.ACCURATE_COLUMNS_SPARSE_WIDTH, **_programmatic(dependent)),
                       ("x", "out", "flags", "parts", "work")))
         if split:
             block_o = min(p.merge_outputs, p.recompute_block_i) if second else p.merge_outputs

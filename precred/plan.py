@@ -1385,10 +1385,12 @@ ACCURATE_COLUMNS_MERGE_TILE = 1024
 # The recompute's column blocks (one warp): narrower than the first stage's, so that a few unkept
 # columns scattered over the input recompute a few blocks in fp64, not every block.
 ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I = 128
-# A recompute block with at most ACCURATE_COLUMNS_SPARSE_MAX unkept columns takes them one at a time,
-# down each column in tiles of ACCURATE_COLUMNS_SPARSE_LANES rows.
+# A recompute block with at most ACCURATE_COLUMNS_SPARSE_MAX unkept columns takes them apart, down each
+# column in tiles of ACCURATE_COLUMNS_SPARSE_LANES rows, ACCURATE_COLUMNS_SPARSE_WIDTH columns of a
+# recompute program's batch side by side.
 ACCURATE_COLUMNS_SPARSE_MAX = 8
 ACCURATE_COLUMNS_SPARSE_LANES = 256
+ACCURATE_COLUMNS_SPARSE_WIDTH = 8
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
 # The recompute's launches run fixed grids -- ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM programs per

@@ -777,9 +777,10 @@ def test_accurate_rows_of_huge_magnitude_with_minus_inf(tiles, device, monkeypat
 
 # Column blocks of 8 and a minimum width of 8, so that inputs a few dozen columns wide take the column
 # kernel (several blocks, the last partial) in the interpreter; the recompute's blocks of 3 or more
-# unkept columns take its dense path, the others its sparse one (tiles of 16 rows).
+# unkept columns take its dense path, the others its sparse one (tiles of 16 rows, 2 columns at once).
 SMALL_ACCURATE_COLUMNS = dict(ACCURATE_COLUMNS_MIN_INNER=8, ACCURATE_COLUMNS_BLOCK_I=8, ACCURATE_COLUMNS_MIN_RED=1,
-                              ACCURATE_COLUMNS_SPARSE_MAX=2, ACCURATE_COLUMNS_SPARSE_LANES=16)
+                              ACCURATE_COLUMNS_SPARSE_MAX=2, ACCURATE_COLUMNS_SPARSE_LANES=16,
+                              ACCURATE_COLUMNS_SPARSE_WIDTH=2)
 
 
 def _accurate_columns(x, dim, device, recompute=True, sm_count=1):
@@ -852,7 +853,8 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
     got, _, p = _accurate_columns(x, 0, device, sm_count=sm_count)
     assert (p.parts > 1) == split, p
     rows_within_bound(x, 0, got, "fp64", p.recompute_depth, "recompute")   # the fp64 recompute's every output
-    # a few unkept columns among kept ones: the recompute's sparse path (one or two a block of 8)
+    # a few unkept columns among kept ones: the recompute's sparse path (one or two a block of 8; four
+    # in a batch of blocks, two at a time)
     mixed = family("normal", 16, 500, rng, torch.float32)
     mixed[::5] = _log_probability_rows(4, 500, rng)
     mixed = mixed.t().contiguous()

@@ -33,9 +33,13 @@ them), so the merge of the few-column inputs that take most parts (262144 x 256:
 is spread over many programs. Either way the recompute then redoes the outputs left unflagged, from
 the input, by the same launches with RECOMPUTE set: the fp64 mode's numerics on the unkept columns
 alone, in column blocks of plan.ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I (a per-output recompute,
-schedules/recompute.py, would read each strided column element by element), or one column at a time
-where a block has at most plan.ACCURATE_COLUMNS_SPARSE_MAX of them. Its bound is the fp64 mode's at
-AccurateColumnsPlan.recompute_depth.
+schedules/recompute.py, would read each strided column element by element), or column by column where
+a block has at most plan.ACCURATE_COLUMNS_SPARSE_MAX of them. Its bound is the fp64 mode's at
+AccurateColumnsPlan.recompute_depth. The first stage's finishing programs (the unsplit kernel, or the
+merge) put each block with an unkept output on a work list in device memory (_list_unkept), and the
+recompute's launches run small fixed grids that walk it (plan.ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM):
+on ordinary data their programs read the list's length and end -- before, a grid over every block
+read each block's flags, which cost ordinary data ~2 us more a call on the H200.
 
 fp64 roundings (precred.plan.AccurateColumnsPlan.fp64_depth): a tile's sum over the BLOCK_R lanes, a
 rescaling product and an addition per later tile, the merge's product and its sum over the parts. The
@@ -66,7 +70,8 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
                                       BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
                                       SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
                                       SPARSE_MAX: tl.constexpr, SPARSE_LANES: tl.constexpr,
-                                      LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
+                                      SPARSE_WIDTH: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
+                                      WAIT_FOR_PREVIOUS: tl.constexpr):
     """The first stage: program (column block, part) takes the columns' states over the part's rows
     [part * chunk_len, + chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_*
     workspace (m widened to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module
@@ -87,7 +92,8 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
             block, live = _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed, batch,
                                            entries, per_outer, inner_size, stride_outer, stride_red, stride_inner,
                                            red_len, chunk_len, n_parts, n_outputs, BLOCK_R, BLOCK_I,
-                                           RECOMPUTE_BLOCK_I, LOOP_STAGES, SPLIT, SPARSE_MAX, SPARSE_LANES)
+                                           RECOMPUTE_BLOCK_I, LOOP_STAGES, SPLIT, SPARSE_MAX, SPARSE_LANES,
+                                           SPARSE_WIDTH)
             if not SPLIT:   # the blocks' claims, cleared for the next call
                 tl.store(work_ptr + _CLAIMS + block, 0, mask=live & (slots % RECOMPUTE_BLOCK_I == 0))
         if not SPLIT:
@@ -183,15 +189,16 @@ def _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed
                      inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len, n_parts, n_outputs,
                      BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
                      LOOP_STAGES: tl.constexpr, SPLIT: tl.constexpr, SPARSE_MAX: tl.constexpr,
-                     SPARSE_LANES: tl.constexpr):
+                     SPARSE_LANES: tl.constexpr, SPARSE_WIDTH: tl.constexpr):
     """The recompute of batch `batch` of the list's (block, part) entries: BLOCK_I // RECOMPUTE_BLOCK_I
     of them, RECOMPUTE_BLOCK_I slots each (slot j: column j % RECOMPUTE_BLOCK_I of entry j //
     RECOMPUTE_BLOCK_I's block, over its part's rows). Over the columns whose flag is 0 alone, the first
     stage's tiles in fp64 -- each element widened, the lagging reference in fp64, libdevice's exp of
     the fp64 gap, the fp64 mode's numerics -- finished as m + log(s) in fp64 (flags untouched), or
     stored as parts (r unused) for the merge's recompute. A block with at most SPARSE_MAX such columns
-    takes them one at a time instead (_recompute_column: the same numerics down the column in tiles of
-    SPARSE_LANES rows), so that a few scattered ones cost their own elements, not the block's. Each
+    takes them apart instead, SPARSE_WIDTH of the batch's at a time (_recompute_columns: the same
+    numerics down each column in tiles of SPARSE_LANES rows), so that a few scattered ones cost their
+    own elements, not the block's. Each
     column's numerics are those of a program of its own: the batch only shares loads. Returns each
     slot's listed block and whether its entry exists."""
     BATCH: tl.constexpr = BLOCK_I // RECOMPUTE_BLOCK_I
@@ -227,29 +234,32 @@ def _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed
         tl.store(part_s_ptr + part_slot, s, mask=dense)
     else:
         tl.store(dst_ptr + out_index, finish_logsumexp(s, m64, tl.float32), mask=dense)
-    # then the sparse blocks' columns, one at a time in slot order (each slot's column found again from
-    # the list: scalars, not the batch's vectors, live across this loop)
+    # then the sparse blocks' columns, SPARSE_WIDTH at a time in slot order (_recompute_columns)
     one_by_one = col_ok & sparse
-    k = next_pending(one_by_one, slots, -1, BLOCK_I)
-    while k < BLOCK_I:
-        _, o1, col1, part1 = _listed_column(listed, batch * BATCH + k // RECOMPUTE_BLOCK_I, k % RECOMPUTE_BLOCK_I,
-                                            per_outer, n_parts, RECOMPUTE_BLOCK_I)
+    rank = tl.cumsum(one_by_one.to(tl.int32), 0) - 1   # each sparse column's place among them
+    width = tl.arange(0, SPARSE_WIDTH)
+    for group in range(0, tl.sum(one_by_one.to(tl.int32), 0), SPARSE_WIDTH):
+        chosen = tl.min(tl.where(one_by_one[None, :] & (rank[None, :] == (group + width)[:, None]), slots[None, :],
+                                 BLOCK_I), 1)   # the group's slots; BLOCK_I past the last
+        valid = chosen < BLOCK_I
+        _, o1, col1, part1 = _listed_column(listed, batch * BATCH + tl.where(valid, chosen, 0) // RECOMPUTE_BLOCK_I,
+                                            chosen % RECOMPUTE_BLOCK_I, per_outer, n_parts, RECOMPUTE_BLOCK_I)
         start = part1.to(tl.int64) * chunk_len
-        m1, s1 = _recompute_column(src_ptr + o1.to(tl.int64) * stride_outer + col1.to(tl.int64) * stride_inner,
-                                   stride_red, start, tl.minimum(start + chunk_len, red_len), SPARSE_LANES)
+        m1, s1 = _recompute_columns(src_ptr + o1.to(tl.int64) * stride_outer + col1.to(tl.int64) * stride_inner,
+                                    stride_red, start, tl.minimum(start + chunk_len, red_len), valid, chunk_len,
+                                    SPARSE_LANES)
         out = o1.to(tl.int64) * inner_size + col1
         if SPLIT:
-            tl.store(part_m_ptr + part1.to(tl.int64) * n_outputs + out, m1)
-            tl.store(part_s_ptr + part1.to(tl.int64) * n_outputs + out, s1)
+            tl.store(part_m_ptr + part1.to(tl.int64) * n_outputs + out, m1, mask=valid)
+            tl.store(part_s_ptr + part1.to(tl.int64) * n_outputs + out, s1, mask=valid)
         else:
-            tl.store(dst_ptr + out, finish_logsumexp(s1, m1, tl.float32))
-        k = next_pending(one_by_one, slots, k, BLOCK_I)
+            tl.store(dst_ptr + out, finish_logsumexp(s1, m1, tl.float32), mask=valid)
     return block, live
 
 
 @triton.jit
 def _fp64_tile(m, s, x):
-    """The recompute's state (m, s) of each column (or of one column: scalars) after the fp64 tile x
+    """The recompute's state (m, s) of each column after the fp64 tile x
     (its rows along axis 0): the lagging reference moved as in the first stage, the old s rescaled by
     exp(m - ref) and the tile's terms exp(x - ref) added, libdevice's fp64 exp throughout; ref is the
     reference, or 0 where that is infinite (no inf - inf)."""
@@ -261,15 +271,17 @@ def _fp64_tile(m, s, x):
 
 
 @triton.jit
-def _recompute_column(column, stride_red, first, end, LANES: tl.constexpr):
-    """(m, s) in fp64 of one column's rows [first, end) (element j at column + j * stride_red): tiles of
-    LANES rows, the column kernel's recompute steps (_fp64_tile)."""
+def _recompute_columns(columns, stride_red, first, end, valid, chunk_len, LANES: tl.constexpr):
+    """(m, s) in fp64 of each column's rows [first, end) (element j at columns + j * stride_red, where
+    `valid`): tiles of LANES rows from `first` (at most chunk_len of them), the column kernel's
+    recompute steps (_fp64_tile), the columns side by side."""
     lanes = tl.arange(0, LANES)
-    m = tl.full((), float("-inf"), tl.float64)
-    s = tl.zeros((), tl.float64)
-    for start in range(first, end, LANES):
-        rows = start + lanes
-        x = tl.load(column + rows * stride_red, mask=rows < end, other=float("-inf"))
+    m = tl.full(columns.shape, float("-inf"), tl.float64)
+    s = tl.zeros(columns.shape, tl.float64)
+    for offset in range(0, chunk_len, LANES):
+        rows = first[None, :] + (offset + lanes)[:, None]
+        x = tl.load(columns[None, :] + rows * stride_red, mask=(rows < end[None, :]) & valid[None, :],
+                    other=float("-inf"))
         m, s = _fp64_tile(m, s, x.to(tl.float64))
     return m, s
 
