@@ -425,8 +425,7 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                                work: torch.Tensor | None = None) -> tuple:
     """(logsumexp over the view's strided reduced axis of fp32 input, flat fp32; the outputs' int8 flags)
     by the `accurate` mode under plan p (plan_accurate_logsumexp_columns'; schedules/accurate_columns.py):
-    the column kernel (and the merge of its parts' states, split plans: a launch of its own, or the
-    column kernel's last part of each block where plan.fused_merge), which put the column blocks
+    the column kernel (and the merge of its parts' states, split plans), which put the column blocks
     holding outputs their bound did not keep on a work list, then the same launches in fp64 on a fixed
     grid that walks that list -- unless recompute=False (tests: the first stage alone). Each launch
     after the first is a programmatic dependent of the one before where the GPU has them
@@ -442,12 +441,6 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
     make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
                   if split else None)
     parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
-    blocks = view.outer * triton.cdiv(view.inner, p.block_i)   # the first stage's column blocks
-
-    def make_arrivals():   # a fused merge's arrival counter per column block: zero on entry, left zero
-        return (torch.zeros(blocks, dtype=torch.int32, device=device),)
-
-    arrivals = make_arrivals() if p.fused_merge else (flags,)
     listable = view.outer * triton.cdiv(view.inner, p.recompute_block_i)   # the recompute's column blocks
 
     def make_work():
@@ -465,18 +458,17 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
         else:
             block_i, warps = p.block_i, p.num_warps
             grid = (view.outer * triton.cdiv(view.inner, block_i) * p.parts,)
-        steps.append((_launch(accurate_logsumexp_columns_kernel, grid,
-                              [view.source, out, flags, *parts, *work, *arrivals],
+        steps.append((_launch(accurate_logsumexp_columns_kernel, grid, [view.source, out, flags, *parts, *work],
                               [view.inner, view.stride_outer, view.stride_red, view.stride_inner, red,
                                p.chunk or red, p.parts, n_out, exp_error, fp64_slack], warps,
                               BLOCK_R=p.block_r, BLOCK_I=block_i, LOOP_STAGES=p.loop_stages, SPLIT=split,
-                              FUSED_MERGE=p.fused_merge and not second, RECOMPUTE=second, RECOMPUTE_BLOCK_I=p.recompute_block_i,
+                              RECOMPUTE=second, RECOMPUTE_BLOCK_I=p.recompute_block_i,
                               LAUNCH_DEPENDENTS=pdl and (split or not last),
                               SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,
                               SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES,
                               SPARSE_WIDTH=planning.ACCURATE_COLUMNS_SPARSE_WIDTH, **_programmatic(dependent)),
-                      ("x", "out", "flags", "parts", "work", "arrivals")))
-        if split and not (p.fused_merge and not second):
+                      ("x", "out", "flags", "parts", "work")))
+        if split:
             block_o = min(p.merge_outputs, p.recompute_block_i) if second else p.merge_outputs
             grid = ((min(p.recompute_merge_programs, listable * (p.recompute_block_i // block_o)),) if second
                     else (triton.cdiv(n_out, block_o),))
@@ -487,8 +479,7 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                                   LAUNCH_DEPENDENTS=pdl and not last, **_programmatic(pdl)),
                           ("parts", "out", "flags", "work")))
     if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):
-        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1),
-                                                       "arrivals": (make_arrivals if p.fused_merge else None, 1)})
+        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1)})
     return out, flags
 
 

@@ -1393,11 +1393,6 @@ ACCURATE_COLUMNS_SPARSE_LANES = 256
 ACCURATE_COLUMNS_SPARSE_WIDTH = 8
 ACCURATE_COLUMNS_MERGE_LANES = 64
 ACCURATE_COLUMNS_MERGE_WARPS = 4
-# Plans of at most ACCURATE_COLUMNS_FUSED_MERGE_MAX_PARTS parts merge them in the column kernel itself:
-# the last part of each column block to arrive reads the block's parts (a few KiB) and finishes it, so
-# the first stage is one launch; more parts keep the merge launch, whose programs split the parts'
-# reads among many (262144 x 256: 1024 parts of 2 column blocks).
-ACCURATE_COLUMNS_FUSED_MERGE_MAX_PARTS = 8
 # The recompute's launches run fixed grids -- ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM programs per
 # SM for the column launch, each taking ACCURATE_COLUMNS_RECOMPUTE_BATCH listed (block, part) pairs at
 # once on as many warps, and ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM merge programs -- that
@@ -1442,11 +1437,6 @@ class AccurateColumnsPlan:
     def recompute_block_i(self) -> int:
         """Columns a recompute program takes (4 a thread, one warp at most)."""
         return min(self.block_i, ACCURATE_COLUMNS_RECOMPUTE_BLOCK_I)
-
-    @property
-    def fused_merge(self) -> bool:
-        """Whether the column kernel merges its parts itself (the last part of a block to arrive)."""
-        return 1 < self.parts <= ACCURATE_COLUMNS_FUSED_MERGE_MAX_PARTS
 
     @property
     def recompute_batch(self) -> int:

@@ -795,31 +795,22 @@ def _accurate_columns(x, dim, device, recompute=True, sm_count=1):
     return out.cpu().double().tolist(), flags.cpu().tolist(), columns_plan
 
 
-def _split_accurate_columns(monkeypatch, how):
-    """Split plans for the small-block tests: "merge" -- parts of two tiles, merged 4 at a time by the
-    merge launch --, "fused" -- the same parts merged by the column kernel's last to arrive."""
-    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 2)
-    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_LANES", 4)
-    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_TILE", 16)
-    monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_FUSED_MERGE_MAX_PARTS", 10 ** 6 if how == "fused" else 1)
-
-
-@pytest.mark.parametrize("tiles", ["default", "small", "merge", "fused"])
+@pytest.mark.parametrize("tiles", ["default", "small", "split"])
 def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
-    """The accurate mode's column kernel, one part and split into parts merged by the second launch or
-    by the kernel itself, over dim 0 and a middle dim: every output it keeps (flag 1) and, with the
-    fp64 recompute, every output within 2 ulp of mpmath's (its bound, logsumexp_error_bound) on the
-    adversarial families."""
+    """The accurate mode's column kernel, one part and split into parts merged by the second launch,
+    over dim 0 and a middle dim: every output it keeps (flag 1) and, with the fp64 recompute, every
+    output within 2 ulp of mpmath's (its bound, logsumexp_error_bound) on the adversarial families."""
     monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_RED", 1)   # the interpreter's short axes
     if tiles != "default":
         for name, value in SMALL_ACCURATE_COLUMNS.items():
             monkeypatch.setattr(plan_module, name, value)
-    split = tiles in ("merge", "fused")
-    sm_count = 64 if split else 1
-    if split:
-        _split_accurate_columns(monkeypatch, tiles)
-    else:   # one SM's worth of warps: one part
+    sm_count = 64 if tiles == "split" else 1
+    if tiles != "split":   # one SM's worth of warps: one part
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    if tiles == "split":   # parts of two tiles, merged 4 at a time
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 2)
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_LANES", 4)
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MERGE_TILE", 16)
     rng = np.random.default_rng(41)
     # (columns, length, the reduced dim): dim 0 of (length, columns), or the middle dim of
     # (2, length, columns / 2) -- small blocks only (the default ones need 128 columns or more)
@@ -829,7 +820,7 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
             x = family(name, columns, n, rng, torch.float32)   # each output's elements along a row of x
             arranged = (x.t() if dim == 0 else x.reshape(2, columns // 2, n).transpose(1, 2)).contiguous()
             kept, flags, p = _accurate_columns(arranged, dim, device, recompute=False, sm_count=sm_count)
-            assert (p.parts > 1) == split and p.fused_merge == (tiles == "fused"), p
+            assert (p.parts > 1) == (tiles == "split"), p
             got, _, _ = _accurate_columns(arranged, dim, device, sm_count=sm_count)
             references, _, _ = reference_logsumexp(arranged, dim)
             for value, first, flag, row in zip(got, kept, flags, references):
@@ -875,7 +866,7 @@ def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatc
         lambda x, recompute: _accurate_columns(x, 0, device, recompute=recompute, sm_count=sm_count)[:2], 500, rng, 0)
 
 
-@pytest.mark.parametrize("split", ["one", "merge", "fused"])
+@pytest.mark.parametrize("split", [False, True])
 def test_accurate_columns_work_list(split, device, monkeypatch):
     """The first stage lists exactly the recompute blocks that hold an unkept output, each once (its
     claim set, the others' not); the recompute's fixed grid walks the list -- one program or many, the
@@ -887,11 +878,9 @@ def test_accurate_columns_work_list(split, device, monkeypatch):
 
     for name, value in SMALL_ACCURATE_COLUMNS.items():
         monkeypatch.setattr(plan_module, name, value)
-    sm_count = 64 if split != "one" else 1
-    if split == "one":
+    sm_count = 64 if split else 1
+    if not split:
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
-    else:
-        _split_accurate_columns(monkeypatch, split)
     rng = np.random.default_rng(47)
     # 6 blocks of 8 columns, the last partial; unkept ones in blocks 0, 2 (three: the recompute's dense
     # path, the others its sparse one, in one batch) and 5
@@ -901,7 +890,7 @@ def test_accurate_columns_work_list(split, device, monkeypatch):
     mixed[list(unkept)] = _log_probability_rows(len(unkept), 300, rng)
     view = reduction_view(mixed.t().contiguous().to(device), (0,))
     p = plan_module.plan_accurate_logsumexp_columns(view.outer, view.red, view.inner, sm_count=sm_count)
-    assert (p.parts > 1) == (split != "one") and p.fused_merge == (split == "fused") and p.recompute_block_i == 8, p
+    assert (p.parts > 1) == split and p.recompute_block_i == 8, p
     listable = 6
     work = launch.columns_work_list(view, p)
     assert work.numel() == 2 + 2 * listable
@@ -926,7 +915,7 @@ def test_accurate_columns_work_list(split, device, monkeypatch):
                       "listed recompute")
 
 
-@pytest.mark.parametrize("split", [False, "merge", "fused"])
+@pytest.mark.parametrize("split", [False, True])
 def test_accurate_columns_specials(split, device, monkeypatch):
     """torch's answers for specials down the columns (and across parts): -inf columns, +inf in the first
     or last tile, NaN, +inf next to NaN, one finite value among -inf; huge magnitudes among -inf within
@@ -936,7 +925,6 @@ def test_accurate_columns_specials(split, device, monkeypatch):
     _fresh_recipes(monkeypatch)
     if split:
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_MIN_PART_TILES", 1)
-        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_FUSED_MERGE_MAX_PARTS", 10 ** 6 if split == "fused" else 1)
         monkeypatch.setattr(launch, "device_sm_count", lambda _device: 64)
     else:
         monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
@@ -956,7 +944,7 @@ def test_accurate_columns_specials(split, device, monkeypatch):
     x[::5, 8] = NEG_INF
     x[:, 9] = 2.0 ** 40 * (1 + 1e-6 * torch.randn(300))
     p = launch._accurate_columns_plan(launch.reduction_view(x, (0,)), x.device)
-    assert p is not None and (p.parts > 1) == bool(split) and p.fused_merge == (split == "fused"), p
+    assert p is not None and (p.parts > 1) == split, p
     got = precred.logsumexp(x.to(device), 0).cpu()
     assert got[0] == NEG_INF and got[1] == math.inf and got[2] == math.inf and math.isnan(got[3]) and math.isnan(got[4])
     references, _, _ = reference_logsumexp(x, 0)

@@ -65,20 +65,18 @@ _LAG = tl.constexpr(8.0)
 
 @triton.jit
 def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, part_r_ptr, work_ptr,
-                                      arrivals_ptr, inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len,
+                                      inner_size, stride_outer, stride_red, stride_inner, red_len, chunk_len,
                                       n_parts, n_outputs, exp_error, fp64_slack,
                                       BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                                      SPLIT: tl.constexpr, FUSED_MERGE: tl.constexpr, RECOMPUTE: tl.constexpr,
-                                      RECOMPUTE_BLOCK_I: tl.constexpr, SPARSE_MAX: tl.constexpr,
-                                      SPARSE_LANES: tl.constexpr, SPARSE_WIDTH: tl.constexpr,
-                                      LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOUS: tl.constexpr):
+                                      SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
+                                      SPARSE_MAX: tl.constexpr, SPARSE_LANES: tl.constexpr,
+                                      SPARSE_WIDTH: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
+                                      WAIT_FOR_PREVIOUS: tl.constexpr):
     """The first stage: program (column block, part) takes the columns' states over the part's rows
     [part * chunk_len, + chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_*
     workspace (m widened to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module
     docstring), each recompute block (RECOMPUTE_BLOCK_I columns) with an unkept one put on the work list
-    (_list_unkept). FUSED_MERGE (SPLIT, few parts): each program then counts itself in on its column
-    block's int32 arrival counter (zero on entry, left zero), and the last to arrive merges the block's
-    parts in part order (_merge_in_order) and finishes them -- the merge launch's work, without it.
+    (_list_unkept).
     RECOMPUTE: the second stage. Its programs walk the work list's (block, part) pairs in batches of
     BLOCK_I // RECOMPUTE_BLOCK_I (a warp each: _recompute_block) -- none on ordinary data, where each
     program reads the list's length and ends -- and, unsplit, empty the list for the next call (its
@@ -138,42 +136,9 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
             tl.store(part_m_ptr + slot, m.to(tl.float64), mask=col_ok)
             tl.store(part_s_ptr + slot, s, mask=col_ok)
             tl.store(part_r_ptr + slot, r.to(tl.float64), mask=col_ok)
-            if FUSED_MERGE:
-                tl.debug_barrier()   # every thread's states stored before the arrival is published
-                counter = arrivals_ptr + tile
-                if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == n_parts - 1:
-                    tl.atomic_xchg(counter, 0)
-                    top, total, rescaled = _merge_in_order(part_m_ptr, part_s_ptr, part_r_ptr, out_index, col_ok,
-                                                           n_outputs, n_parts)
-                    kept = _finish(dst_ptr, flags_ptr, out_index, col_ok, top.to(tl.float32), total, rescaled,
-                                   exp_error, fp64_slack)
-                    _list_unkept(work_ptr, out_index, col_ok & ~kept, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
         else:
             kept = _finish(dst_ptr, flags_ptr, out_index, col_ok, m, s, r, exp_error, fp64_slack)
             _list_unkept(work_ptr, out_index, col_ok & ~kept, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
-
-
-@triton.jit
-def _merge_in_order(part_m_ptr, part_s_ptr, part_r_ptr, outputs, out_ok, n_outputs, n_parts):
-    """(M, S, R) in fp64 of the outputs' n_parts states ([n_parts, n_outputs]), merged as the merge
-    kernel's _merge_parts merges them -- their maximum M, then S = sum s g and R = sum r g with
-    g = exp(m - M) (1 for the maximum's own) -- one part at a time, in part order."""
-    stride = tl.full((), n_outputs, tl.int64)   # from one part's state to the next
-    top = tl.full(outputs.shape, float("-inf"), tl.float64)
-    m_ptrs = part_m_ptr + outputs
-    for _ in range(0, n_parts):
-        top = tl.maximum(top, tl.load(m_ptrs, mask=out_ok, other=float("-inf")))
-        m_ptrs += stride
-    total = tl.zeros(outputs.shape, tl.float64)
-    rescaled = tl.zeros(outputs.shape, tl.float64)
-    slots = outputs
-    for _ in range(0, n_parts):
-        pm = tl.load(part_m_ptr + slots, mask=out_ok, other=float("-inf"))
-        g = tl.where(pm == top, 1.0, tl.exp(pm - top))
-        total += tl.load(part_s_ptr + slots, mask=out_ok, other=0.0) * g
-        rescaled += tl.load(part_r_ptr + slots, mask=out_ok, other=0.0) * g
-        slots += stride
-    return top, total, rescaled
 
 
 # The work list (int32): [0] its length, [1] the count of its last launch's programs done with it, then
