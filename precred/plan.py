@@ -1399,6 +1399,21 @@ ACCURATE_COLUMNS_MERGE_WARPS = 4
 # walk a work list of the column blocks holding unkept outputs, filled by the first stage's finishing
 # programs: on ordinary data (nothing listed) each of their programs reads the list's length and ends,
 # where a grid over every column block read each block's flags.
+# H200, 2026-12-02 (bench/probe_accurate_columns.py, fp32 dim 0, randn; us a call, public / first stage
+# alone): flag-reading grids 102.9 / 94.3 (1024x65536), 100.5 / 92.8 (8192^2), 105.4 / 98.1
+# (65536x1024), 122.9 / 115.8 (262144x256); this list with one-warp walkers 100.9-102.9 at 2-16 per SM
+# (the fewer programs, the faster; each program costs ~1 ns of the call), and batched as here 100.7 /
+# 98.1 / 102.0 / 120.3. The two launches that remain cost ~4 us of ordinary data's call. What it costs
+# elsewhere (same runs, GB/s): every 997th column unkept 2232-2283 / 2264-2330 / 2088-2157 / 1560-1611
+# against 2482 / 2486 / 2240 / 1643 with the flag-reading grids (their 330-1024 one-warp programs
+# each took one (block, part) at once); all unkept (log-probabilities) 747 / 898 / 883 / 783 (one-warp
+# walkers: 665-860 at 8-16 per SM, 258-453 at 2-4; the batched walkers' programs take 240 registers, 2
+# per SM). Not taken (same sweeps): 1 program of 8 per SM (public within 0.5%, all unkept -8%), 4 of 2
+# (within 0.6%), 1 or 4 recompute merge programs per SM (within 0.6%), sparse columns 4 or 16 at a time
+# (scattered -6% / -20% on 1024x65536). Measured and dropped: plans of up to 8 parts merging them in the
+# column kernel, the last part of each column block to arrive reading the block's parts (three launches
+# a call instead of four): 1024x65536 2568 GB/s against 2658 with the merge launch
+# -- the last arrivals' merges serialize at the end of the launch, which costs more than the launch.
 ACCURATE_COLUMNS_RECOMPUTE_PROGRAMS_PER_SM = 2
 ACCURATE_COLUMNS_RECOMPUTE_BATCH = 4
 ACCURATE_COLUMNS_RECOMPUTE_MERGE_PROGRAMS_PER_SM = 2
