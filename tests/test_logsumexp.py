@@ -833,16 +833,22 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
             rows_within_bound(arranged, dim, got, "accurate", p.recompute_depth, "columns", references)
 
 
+def _small_accurate_columns(monkeypatch, split: bool) -> int:
+    """Set the small-block column plans (SMALL_ACCURATE_COLUMNS); the SM count to plan for: many (the
+    axis split into parts) or one, with one warp per SM wanted (one part)."""
+    for name, value in SMALL_ACCURATE_COLUMNS.items():
+        monkeypatch.setattr(plan_module, name, value)
+    if not split:
+        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    return 64 if split else 1
+
+
 @pytest.mark.parametrize("split", [False, True])
 def test_accurate_columns_keep_what_their_bound_allows(split, device, monkeypatch):
     """Both stages run over columns: normal data all kept, log-probabilities (logsumexp ~ 0) all left to
     the fp64 recompute (the column launches again, in fp64), which gets every one within the fp64
     mode's bound; results on either side of powers of two partly kept -- every output within 2 ulp."""
-    for name, value in SMALL_ACCURATE_COLUMNS.items():
-        monkeypatch.setattr(plan_module, name, value)
-    sm_count = 64 if split else 1
-    if not split:
-        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    sm_count = _small_accurate_columns(monkeypatch, split)
     rng = np.random.default_rng(43)
     x = family("normal", 16, 500, rng, torch.float32).t().contiguous()
     _, flags, _ = _accurate_columns(x, 0, device, recompute=False, sm_count=sm_count)
@@ -876,11 +882,7 @@ def test_accurate_columns_work_list(split, device, monkeypatch):
 
     from precred.layout import reduction_view
 
-    for name, value in SMALL_ACCURATE_COLUMNS.items():
-        monkeypatch.setattr(plan_module, name, value)
-    sm_count = 64 if split else 1
-    if not split:
-        monkeypatch.setattr(plan_module, "ACCURATE_COLUMNS_WARPS_PER_SM", 1)
+    sm_count = _small_accurate_columns(monkeypatch, split)
     rng = np.random.default_rng(47)
     # 6 blocks of 8 columns, the last partial; unkept ones in blocks 0, 2 (three: the recompute's dense
     # path, the others its sparse one, in one batch) and 5
