@@ -78,7 +78,7 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
     docstring), each recompute block (RECOMPUTE_BLOCK_I columns) with an unkept one put on the work list
     (_list_unkept).
     RECOMPUTE: the second stage. Its programs walk the work list's (block, part) pairs in batches of
-    BLOCK_I // RECOMPUTE_BLOCK_I (a warp each: _recompute_block) -- none on ordinary data, where each
+    BLOCK_I // RECOMPUTE_BLOCK_I (a warp each: _recompute_batch) -- none on ordinary data, where each
     program reads the list's length and ends -- and, unsplit, empty the list for the next call (its
     last reader)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
