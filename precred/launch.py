@@ -414,11 +414,15 @@ def _accurate_columns_plan(view, device) -> planning.AccurateColumnsPlan | None:
     return None
 
 
+def _recompute_blocks(view, p: planning.AccurateColumnsPlan) -> int:
+    """The recompute's column blocks (recompute_block_i columns of one outer index): what can be listed."""
+    return view.outer * triton.cdiv(view.inner, p.recompute_block_i)
+
+
 def columns_work_list(view, p: planning.AccurateColumnsPlan) -> torch.Tensor:
     """A zeroed work list for accurate_logsumexp_columns (schedules/accurate_columns.py, _CLAIMS): its
     length, its last readers' count, a claim per recompute column block, the listed blocks."""
-    listable = view.outer * triton.cdiv(view.inner, p.recompute_block_i)
-    return torch.zeros(2 + 2 * listable, dtype=torch.int32, device=view.source.device)
+    return torch.zeros(2 + 2 * _recompute_blocks(view, p), dtype=torch.int32, device=view.source.device)
 
 
 def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute: bool = True, key=None,
@@ -441,7 +445,7 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
     make_parts = ((lambda: tuple(torch.empty(p.parts * n_out, dtype=torch.float64, device=device) for _ in range(3)))
                   if split else None)
     parts = make_parts() if split else (flags,) * 3   # placeholders, never touched
-    listable = view.outer * triton.cdiv(view.inner, p.recompute_block_i)   # the recompute's column blocks
+    listable = _recompute_blocks(view, p)
 
     def make_work():
         return (columns_work_list(view, p),)

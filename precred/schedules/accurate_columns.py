@@ -198,9 +198,8 @@ def _recompute_batch(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_ptr, listed
     stored as parts (r unused) for the merge's recompute. A block with at most SPARSE_MAX such columns
     takes them apart instead, SPARSE_WIDTH of the batch's at a time (_recompute_columns: the same
     numerics down each column in tiles of SPARSE_LANES rows), so that a few scattered ones cost their
-    own elements, not the block's. Each
-    column's numerics are those of a program of its own: the batch only shares loads. Returns each
-    slot's listed block and whether its entry exists."""
+    own elements, not the block's. Each column's numerics are those of a program of its own: the batch
+    only shares loads. Returns each slot's listed block and whether its entry exists."""
     BATCH: tl.constexpr = BLOCK_I // RECOMPUTE_BLOCK_I
     slots = tl.arange(0, BLOCK_I)
     entry = batch * BATCH + slots // RECOMPUTE_BLOCK_I
@@ -292,43 +291,46 @@ def accurate_logsumexp_columns_merge_kernel(part_m_ptr, part_s_ptr, part_r_ptr, 
                                             BLOCK_P: tl.constexpr, BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr,
                                             RECOMPUTE_BLOCK_I: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
                                             WAIT_FOR_PREVIOUS: tl.constexpr):
-    """The merge of split plans. Program: BLOCK_O outputs, finished from their n_parts states
-    (_merge_parts) and each recompute block with an unkept one put on the work list (_list_unkept).
-    RECOMPUTE (BLOCK_O divides RECOMPUTE_BLOCK_I): the programs walk the work list's blocks in pieces
-    of BLOCK_O outputs and merge the recompute's parts of those whose flag is 0, finished as M + log(S)
-    in fp64 (flags untouched); this is the list's last launch: it clears the blocks' claims and the
-    list (_release_list)."""
+    """The merge of split plans. Program: BLOCK_O outputs, their n_parts states merged (_merge_parts)
+    and finished (accurate_rows._finish), each recompute block with an unkept one put on the work list
+    (_list_unkept). RECOMPUTE (BLOCK_O divides RECOMPUTE_BLOCK_I): the programs walk the work list's
+    blocks in pieces of BLOCK_O outputs and merge the recompute's parts of those whose flag is 0,
+    finished as M + log(S) in fp64 (flags untouched); this is the list's last launch: it clears the
+    blocks' claims and the list (_release_list)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     if RECOMPUTE:
         PIECES: tl.constexpr = RECOMPUTE_BLOCK_I // BLOCK_O
         per_outer = tl.cdiv(inner_size, RECOMPUTE_BLOCK_I)
         listed = _listed(work_ptr, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
         for entry in range(tl.program_id(0), tl.load(work_ptr) * PIECES, tl.num_programs(0)):
-            block = tl.load(listed + entry // PIECES)
-            cols = (block % per_outer) * RECOMPUTE_BLOCK_I + (entry % PIECES) * BLOCK_O + tl.arange(0, BLOCK_O)
-            outputs = (block // per_outer).to(tl.int64) * inner_size + cols
+            # piece entry % PIECES of block listed[entry // PIECES] (as the list's one part: n_parts 1)
+            block, o, cols, _ = _listed_column(listed, entry // PIECES, (entry % PIECES) * BLOCK_O
+                                               + tl.arange(0, BLOCK_O), per_outer, 1, RECOMPUTE_BLOCK_I)
+            outputs = o.to(tl.int64) * inner_size + cols
             out_ok = cols < inner_size
             out_ok = out_ok & (tl.load(flags_ptr + outputs, mask=out_ok, other=1) == 0)
-            _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs,
-                         n_parts, exp_error, fp64_slack, BLOCK_P, BLOCK_O, True)
+            top, total, _ = _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, outputs, out_ok, n_outputs, n_parts,
+                                         BLOCK_P, BLOCK_O, False)
+            tl.store(dst_ptr + outputs, finish_logsumexp(total, top, tl.float32), mask=out_ok)
             tl.store(work_ptr + _CLAIMS + block, 0, mask=entry % PIECES == 0)   # cleared for the next call
         _release_list(work_ptr)
     else:
         outputs = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)
         out_ok = outputs < n_outputs
-        kept = _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs,
-                            n_parts, exp_error, fp64_slack, BLOCK_P, BLOCK_O, False)
+        top, total, rescaled = _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, outputs, out_ok, n_outputs, n_parts,
+                                            BLOCK_P, BLOCK_O, True)
+        kept = _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), total, rescaled, exp_error,
+                       fp64_slack)
         _list_unkept(work_ptr, outputs, out_ok & ~kept, inner_size, n_outputs, RECOMPUTE_BLOCK_I)
 
 
 @triton.jit
-def _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs, out_ok, n_outputs, n_parts,
-                 exp_error, fp64_slack, BLOCK_P: tl.constexpr, BLOCK_O: tl.constexpr, RECOMPUTE: tl.constexpr):
-    """The outputs' n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P lanes -- first their
-    maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64 (exactly 1 for the maximum's
-    own; a part of -inf under a finite M gets 0, as under +inf) -- finished (accurate_rows._finish: the
-    keep flags returned); RECOMPUTE: the recompute's parts (no R), finished as M + log(S) in fp64
-    (flags untouched; all returned as kept). No part is read where out_ok holds nowhere."""
+def _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, outputs, out_ok, n_outputs, n_parts, BLOCK_P: tl.constexpr,
+                 BLOCK_O: tl.constexpr, WITH_R: tl.constexpr):
+    """(M, S, R) of the outputs' n_parts states ([n_parts, n_outputs], fp64) streamed in BLOCK_P lanes --
+    first their maximum M, then S = sum s g and R = sum r g with g = exp(m - M) in fp64 (exactly 1 for
+    the maximum's own; a part of -inf under a finite M gets 0, as under +inf); R is 0 unless WITH_R
+    (the recompute's parts have none). No part is read where out_ok holds nowhere."""
     parts_read = tl.where(tl.max(out_ok.to(tl.int32), 0) > 0, n_parts, 0)
     lanes = tl.arange(0, BLOCK_P)
     big = tl.full([BLOCK_P, BLOCK_O], float("-inf"), tl.float64)
@@ -345,12 +347,6 @@ def _merge_parts(part_m_ptr, part_s_ptr, part_r_ptr, dst_ptr, flags_ptr, outputs
         pm = tl.load(part_m_ptr + slots, mask=here, other=float("-inf"))
         g = tl.where(pm == top[None, :], 1.0, tl.exp(pm - top[None, :]))
         total += tl.load(part_s_ptr + slots, mask=here, other=0.0) * g
-        if not RECOMPUTE:
+        if WITH_R:
             rescaled += tl.load(part_r_ptr + slots, mask=here, other=0.0) * g
-    if RECOMPUTE:
-        tl.store(dst_ptr + outputs, finish_logsumexp(tl.sum(total, 0), top, tl.float32), mask=out_ok)
-        kept = out_ok   # (unused)
-    else:
-        kept = _finish(dst_ptr, flags_ptr, outputs, out_ok, top.to(tl.float32), tl.sum(total, 0),
-                       tl.sum(rescaled, 0), exp_error, fp64_slack)
-    return kept
+    return top, tl.sum(total, 0), tl.sum(rescaled, 0)
