@@ -384,7 +384,8 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
                      [rows, red, view.stride_outer, p.chunk or red, p.parts, exp_error, fp64_slack], p.num_warps,
                      BLOCK_ROWS=p.block_rows, BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
                      **blocked_tree_layout(view.source, p.num_warps),
-                     BLOCK_PARTS=triton.next_power_of_2(p.parts) if p.parts > 1 else 0, LAUNCH_DEPENDENTS=dependent)
+                     BLOCK_PARTS=triton.next_power_of_2(p.parts) if p.parts > 1 else 0, LAUNCH_DEPENDENTS=dependent,
+                     FULL_TILES=_full_row_tiles(rows, red, p))
     if recompute:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
@@ -470,7 +471,8 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                               LAUNCH_DEPENDENTS=pdl and (split or not last),
                               SPARSE_MAX=planning.ACCURATE_COLUMNS_SPARSE_MAX,
                               SPARSE_LANES=planning.ACCURATE_COLUMNS_SPARSE_LANES,
-                              SPARSE_WIDTH=planning.ACCURATE_COLUMNS_SPARSE_WIDTH, **_programmatic(dependent)),
+                              SPARSE_WIDTH=planning.ACCURATE_COLUMNS_SPARSE_WIDTH,
+                              FULL_TILES=not second and _full_column_tiles(view, p), **_programmatic(dependent)),
                       ("x", "out", "flags", "parts", "work")))
         if split:
             block_o = min(p.merge_outputs, p.recompute_block_i) if second else p.merge_outputs
@@ -485,6 +487,21 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
     if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):
         _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1)})
     return out, flags
+
+
+def _full_row_tiles(rows: int, red: int, p: planning.AccurateExpPlan) -> bool:
+    """Whether the accurate row kernel loads its tiles unmasked: held rows (one tile) whose tile is
+    the rows' block exactly. Streamed rows keep the masked loads, which measured faster even where
+    every tile is whole (H200, bench/probe_accurate_columns.py --dim -1, public GB/s, two runs: unmasked
+    -> masked 1024x65536 2773/2774 -> 2944/2931; held rows unmasked -> masked 8192^2 3383/3388 ->
+    3065/3053, 262144x256 2448/2445 -> 2409/2390)."""
+    return p.one_tile and p.block_n == red and rows % p.block_rows == 0
+
+
+def _full_column_tiles(view, p: planning.AccurateColumnsPlan) -> bool:
+    """Whether every tile of the column kernel's first stage lies inside the input (its loads need no
+    mask): the column blocks tile the inner axis, and the tiles both the parts and the reduced axis."""
+    return view.inner % p.block_i == 0 and (p.chunk or view.red) % p.block_r == 0 and view.red % p.block_r == 0
 
 
 def _accurate_parts_scratch(rows: int, parts: int, device):

@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 import precred
 from precred import launch
 from precred.bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin
+from precred.layout import reduction_view
 from precred.launch import plan_for, reduce_logsumexp
 from precred.modes import CERTIFIED_EXP_MODE, logsumexp_mode
 from precred import plan as plan_module
@@ -585,7 +586,10 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
         monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
         assert plan_module.plan_accurate_logsumexp_rows(3, 1000, sm_count=sm_count).parts == 4
     rng = np.random.default_rng(17)
-    shapes = ((4, 97), (3, 1000)) if tiles != "default" else ((4, 97), (2, 3000), (2, 9000))
+    # held rows cut by the tile's end (masked loads) or filling it (FULL_TILES: unmasked)
+    shapes = ((4, 97), (4, 128), (3, 1000)) if tiles != "default" else ((4, 97), (4, 64), (2, 3000), (2, 9000))
+    assert {launch._full_row_tiles(rows, n, plan_module.plan_accurate_logsumexp_rows(rows, n, sm_count=sm_count))
+            for rows, n in shapes} == {False, True}
     for name in FAMILIES:
         for rows, n in shapes:
             x = family(name, rows, n, rng, torch.float32)
@@ -814,13 +818,16 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
     rng = np.random.default_rng(41)
     # (columns, length, the reduced dim): dim 0 of (length, columns), or the middle dim of
     # (2, length, columns / 2) -- small blocks only (the default ones need 128 columns or more)
-    cases = ((130, 300, 0),) if tiles == "default" else ((20, 300, 0), (16, 97, 1))
+    # (tiles cut by the axes' ends: masked loads; or whole: FULL_TILES, unmasked)
+    cases = ((130, 300, 0), (128, 64, 0)) if tiles == "default" else ((20, 300, 0), (16, 97, 1), (16, 96, 1))
+    full = set()
     for name in FAMILIES:
         for columns, n, dim in cases:
             x = family(name, columns, n, rng, torch.float32)   # each output's elements along a row of x
             arranged = (x.t() if dim == 0 else x.reshape(2, columns // 2, n).transpose(1, 2)).contiguous()
             kept, flags, p = _accurate_columns(arranged, dim, device, recompute=False, sm_count=sm_count)
             assert (p.parts > 1) == (tiles == "split"), p
+            full.add(launch._full_column_tiles(reduction_view(arranged, (dim,)), p))
             got, _, _ = _accurate_columns(arranged, dim, device, sm_count=sm_count)
             references, _, _ = reference_logsumexp(arranged, dim)
             for value, first, flag, row in zip(got, kept, flags, references):
@@ -831,6 +838,7 @@ def test_accurate_columns_within_two_ulp(tiles, device, monkeypatch):
                 if flag:
                     assert first == value, (name, n, dim)
             rows_within_bound(arranged, dim, got, "accurate", p.recompute_depth, "columns", references)
+    assert full == {False, True}
 
 
 def _small_accurate_columns(monkeypatch, split: bool) -> int:

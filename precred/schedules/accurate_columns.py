@@ -71,12 +71,13 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
                                       SPLIT: tl.constexpr, RECOMPUTE: tl.constexpr, RECOMPUTE_BLOCK_I: tl.constexpr,
                                       SPARSE_MAX: tl.constexpr, SPARSE_LANES: tl.constexpr,
                                       SPARSE_WIDTH: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
-                                      WAIT_FOR_PREVIOUS: tl.constexpr):
+                                      WAIT_FOR_PREVIOUS: tl.constexpr, FULL_TILES: tl.constexpr = False):
     """The first stage: program (column block, part) takes the columns' states over the part's rows
     [part * chunk_len, + chunk_len) of the reduced axis; SPLIT: stored at [part, output] of the part_*
     workspace (m widened to fp64), else finished into dst (fp32) and flags (int8, 1 where kept; module
     docstring), each recompute block (RECOMPUTE_BLOCK_I columns) with an unkept one put on the work list
-    (_list_unkept).
+    (_list_unkept). FULL_TILES (the launcher's promise: BLOCK_I divides inner_size, BLOCK_R divides
+    chunk_len and red_len) loads the tiles unmasked.
     RECOMPUTE: the second stage. Its programs walk the work list's (block, part) pairs in batches of
     BLOCK_I // RECOMPUTE_BLOCK_I (a warp each: _recompute_batch) -- none on ordinary data, where each
     program reads the list's length and ends -- and, unsplit, empty the list for the next call (its
@@ -117,8 +118,11 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
         r = tl.zeros([BLOCK_I], tl.float32)
         m = tl.full([BLOCK_I], float("-inf"), tl.float32)
         for start in tl.range(first, end, BLOCK_R, num_stages=LOOP_STAGES):
-            mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
-            x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")   # read once
+            if FULL_TILES:   # every tile inside the input: no mask, nor its select of -inf an element
+                x = tl.load(ptrs, eviction_policy="evict_first")   # read once
+            else:
+                mask = ((start + lanes) < end)[:, None] & col_ok[None, :]
+                x = tl.load(ptrs, mask=mask, other=float("-inf"), eviction_policy="evict_first")
             # the reference moves to the tile's maximum only when that is over _LAG above it (or it was
             # -inf, or the maximum is +inf: inf - m > _LAG; NaN differences never move it)
             top = tl.max(x, 0)

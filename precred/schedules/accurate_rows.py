@@ -133,7 +133,8 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
                               n_rows, red_len, stride_row, chunk_len, n_parts, exp_error, fp64_slack,
                               BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                               LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                              BLOCK_PARTS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
+                              BLOCK_PARTS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
+                              FULL_TILES: tl.constexpr = False):
     """logsumexp of n_rows contiguous fp32 rows of red_len (row r at r * stride_row): dst the fp32
     results, flags 1 where within_two_ulp32 keeps them (module docstring), 0 where the recompute must
     redo them. exp_error: c u; fp64_slack: the fp64 roundings' and flushed terms' share of rho.
@@ -142,7 +143,9 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     or, with BLOCK_PARTS > 0 (few long rows), n_parts programs a row, each over chunk_len elements
     (whole tiles): each stores its part's (m, S, R) ([n_rows, n_parts] fp64 scratch) and counts itself
     in on the row's int32 counter (zero on entry, left zero); the last to arrive merges the row's parts
-    (_merged: an order of the parts, not of their arrival) and finishes the row."""
+    (_merged: an order of the parts, not of their arrival) and finishes the row. FULL_TILES (ONE_TILE
+    alone; the launcher's promise that BLOCK_N == red_len and BLOCK_ROWS divides n_rows) loads the
+    tile unmasked."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the recompute may start; it waits for our writes
     pid = tl.program_id(0)
     if BLOCK_PARTS > 0:
@@ -156,8 +159,11 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     base = src_ptr + rows.to(tl.int64) * stride_row
     cols = tl.arange(0, BLOCK_N)
     if ONE_TILE:
-        mask = row_ok[:, None] & (cols < red_len)[None, :]
-        x = tl.load(base[:, None] + cols[None, :], mask=mask, other=float("-inf"))
+        if FULL_TILES:   # no mask, nor its select of -inf an element
+            x = tl.load(base[:, None] + cols[None, :])
+        else:
+            mask = row_ok[:, None] & (cols < red_len)[None, :]
+            x = tl.load(base[:, None] + cols[None, :], mask=mask, other=float("-inf"))
         big = tl.max(x, 1)
         ref, lower, upper = _reference(big, 1.0)
         terms = _terms(x, ref[:, None], lower[:, None], upper[:, None]).to(tl.float64)

@@ -99,9 +99,9 @@ def exp_two_part(hi, lo):
     return tl.where(k < -126.0, 0.0, tl.fma(e, lo, e))
 
 
-# exp_of_exact_gap's fp32 split of log2(e) (hi: fp32(log2 e), lo: the rest, in fp32) and ln 2.
+# exp_of_exact_gap's constants: L = fp32(log2 e), fp32((log2 e - L) ln 2), fp32(ln 2).
 _LOG2E_HI = tl.constexpr(1.4426950216293335)
-_LOG2E_LO = tl.constexpr(1.925963033500011e-08)
+_LOG2E_LO_LN2 = tl.constexpr(1.3349757743696955e-08)
 _LN2 = tl.constexpr(0.6931471805599453)
 
 
@@ -109,21 +109,28 @@ _LN2 = tl.constexpr(0.6931471805599453)
 def exp_of_exact_gap(hi, lo):
     """exp(hi + lo) in fp32 for finite hi <= 16 and lo its TwoSum error (hi + lo an exact gap x - m):
     within precred.bounds.ACCURATE_EXP_ERROR_UNITS u of it relative, whatever the gap (the `accurate`
-    logsumexp's terms and rescales, schedules/accurate_rows.py). On the GPU: y = fl(hi log2(e)) and the
-    rest of (hi + lo) log2(e) by fmas (the product's own error exactly, hi's and lo's products with
-    log2(e)'s low part: |rest| < 2^-15 for |hi| <= 257, its two roundings and log2(e)'s split ~2^-38),
-    then ex2.approx.ftz of y -- PTX's 2^-22 = 4u relative, not doubled here as
+    logsumexp's terms and rescales, schedules/accurate_rows.py). On the GPU: y = fl(hi log2(e)), and
+    t = (hi + lo) - y ln 2 -- the rest of the exponent, in the natural base -- by two fmas: the product's
+    own error d = y - hi L exactly (one fma; L = fl32(log2 e), so hi L - y is exact), t = (lo + hi
+    fl32(L' ln 2)) - d ln 2, where L' = log2(e) - L, since (hi + lo) - y ln 2 = lo + hi L' ln 2 + (hi L - y)
+    ln 2 (log2(e) ln 2 = 1); then ex2.approx.ftz of y -- PTX's 2^-22 = 4u relative, not doubled here as
     precred.bounds._EXP_ERROR_UNITS doubles it: checked exhaustively for every fp32 y in [-126, 16]
-    (tests/test_gpu_only.py test_ex2_approx_within_its_documented_error) -- times 1 + rest * ln 2 by one
-    fma (rounded: u; the dropped (rest ln 2)^2 / 2 < 2^-31 relative): (1 + 4u)(1 + u)(1 + 2^-7 u) - 1
-    < 5.01u, taken as 6 (bounds.ACCURATE_EXP_ERROR_UNITS).
+    (tests/test_gpu_only.py test_ex2_approx_within_its_documented_error) -- times 1 + t by one fma
+    (rounded: u; the dropped t^2 / 2 < 2^-31 relative). |t| < 2^-15 for |hi| <= 257 (|d| <= 2^-16, |hi
+    L' ln 2| < 2^-18, |lo| <= 2^-16); its own errors -- the two fmas' roundings (< 2^-39 each), fl32(L' ln
+    2)'s (< 2^-42), ln 2's fp32 rounding (< 2^-41) -- stay below 2^-37 absolute, i.e. relative in
+    exp: (1 + 4u)(1 + u)(1 + 2^-7 u) - 1 < 5.01u, taken as 6 (bounds.ACCURATE_EXP_ERROR_UNITS).
+    Written so that it costs six sm_90 instructions (FMUL, three FFMA, MUFU, FFMA): the error term as
+    fma(hi, -L, y), not fma(hi, L, -y) -- LLVM turns that -y into a second product hi * -L -- and ln 2
+    folded into t's fmas instead of a product of its own (eight before).
     Results below 2^-126 are 0 (flushed; the bound's flush term counts them). The interpreter (no
     libdevice) runs exp_two_part, within 4u. exp(0 + 0) is exactly 1 either way."""
     if _COMPILED:
         y = hi * _LOG2E_HI
-        rest = tl.fma(lo, _LOG2E_HI, tl.fma(hi, _LOG2E_LO, tl.fma(hi, _LOG2E_HI, -y)))
+        d = tl.fma(hi, -_LOG2E_HI, y)
+        t = tl.fma(d, -_LN2, tl.fma(hi, _LOG2E_LO_LN2, lo))
         e = libdevice.exp2(y)
-        return tl.fma(e, rest * _LN2, e)
+        return tl.fma(e, t, e)
     else:
         return exp_two_part(hi, lo)
 
