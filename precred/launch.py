@@ -385,7 +385,7 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
                      BLOCK_ROWS=p.block_rows, BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
                      **blocked_tree_layout(view.source, p.num_warps),
                      BLOCK_PARTS=triton.next_power_of_2(p.parts) if p.parts > 1 else 0, LAUNCH_DEPENDENTS=dependent,
-                     FULL_TILES=_full_row_tiles(rows, red, p))
+                     FULL_TILES=_full_row_tiles(rows, red, p), PIECES=p.pieces)
     if recompute:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:

@@ -1289,6 +1289,17 @@ LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 ACCURATE_ONE_TILE_MAX_ROW = 8192
 ACCURATE_ONE_TILE_ELEMENTS = 512
 ACCURATE_PER_THREAD = 32
+# Held rows of at most ACCURATE_PIECES_MAX_ROW elements (and two pieces at least) are taken in pieces of
+# ACCURATE_PIECE elements, one warp a program: a piece's 16-byte vectors across ACCURATE_PIECE / 4
+# threads, the rows across the warp's other threads, so that each thread holds one row and finishes it
+# alone (schedules/accurate_rows.py PIECES): on rows of 256, 2 a one-warp program, every thread had
+# computed the fp64 log and the bound of both rows -- ~290 of the kernel's 672 sm_90 instructions a
+# thread, for 16 elements; in pieces of 32, 4 rows a program, 864 a thread for its 32 elements and one
+# row's finish (216 a row against 336). H200, 2026-12-02, bench/probe_accurate_columns.py --dim -1,
+# public GB/s, two runs: 262144x256 2449/2444 (held whole) -> 3216/3208 (pieces of 32; of 64, 2 rows a
+# program: 2787/2795; of 16, 8 rows: 3087/3078); 65536x1024 (held whole either way) unchanged.
+ACCURATE_PIECES_MAX_ROW = 256
+ACCURATE_PIECE = 32
 # Split (H200, same sweep, fp32): 16 x 262144 in 16 parts of 4 tiles 1004 GB/s, 3.54x torch (the fp64
 # mode's split, the route before: 803, 2.83x).
 ACCURATE_MIN_ROWS_PER_SM = 2
@@ -1314,6 +1325,7 @@ class AccurateExpPlan:
     red: int           # the row length
     parts: int = 1     # programs a streamed row is split across
     chunk: int = 0     # elements a part (whole tiles; parts > 1)
+    pieces: int = 1    # pieces a held row's tile is taken in (ACCURATE_PIECE elements each; 1: whole)
 
     @property
     def tiles(self) -> int:
@@ -1325,6 +1337,8 @@ class AccurateExpPlan:
         """At most as many fp64 roundings on an element's path (schedules/accurate_rows.py): the tree of a
         held row; streamed, a thread's tile sum (its block_n / threads elements), a rescaling product and
         an addition per later tile, the merge's product and the sum over the threads (a tree)."""
+        if self.one_tile and self.pieces > 1:   # any order of a piece's sum, then of the pieces'
+            return self.block_n // self.pieces + self.pieces
         if self.one_tile:
             return self.block_n.bit_length() + 1
         threads = 32 * self.num_warps
@@ -1334,6 +1348,11 @@ class AccurateExpPlan:
 
 def plan_accurate_logsumexp_rows(rows: int, red: int, *, sm_count: int) -> AccurateExpPlan:
     """The `accurate` logsumexp's plan of rows x red contiguous fp32 rows (both >= 1)."""
+    if red <= min(ACCURATE_PIECES_MAX_ROW, ACCURATE_ONE_TILE_MAX_ROW) and _pow2_at_least(red) >= 2 * ACCURATE_PIECE:
+        block_n = _pow2_at_least(red)
+        rows_a_warp = 32 // (ACCURATE_PIECE // 4)   # a piece's 16-byte vectors across threads, rows across the rest
+        return AccurateExpPlan(min(_pow2_at_least(rows), rows_a_warp), block_n, 1, True, 1, red,
+                               pieces=block_n // ACCURATE_PIECE)
     if red <= ACCURATE_ONE_TILE_MAX_ROW:
         block_n = _pow2_at_least(red)
         block_rows = max(1, min(_pow2_at_least(rows), ACCURATE_ONE_TILE_ELEMENTS // block_n))

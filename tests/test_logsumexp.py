@@ -586,8 +586,11 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
         monkeypatch.setattr(plan_module, "ACCURATE_MIN_PART_TILES", 1)
         assert plan_module.plan_accurate_logsumexp_rows(3, 1000, sm_count=sm_count).parts == 4
     rng = np.random.default_rng(17)
-    # held rows cut by the tile's end (masked loads) or filling it (FULL_TILES: unmasked)
-    shapes = ((4, 97), (4, 128), (3, 1000)) if tiles != "default" else ((4, 97), (4, 64), (2, 3000), (2, 9000))
+    # held rows cut by the tile's end (masked loads) or filling it (FULL_TILES: unmasked), in pieces
+    # (rows of up to 256) or whole
+    shapes = ((4, 97), (4, 128), (3, 1000)) if tiles != "default" else ((4, 97), (2, 512), (2, 3000), (2, 9000))
+    assert {plan_module.plan_accurate_logsumexp_rows(rows, n, sm_count=sm_count).pieces > 1
+            for rows, n in shapes[:2]} == ({True} if tiles != "default" else {True, False})
     assert {launch._full_row_tiles(rows, n, plan_module.plan_accurate_logsumexp_rows(rows, n, sm_count=sm_count))
             for rows, n in shapes} == {False, True}
     for name in FAMILIES:

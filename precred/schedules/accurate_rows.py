@@ -99,15 +99,20 @@ def within_two_ulp32(value, lse, e):
 
 
 @triton.jit
-def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack):
+def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack,
+            RESCALED: tl.constexpr = True):
     """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring);
-    the flags (true where kept) are returned too."""
+    the flags (true where kept) are returned too. RESCALED False: R is 0 (held rows; `rescaled` unread),
+    so the bound takes no division."""
     log_s = tl.log(total)
     lse = big.to(tl.float64) + log_s
     # The bound in fp32, rounded up by its padding (each thread computes it for each row it holds, so
     # it is kept short): rho = c u (1 + R / S) + slack, then rho / (1 - 2 rho) and the log's
     # rho / (1 - rho) together within rho (1 + 16 rho) for rho <= 1/8 (rows beyond are not kept).
-    rho = exp_error * (1.0 + rescaled.to(tl.float32) / total.to(tl.float32)) * (1.0 + 1.0 / 1024) + fp64_slack
+    if RESCALED:
+        rho = exp_error * (1.0 + rescaled.to(tl.float32) / total.to(tl.float32)) * (1.0 + 1.0 / 1024) + fp64_slack
+    else:
+        rho = exp_error * (1.0 + 1.0 / 1024) + fp64_slack + tl.zeros(total.shape, tl.float32)
     rho64 = rho.to(tl.float64)
     e = rho64 * (1.0 + 16.0 * rho64) * (1.0 + 9.094947017729282e-13) + 8.881784197001252e-16 * (
         tl.abs(log_s) + tl.abs(lse))   # padded by 2^-40 for its own fp64 roundings; 2^-50 (|log S| + |lse|)
@@ -134,7 +139,7 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
                               BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                               LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                               BLOCK_PARTS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
-                              FULL_TILES: tl.constexpr = False):
+                              FULL_TILES: tl.constexpr = False, PIECES: tl.constexpr = 1):
     """logsumexp of n_rows contiguous fp32 rows of red_len (row r at r * stride_row): dst the fp32
     results, flags 1 where within_two_ulp32 keeps them (module docstring), 0 where the recompute must
     redo them. exp_error: c u; fp64_slack: the fp64 roundings' and flushed terms' share of rho.
@@ -145,7 +150,13 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     in on the row's int32 counter (zero on entry, left zero); the last to arrive merges the row's parts
     (_merged: an order of the parts, not of their arrival) and finishes the row. FULL_TILES (ONE_TILE
     alone; the launcher's promise that BLOCK_N == red_len and BLOCK_ROWS divides n_rows) loads the
-    tile unmasked."""
+    tile unmasked. PIECES > 1 (ONE_TILE): the held tile is taken as [BLOCK_ROWS, PIECES, BLOCK_N /
+    PIECES] -- each row in PIECES consecutive pieces --, which Triton lays out with a piece's columns
+    across a few threads and the rows across the others, so that each thread holds every piece of one
+    row and finishes that row alone: the finish (the fp64 log, the bound) is issued once for as many
+    rows as a warp holds, where on the [BLOCK_ROWS, BLOCK_N] tile every thread holds a part of every
+    row and finishes each. Its sum: over each piece, then over the pieces (tl.sum's orders; depth at
+    most BLOCK_N / PIECES + PIECES - 2)."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the recompute may start; it waits for our writes
     pid = tl.program_id(0)
     if BLOCK_PARTS > 0:
@@ -158,7 +169,20 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     row_ok = rows < n_rows
     base = src_ptr + rows.to(tl.int64) * stride_row
     cols = tl.arange(0, BLOCK_N)
-    if ONE_TILE:
+    if ONE_TILE and PIECES > 1:
+        WIDTH: tl.constexpr = BLOCK_N // PIECES
+        offsets = (tl.arange(0, PIECES) * WIDTH)[None, :, None] + tl.arange(0, WIDTH)[None, None, :]
+        ptrs = base[:, None, None] + offsets
+        if FULL_TILES:
+            x = tl.load(ptrs)
+        else:
+            x = tl.load(ptrs, mask=row_ok[:, None, None] & (offsets < red_len), other=float("-inf"))
+        big = tl.max(tl.max(x, 2), 1)
+        ref, lower, upper = _reference(big, 1.0)
+        terms = _terms(x, ref[:, None, None], lower[:, None, None], upper[:, None, None]).to(tl.float64)
+        total = tl.sum(tl.sum(terms, 2), 1)
+        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
+    elif ONE_TILE:
         if FULL_TILES:   # no mask, nor its select of -inf an element
             x = tl.load(base[:, None] + cols[None, :])
         else:
@@ -168,8 +192,7 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         ref, lower, upper = _reference(big, 1.0)
         terms = _terms(x, ref[:, None], lower[:, None], upper[:, None]).to(tl.float64)
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, tl.zeros([BLOCK_ROWS], tl.float64), exp_error,
-                fp64_slack)
+        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
     else:
         REPEATS: tl.constexpr = BLOCK_N // (TREE_THREADS * TREE_VEC)
         s = tl.zeros([TREE_THREADS], tl.float64)
