@@ -1390,6 +1390,11 @@ ACCURATE_COLUMNS_MIN_INNER = 128
 # and 1024 were not measured: they keep the fp64 mode. Not taken (same sweep): 16 lanes (8192^2 2583,
 # 262144x256 2049), 32 or 8 warps per SM (2506 / 2019 on 8192^2), column blocks of 256 (within 0.5%),
 # parts of at least 8 tiles (within 1%), no PDL between the launches (2568 on 8192^2).
+# Again after the six-instruction exponential and the unmasked tiles (H200, 2026-12-02,
+# bench/probe_accurate_columns.py --shapes 16x262144 --dim 0): the fp64 mode 946 GB/s; columns (MIN_RED 16)
+# 560 public, its first stage alone 1066 (15.7 us of the call's 30: the recompute of the ~0.3% of
+# columns left, spread over most blocks, costs as much as the first stage); 4 lanes 592 / 1106, 24 warps
+# per SM 564 / 1049. Still not taken.
 # The recompute's load (H200, 2026-12-02, 1024x65536 dim 0, GB/s): none unkept 2590; every 997th column
 # unkept (lse ~ 0) 1213 with dense recompute blocks alone (each streams its part's tiles in fp64 on one
 # warp), 2459 with the sparse path (ACCURATE_COLUMNS_SPARSE_MAX); all unkept (log-probabilities) ~1000,
