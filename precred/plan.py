@@ -1301,7 +1301,10 @@ ACCURATE_PER_THREAD = 32
 ACCURATE_PIECES_MAX_ROW = 256
 ACCURATE_PIECE = 32
 # Split (H200, same sweep, fp32): 16 x 262144 in 16 parts of 4 tiles 1004 GB/s, 3.54x torch (the fp64
-# mode's split, the route before: 803, 2.83x).
+# mode's split, the route before: 803, 2.83x). Remeasured after the six-instruction exponential (H200,
+# 2026-12-02, bench/probe_accurate_columns.py --shapes 16x262144 --dim -1, public GB/s, one run each):
+# this 1036; 4 rows per SM in parts of 2 tiles 983, 8 per SM in parts of 1 tile 945; streamed tiles of
+# 2048 on 4 warps 1053, with 4 rows per SM 1066 -- within the runs' spread (1036-1066), not taken.
 ACCURATE_MIN_ROWS_PER_SM = 2
 ACCURATE_MIN_PART_TILES = 4
 ACCURATE_MAX_PARTS = 1024
