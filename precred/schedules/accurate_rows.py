@@ -11,7 +11,9 @@ Numerics (u = 2^-24, c = precred.bounds.ACCURATE_EXP_ERROR_UNITS: exp_of_exact_g
 * A term exp(x - ref) is formed from the exact gap hi + lo = x - ref (TwoSum), so it is within c u of
   the exact term whatever the gap (the fast mode's rounded gap costs 3u |x - ref| more).
 * Rows held in one tile (ONE_TILE): ref is the row's maximum M (exact), so every term is one such exp,
-  widened to fp64 (exact) and summed by the blocked tree in fp64 (tree.tree_sum_blocked_rows).
+  widened to fp64 (exact) and summed in fp64: by the blocked tree (tree.tree_sum_blocked_rows), or,
+  for rows held in pieces (PIECES, rows of up to plan.ACCURATE_PIECES_MAX_ROW), by tl.sum over each
+  piece and then over the pieces (the plan's fp64_depth bounds any order of these).
 * Longer rows stream: each thread is a lane keeping (s fp64, m fp32, r fp32) over its elements of
   every tile. Per tile, m' = max(m, the thread's new elements), the new terms against m', and the old s
   rescaled by f = exp(m - m') from the exact gap too -- exactly 1 when m did not move, which after a
