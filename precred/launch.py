@@ -1085,7 +1085,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       TREE_VEC=tree_vec, MERGE_TILE_COUNTER=merge_counter, VECTOR_SUMS=vector_sums,
                       PREFETCH=prefetch, WORD_LOADS=word_loads,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free,
-                      HALVES_MIN_LANES=planning.PLAIN_HALVES_MIN_LANES)
+                      HALVES_MIN_LANES=planning.PLAIN_HALVES_MIN_LANES,
+                      WELFORD_TWO_PASS=strategy == WELFORD and planning.WELFORD_TWO_PASS_VECTORS)
         man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
         consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
                       MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)

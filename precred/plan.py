@@ -176,13 +176,26 @@ WELFORD_VECTOR_MOMENTS = True
 # 1612 / 1931, fp32 fast 4-9% slower); the same tile-ahead loop for kahan's vector sums over bf16 rows
 # (262144x256 2367/2422 -> 2480/2483, 8192^2 2378/2382 -> 2415/2368, 1024x65536 2360/2395 -> 2339/2386)
 # and for logsumexp's vector states (bf16 fast 8192^2 2365/2339 -> 2313/1304, 65536x1024 2441/2439 ->
-# 2375/2372, 1024x65536 2264/2259 -> 2307/2306; fp64 within 2%). Not measured: each vector's moments by
-# two passes over its registers (its sum, then the squared deviations from its mean) instead of the
-# equal-count merges -- the sm_90 loop of var fp64 over bf16 8192^2 went from 112 to 116 fp64 additions,
-# products and FMAs per 16 elements (bench/kernel_resources.py with KERNEL_SASS_DIR): no fewer. That
-# loop is near the fp64 pipe's rate (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu
-# issue slots 64% busy, DRAM 71%): 85% of the copy bandwidth over bf16 needs fewer of them.
+# 2375/2372, 1024x65536 2264/2259 -> 2307/2306; fp64 within 2%). That loop is near the fp64 pipe's rate
+# (~7 fp64 operations and one fp32 -> fp64 conversion an element, ncu issue slots 64% busy, DRAM 71%):
+# 85% of the copy bandwidth over bf16 needs fewer of them.
 WELFORD_PREFETCH = True
+# Each 16-byte vector's (mean, m2) by two passes over its registers (strategies/welford.py
+# welford_vector_moments: the pairwise sum, then the squared deviations from its mean, the leaf pairs as
+# fma(a, a, b * b)) instead of the merges of equal counts: sm_90 loop of var fp64 over bf16 rows, fp64
+# operations per 8 elements 65 -> 59, and 48 with steps.tile_weights' weights (17 -> 6 fp64 operations a
+# tile). (An earlier two-pass form, without the fma leaves, counted 116 against 112 and was not measured.)
+# H200, 2026-12-04, bench/sweep_outer.py --op var --dim -1, GB/s, two rounds, fp64 mode, equal-count
+# merges and two divisions -> two passes -> two passes and the cheap weights: bf16 4096^2 1686/1686 ->
+# 1736/1742 -> 1792/1792, 8192^2 2344/2341 -> 2495/2472 -> 2697/2660, 65536x1024 2415/2456 -> 2575/2586
+# -> 2785/2776, 262144x256 2188/2170 -> 2216/2241 -> 2386/2389, 1024x65536 2142/2148 -> 2237/2271 ->
+# 2583/2571; fp32 8192^2 3508/3526 -> 3562/3571 -> 3649/3650, 65536x1024 3544/3564 -> 3567/3564 ->
+# 3599/3596, 262144x256 3396/3400 -> 3407/3416 -> 3498/3481, 1024x65536 3500/3523 -> 3544/3547 ->
+# 3589/3589 (4096^2 fp32 2315-2436 in every variant). `fast` (the fp32 accumulator) within 1-3% either
+# way. Measured after it and not taken (same sweep, two rounds): WELFORD_ROWS_ACC_TILE_BYTES of 16 KiB
+# (bf16 fp64 1024x65536 2580/2587 -> 2761/2796 but fp32 fp64 3-4% and bf16 fast 1024x65536 3112 -> 2830
+# slower) or 4 KiB (bf16 fp64 1024x65536 -> 2326/2330).
+WELFORD_TWO_PASS_VECTORS = True
 # A Welford pass whose parts are whole tiles (Pass.part_tail false) is compiled without the partial-tile
 # code of its vector part (schedules/inner.py PART_TAIL) on rows of at least
 # WELFORD_TAIL_FREE_MIN_RED[accumulator bytes] elements (no entry: never).

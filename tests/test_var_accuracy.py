@@ -12,12 +12,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import precred
-from precred.launch import plan_for, reduce_moments
+from precred.launch import _TL_DTYPE, plan_for, reduce_moments
 from precred.modes import get_var_mode
+from precred.schedules.steps import tile_weights
 from precred.strategies import WELFORD
 from validation import generators as gen
 from validation.moments import exact_sqrt, reference_moments
@@ -144,21 +147,27 @@ def test_vector_moments_within_bound(device, family, dtype, monkeypatch):
     (plan.WELFORD_VECTOR_MOMENTS, schedules/inner.py welford_vector_part): with and without them, rows of
     several tiles per lane and a partial last tile (1999 elements) stay within every mode's bound at the
     plan's depth; with them also split (one tile per lane, a partial tile in the last part) and plain
-    loops, which load a tile ahead (plan.WELFORD_PREFETCH; the last load is the partial tile)."""
+    loops, which load a tile ahead (plan.WELFORD_PREFETCH; the last load is the partial tile). Each
+    vector's own (mean, m2) both ways: two passes in registers (plan.WELFORD_TWO_PASS_VECTORS,
+    strategies/welford.py welford_vector_moments) and the merges of equal counts."""
     from precred import launch, plan
     rng = np.random.default_rng(zlib.crc32(f"vector {family} {dtype}".encode()))
     x = torch.stack([_family(family, 1999, rng, dtype) for _ in range(2)])
     split = dict(tile_elements=256, sm_count=64, split_min_bytes=0)
     plain = dict(tile_elements=256, pipelined=False)
     prefetched = _record_vector_launches(monkeypatch, "PREFETCH")
-    for vector_moments, planners in ((True, ({}, split, plain)), (False, ({},))):
+    two_pass = _record_vector_launches(monkeypatch, "WELFORD_TWO_PASS")
+    for vector_moments, two_passes, planners in ((True, True, ({}, split, plain)), (True, False, ({}, split)),
+                                                 (False, False, ({},))):
         monkeypatch.setattr(plan, "WELFORD_VECTOR_MOMENTS", vector_moments)
+        monkeypatch.setattr(plan, "WELFORD_TWO_PASS_VECTORS", two_passes)
         launch._RECIPES.clear()
         for mode in VAR_MODES:
             for planner in planners:
                 check_moments_within_bound(x, (1,), mode, device=device, planner=planner, std=False)
     launch._RECIPES.clear()
     assert True in prefetched and False in prefetched, prefetched   # both loops ran
+    assert True in two_pass and False in two_pass, two_pass         # both vector moments ran
 
 
 def _two_pass_rows(monkeypatch) -> list:
@@ -323,3 +332,34 @@ def test_default_mode_fp32_var_is_within_4_ulp_whatever_the_offset(device, offse
 def test_hypothesis_arrays_within_bound(data, mode, correction):
     x = torch.from_numpy(data)
     check_moments_within_bound(x, (1,), mode, correction=correction, device=_DEVICE)
+
+
+@triton.jit
+def _tile_weights_kernel(g_ptr, reciprocal_ptr, complement_ptr, ACC_DTYPE: tl.constexpr):
+    g = tl.load(g_ptr + tl.program_id(0))
+    reciprocal, complement = tile_weights(g, 0, 1, ACC_DTYPE)
+    tl.store(reciprocal_ptr + tl.program_id(0), reciprocal.to(tl.float64))
+    tl.store(complement_ptr + tl.program_id(0), complement.to(tl.float64))
+
+
+@pytest.mark.parametrize("acc_dtype", [torch.float32, torch.float64], ids=str)
+def test_tile_weights_within_their_bound(device, acc_dtype):
+    """Welford's tile weights (precred.schedules.steps.tile_weights: 1/k and (k - 1)/k of a part's k-th
+    tile, which moments_error_bound counts at 2u each) against the exact fractions: the reciprocal within
+    u (1 + 2^-19) -- fp32's correctly rounded division, refined in fp64 -- the complement, 1 minus it,
+    within 1.51 u, exact for k <= 2; k from 1 to 3000, scattered up to 2^24 and beyond it (fp64's
+    division there)."""
+    rng = np.random.default_rng(7)
+    ks = sorted({*range(1, 3001), *rng.integers(3001, 2 ** 24, 500).tolist(), 2 ** 24 - 1, 2 ** 24, 2 ** 24 + 1,
+                 2 ** 30 + 7, 2 ** 40 + 3})
+    g = torch.tensor([k - 1 for k in ks], dtype=torch.int64, device=device)
+    reciprocal = torch.empty(len(ks), dtype=torch.float64, device=device)
+    complement = torch.empty_like(reciprocal)
+    _tile_weights_kernel[(len(ks),)](g, reciprocal, complement, ACC_DTYPE=_TL_DTYPE[acc_dtype])
+    u = 2.0 ** -24 if acc_dtype == torch.float32 else 2.0 ** -53
+    for k, r, c in zip(ks, reciprocal.cpu().tolist(), complement.cpu().tolist()):
+        exact_r, exact_c = Fraction(1, k), Fraction(k - 1, k)
+        assert abs(Fraction(r) - exact_r) <= Fraction(u * (1 + 2.0 ** -19)) * exact_r, (k, r)
+        assert abs(Fraction(c) - exact_c) <= Fraction(1.51 * u) * exact_c, (k, c)
+        if k <= 2:
+            assert Fraction(r) == exact_r and Fraction(c) == exact_c, (k, r, c)

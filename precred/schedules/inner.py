@@ -43,7 +43,7 @@ import triton.language as tl
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, exact_combine,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import exp_of_gap, terms_below
-from ..strategies.welford import welford_merge_vectors
+from ..strategies.welford import welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
                     load_shift, programmatic_launch_points, tile_at, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
@@ -79,7 +79,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                 TILE_COUNTER: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                 VECTOR_SUMS: tl.constexpr = False, PREFETCH: tl.constexpr = False,
                 INTERLEAVED: tl.constexpr = False, tiles_apart=1, PART_TAIL: tl.constexpr = True,
-                WORD_LOADS: tl.constexpr = False, HALVES_MIN_LANES: tl.constexpr = 0):
+                WORD_LOADS: tl.constexpr = False, HALVES_MIN_LANES: tl.constexpr = 0,
+                WELFORD_TWO_PASS: tl.constexpr = False):
     """The merged state of elements [part_start, part_end) of BLOCK_M rows (row r's element j at
     row_base + j * stride_red): lanes of BLOCK_N, each a chain over every BLOCK_N-th element, then the
     fixed lane tree. Returns per-row (hi, lo, cnt); an extremum's cnt is its absolute int64 index.
@@ -130,7 +131,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         return total, tl.zeros([BLOCK_M], ACC_DTYPE), tl.zeros([BLOCK_M, BLOCK_N], ACC_DTYPE)
     if VECTOR_SUMS and STRATEGY == 2:
         return welford_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE,
-                                   BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC, PREFETCH, PART_TAIL)
+                                   BLOCK_M, BLOCK_N, LOOP_STAGES, TREE_VEC, PREFETCH, PART_TAIL, WELFORD_TWO_PASS)
     if VECTOR_SUMS and (STRATEGY == 3 or STRATEGY == 10):
         return stable_exp_vector_part(hi_ptrs, step, lanes, row_mask, part_start, part_end, ACC_DTYPE, BLOCK_M,
                                       BLOCK_N, LOOP_STAGES, TREE_VEC, "evict_first")   # read once
@@ -284,13 +285,16 @@ def exact_word_part(src_ptr, row_base, row_mask, part_start, part_end, BLOCK_M: 
 
 @triton.jit
 def welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr,
+                         TWO_PASS: tl.constexpr):
     """Fold the full tile `raw` (the one at `start`) into the lanes' vector states (mean, m2)."""
     values = to_accumulator(raw, ACC_DTYPE) - shift_tile
-    # each vector's (mean, m2): the lane tree's first levels, every value a state of count 1
-    tile_mean, tile_m2, _ = tree_reduce_last_axis(values, tl.zeros_like(values),
-                                                  tl.full([BLOCK_M, BLOCK_N], 1.0, tl.float64), BLOCK_M, BLOCK_N,
-                                                  _EQUAL_COUNTS, BLOCK_N // TREE_VEC)
+    if TWO_PASS:   # each vector's (mean, m2) by two passes in registers (welford_vector_moments)
+        tile_mean, tile_m2 = welford_vector_moments(values, BLOCK_M, BLOCK_N, TREE_VEC)
+    else:   # each vector's (mean, m2): the lane tree's first levels, every value a state of count 1
+        tile_mean, tile_m2, _ = tree_reduce_last_axis(values, tl.zeros_like(values),
+                                                      tl.full([BLOCK_M, BLOCK_N], 1.0, tl.float64), BLOCK_M,
+                                                      BLOCK_N, _EQUAL_COUNTS, BLOCK_N // TREE_VEC)
     reciprocal, complement = tile_weights(start, part_start, BLOCK_N, ACC_DTYPE)
     return welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, TREE_VEC)
 
@@ -298,14 +302,16 @@ def welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE
 @triton.jit
 def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift_tile, ACC_DTYPE: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOP_STAGES: tl.constexpr,
-                        TREE_VEC: tl.constexpr, PREFETCH: tl.constexpr, PART_TAIL: tl.constexpr):
+                        TREE_VEC: tl.constexpr, PREFETCH: tl.constexpr, PART_TAIL: tl.constexpr,
+                        TWO_PASS: tl.constexpr = False):
     """reduce_part for Welford over the input with lanes of TREE_VEC-element vectors: per-row (mean, m2,
     count) of the part, shifted by shift_tile. The tree is reduce_part's, its first log2(TREE_VEC)
     levels taken on every tile: the vector levels, the lane's chain over its tiles (the first merge
     takes the vector's state exactly), the tree over the BLOCK_N // TREE_VEC vector lanes -- so the
     depth the bounds count (precred.plan.Pass.depth) is unchanged. Full tiles: every value counted,
-    equal-count merges (strategies.welford.welford_equal_combine, welford_merge_vectors), and the lane
-    tree of equal counts. The last, partial tile (only where PART_TAIL): its own tree of counted merges
+    each vector's moments by two passes (TWO_PASS: strategies.welford.welford_vector_moments) or by
+    equal-count merges (welford_equal_combine), merged into the lanes (welford_merge_vectors), and the
+    lane tree of equal counts. The last, partial tile (only where PART_TAIL): its own tree of counted merges
     (welford_combine; masked values count 0), then merged into the row's state."""
     SUMS: tl.constexpr = BLOCK_N // TREE_VEC
     mean = tl.zeros([BLOCK_M, SUMS], ACC_DTYPE)
@@ -321,12 +327,12 @@ def welford_vector_part(ptrs, step, lanes, row_mask, part_start, part_end, shift
             ptrs += step
             raw_next = tile_at(ptrs, row_mask, lanes, start + BLOCK_N, part_end)
             mean, m2 = welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE, BLOCK_M, BLOCK_N,
-                                            TREE_VEC)
+                                            TREE_VEC, TWO_PASS)
     else:
         for start in tl.range(part_start, full_end, BLOCK_N, num_stages=LOOP_STAGES):
             raw = tl.load(ptrs, mask=row_mask[:, None], other=0, eviction_policy="evict_first")   # read once
             mean, m2 = welford_fold_vectors(mean, m2, raw, start, part_start, shift_tile, ACC_DTYPE, BLOCK_M, BLOCK_N,
-                                            TREE_VEC)
+                                            TREE_VEC, TWO_PASS)
             ptrs += step
     # Every lane saw the full tiles' values, TREE_VEC a tile: one count, so the lane tree merges
     # equal counts (no division). The partial last tile, if any, is merged by its own tree of counted
@@ -452,6 +458,7 @@ def inner_kernel(
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
     HALVES_MIN_LANES: tl.constexpr = 0,   # > 0: the plain sums' lanes by tree.tree_sum_halves from this many
+    WELFORD_TWO_PASS: tl.constexpr = False,      # Welford's vector lanes: each vector's moments by two passes
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -471,7 +478,7 @@ def inner_kernel(
                                           part_end, stride_red, shift_tile, STRATEGY, ACC_DTYPE, SRC_IS_STATE,
                                           USES_LO, BLOCK_M, BLOCK_N, LOOP_STAGES, TILE_COUNTER, TREE_VEC,
                                           TREE_THREADS, VECTOR_SUMS, PREFETCH, INTERLEAVED, n_parts, PART_TAIL,
-                                          WORD_LOADS, HALVES_MIN_LANES)
+                                          WORD_LOADS, HALVES_MIN_LANES, WELFORD_TWO_PASS)
 
     state_index = rows.to(tl.int64) * n_parts + part   # workspace [n_rows, n_parts]
     if RECOMPUTE_TILE > 0:   # one pass over whole rows: the exact filter, then its uncertified rows here

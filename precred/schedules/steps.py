@@ -144,24 +144,33 @@ def finished_index(cnt, part_start, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.con
 
 @triton.jit
 def tile_weights(start, part_start, BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
-    """(1/k, (k-1)/k) for the k-th tile of a part (k = g + 1), each correctly rounded to ACC_DTYPE:
-    fp32's correctly rounded division (div_rn) of k and k - 1, exact in fp32 below 2^24 -- a sixth of
-    the instructions of fp64's (ten fp64 operations and two conversions a tile: 8% of the loop of var
-    over bf16 rows) -- else fp64's division, rounded once more."""
+    """(1/k, (k-1)/k) for the k-th tile of a part (k = g + 1), within 1.51 u of each (u the unit roundoff
+    of ACC_DTYPE), every thread of every program computing the same bits. Below k = 2^24:
+    r = fp32's correctly rounded 1/k (div_rn); in fp32 that is the reciprocal, in fp64 it is refined:
+    1/k = r / (1 - e), e = 1 - k r computed exactly by one fma (k r has at most 48 bits), so
+    r (1 + e + e^2) is off by e^3 <= 2^-72 before its two fp64 roundings -- within u (1 + 2^-19). The
+    complement is 1 - reciprocal, rounded once: within u + u / (k - 1) <= 1.51 u for k >= 3 (exact for
+    k <= 2). The Welford bound (precred.bounds.moments_error_bound) counts a merge's weights at 2u
+    each ("3uR(1 + u), counted as 7uR"; Chan's form 8u of its 10u), so it holds. Two correctly rounded
+    divisions took 17 fp64 operations a tile, a quarter of the loop of var's fp64 mode over bf16 rows:
+    H200, 2026-12-04, bench/sweep_outer.py --op var --dim -1, fp64 mode GB/s, two rounds, with the
+    vectors' two-pass moments (plan.WELFORD_TWO_PASS_VECTORS) -> these weights as well: bf16 8192^2
+    2495/2472 -> 2697/2660, 65536x1024 2575/2586 -> 2785/2776, 1024x65536 2237/2271 -> 2583/2571;
+    fp32 8192^2 3562/3571 -> 3649/3650 (the weights alone: 3508/3526 -> 3586/3591). From k = 2^24
+    (parts of more than 2^24 tiles): fp64's correctly rounded division for the reciprocal."""
     g = (start - part_start) // BLOCK
-    if ACC_DTYPE == tl.float32:
-        if g < 16777215:
-            k = (g + 1).to(tl.float32)
-            reciprocal = tl.math.div_rn(1.0, k)
-            complement = tl.math.div_rn(k - 1.0, k)
+    if g < 16777215:
+        k32 = (g + 1).to(tl.float32)
+        r = tl.math.div_rn(1.0, k32)
+        if ACC_DTYPE == tl.float32:
+            reciprocal = r
         else:
-            k64 = (g + 1).to(tl.float64)
-            reciprocal = (1.0 / k64).to(tl.float32)
-            complement = ((k64 - 1.0) / k64).to(tl.float32)
+            r64 = r.to(tl.float64)
+            e = tl.fma(-(g + 1).to(tl.float64), r64, 1.0)
+            reciprocal = tl.fma(r64, tl.fma(e, e, e), r64)
     else:
-        k64 = (g + 1).to(tl.float64)
-        reciprocal = 1.0 / k64
-        complement = (k64 - 1.0) / k64
+        reciprocal = (1.0 / (g + 1).to(tl.float64)).to(ACC_DTYPE)
+    complement = 1.0 - reciprocal
     return reciprocal, complement
 
 

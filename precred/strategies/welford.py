@@ -10,12 +10,14 @@ mean, and the rounding errors of the state then scale with max|x - K| rather tha
 with mean 1e6 times its spread costs nothing in accuracy (precred.bounds.moments_error_bound).
 
 Over the input the schedules mostly skip the per-element update: a thread's 16-byte vector (inner
-schedule) or a tile's lanes held in its registers (outer schedule) are merged first by Chan's merge of
-equal counts (weights exactly 1/2, na nb / n = c / 2: no division), then merged into the lane's state
-with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which all hold one count,
-merge the same way (welford_equal_combine in schedules/tree.py's trees, strategy id
-WELFORD_EQUAL_COUNTS). Each is an instance of the merge the bound counts
-(precred.bounds.moments_error_bound), in the same tree, so the depth is unchanged.
+schedule) gets its (mean, m2) by two passes over its registers (welford_vector_moments,
+precred.plan.WELFORD_TWO_PASS_VECTORS), a tile's lanes held in its registers (outer schedule) by Chan's
+merge of equal counts (weights exactly 1/2, na nb / n = c / 2: no division); either is then merged into
+the lane's state with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which
+all hold one count, merge by equal counts too (welford_equal_combine in schedules/tree.py's trees,
+strategy id WELFORD_EQUAL_COUNTS). Each merge is an instance of the merge the bound counts
+(precred.bounds.moments_error_bound), in the same tree, so the depth is unchanged; the two passes stay
+within their vector's merges' budget but for a second-order term the bound adds.
 
 Non-finite values keep torch.mean's semantics for the mean: the mean is updated and merged as the
 weighted average mean*(1 - r) + x*r and ma*wa + mb*wb, in which an infinity stays an infinity (and
@@ -71,6 +73,36 @@ def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, compleme
     delta = vector_mean - mean
     new_mean = tl.fma(mean, complement, vector_mean * reciprocal)
     return new_mean, tl.fma(delta, delta * (complement * VEC), m2 + vector_m2)
+
+
+@triton.jit
+def welford_vector_moments(values, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """(mean, m2) of each VEC-element vector of a [ROWS, WIDTH] tile of shifted values, every value
+    counted, by two passes over the vector in registers: mean = (pairwise sum) / VEC, then m2 = the
+    pairwise sum of the squared deviations from it (the leaf pairs as fma(a, a, b * b)). Returns
+    [ROWS, WIDTH // VEC] each. About 4 operations a value where welford_equal_combine's tree takes 6.
+
+    Error (u the accumulator's unit roundoff, d = log2 VEC, R = max |value|): the sum is within
+    gamma_d VEC R, so |mean error| = e <= gamma_d R (/ VEC is exact but for subnormal results) -- within
+    the 7 u R a level the merge tree's mean is counted for (precred.bounds.moments_error_bound). The
+    deviations round once, the squares and sums d + 1 times more: m2 = sum (v_i - mean~)^2 (1 + t_i),
+    |t_i| <= gamma_(d+3), and sum (v_i - mean~)^2 = m2_exact + VEC e^2 (the deviations from the exact
+    mean sum to 0). First order (d + 3) u m2 <= 6 u m2 for d <= 3: within the 10 u m2 a merge of the
+    tree is counted for, at the vector's top merge alone; plus VEC e^2, second order, which
+    moments_error_bound adds as n (gamma_3 R)^2 over the row."""
+    SUMS: tl.constexpr = WIDTH // VEC
+    v = tl.reshape(values, (ROWS, SUMS, VEC))
+    s = v
+    for level in tl.static_range(0, 8):          # adjacent pairs: the fixed tree, in the thread
+        if (VEC >> level) > 1:
+            s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 1), 2)), 3)
+    mean = s * (1.0 / VEC)                       # [ROWS, SUMS, 1]
+    even, odd = tl.split(tl.reshape(v - mean, (ROWS, SUMS, VEC // 2, 2)))
+    q = tl.fma(even, even, odd * odd)
+    for level in tl.static_range(0, 8):
+        if (VEC >> (level + 1)) > 1:
+            q = tl.sum(tl.reshape(q, (ROWS, SUMS, VEC >> (level + 2), 2)), 3)
+    return tl.reshape(mean, (ROWS, SUMS)), tl.reshape(q, (ROWS, SUMS))
 
 
 @triton.jit
