@@ -277,6 +277,13 @@ STABLE_EXP_TILE_MIN_OUTPUTS = 1024
 # 1796/1583, 65536x1024 1541/1361 -> 1572/1396, 1024x65536 1879/1462 -> 1930/1582, 16x262144 762/751 ->
 # 827/771; fp32 within 1% (the 1024-element tiles hold 2 lanes: one level of merges).
 WELFORD_OUTER_TILE_MOMENTS = True
+# Measured and dropped (H200, 2026-12-04, bench/sweep_outer.py --op var --dim 0, two rounds, GB/s): each
+# tile's column moments by two passes down the column (welford_vector_moments' algorithm on axis 0)
+# instead of the equal-count tree. Over the wide axes' tiles of 2 rows it is no fewer operations: bf16
+# fp64 8192^2 2050/2057 -> 1931/1941, 65536x1024 1940/1945 -> 1840/1842, 1024x65536 2005/2011 ->
+# 1895/1896 (fast within 1%), with WELFORD_OUTER_TILE 2048 / 4096 (4 / 8 rows) 1980-2024, 1820-1855;
+# equal counts on 4096: 2079-2086, 1941-1945, 2060-2065 (fast -3 to -8%). Only the narrow 262144x256
+# gained (fp64 bf16 2082/2087 -> 2130, its 48 bytes of spills gone); fp32 within 1%.
 # First-pass tile (elements) of Welford's outer passes (bench/sweep_state.py var; precred.launch.plan_for).
 # With the tile moments, 2048 / 4096 / 8192 gained on bf16 8192^2 and 1024x65536 (1796 -> 1952-1978,
 # 1930 -> 2027) but lost elsewhere: 262144x256 bf16 1378 -> 1318 / 783 / 81 (fp64 31 at 4096), 65536x1024
