@@ -144,7 +144,8 @@ def plan_for(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype | 
             # 2132; bf16 fp64 1024x65536 741 -> 1301, 262144x256 1308 -> 1402 (4096^2 992 -> 949). bf16 fast
             # lost 4-13% that way and keeps the halves.
             options.update(heavy_state=False)
-        if x.element_size() >= 4 or view.red >= planning.WELFORD_ROWS_SMALL_TILE_MIN_RED[acc]:
+        small_tile_min_red = planning.WELFORD_ROWS_SMALL_TILE_MIN_RED.get(acc)
+        if x.element_size() >= 4 or (small_tile_min_red is not None and view.red >= small_tile_min_red):
             options.update(acc_tile_bytes=planning.WELFORD_ROWS_ACC_TILE_BYTES[acc])   # smaller tiles (plan.py)
         if planning.WELFORD_VECTOR_MOMENTS and acc == 4:
             options.update(plain_16bit_rows=True)   # measured in plan.WELFORD_VECTOR_MOMENTS' note

@@ -104,7 +104,7 @@ ACC_TILE_BYTES = 16384
 PAIRWISE_ACC_TILE_BYTES = 32768
 # Welford over rows holds WELFORD_ROWS_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead
 # (precred.launch.plan_for) on fp32 rows and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED
-# elements (by the accumulator's bytes). Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
+# elements (by the accumulator's bytes; no entry: never). Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
 # thread. bench/sweep_outer.py --op var --dim -1, H100, GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536
 # 2291/2306 -> 2400/2415, 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 ->
 # 2308/2307, 262144x256 2373 -> 2429; bf16 fast 1024x65536 1458/1464 -> 1763/1762 -- but bf16 fast 8192^2 1556
@@ -123,8 +123,15 @@ PAIRWISE_ACC_TILE_BYTES = 32768
 # fp32 accumulator's small tile starts at rows of 8192 (2026-11-27, sweep_outer --op var --dim -1, H100,
 # two runs, GB/s: bf16 fast 8192^2 2182/2182 -> 2227/2248 with the prefetch -> 2305/2305 with 8 KiB too;
 # the other rows and fp64 within 1%).
+# With each vector's moments by two passes and the cheaper tile weights (WELFORD_TWO_PASS_VECTORS), 16-bit
+# rows with the fp64 accumulator keep ACC_TILE_BYTES at every length (no entry below: never the small
+# tile). H200, 2026-12-04, bench/sweep_outer.py --op var --dim -1 --modes fp64, two rounds, GB/s, small
+# tile from 32768 -> never: bf16 2048x32768 2408/2413 -> 2512/2551, 1024x65536 2592/2581 -> 2781/2749,
+# 256x262144 2145/2130 -> 2607/2598, 64x1048576 2138/2140 -> 2635/2623; fp16 2427/2406 -> 2542/2575,
+# 2694/2653 -> 2844/2844, 2230/2239 -> 2690/2690, 2181/2178 -> 2685/2683. (The 16 KiB tile for fp32 rows,
+# measured in the same session: fp64 8192^2 3654/3631 -> 3538/3537, fast 1024x65536 3488 -> 3565.)
 WELFORD_ROWS_ACC_TILE_BYTES = {4: 8192, 8: 8192}
-WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 8192, 8: 32768}
+WELFORD_ROWS_SMALL_TILE_MIN_RED = {4: 8192}
 # Lanes are narrowed until each runs a chain of at least this many tiles (when the row allows): the
 # final lane tree then costs little next to the streaming, while rows still load in 128-byte runs.
 MIN_TILES_PER_LANE = 8
@@ -192,9 +199,10 @@ WELFORD_PREFETCH = True
 # 2583/2571; fp32 8192^2 3508/3526 -> 3562/3571 -> 3649/3650, 65536x1024 3544/3564 -> 3567/3564 ->
 # 3599/3596, 262144x256 3396/3400 -> 3407/3416 -> 3498/3481, 1024x65536 3500/3523 -> 3544/3547 ->
 # 3589/3589 (4096^2 fp32 2315-2436 in every variant). `fast` (the fp32 accumulator) within 1-3% either
-# way. Measured after it and not taken (same sweep, two rounds): WELFORD_ROWS_ACC_TILE_BYTES of 16 KiB
-# (bf16 fp64 1024x65536 2580/2587 -> 2761/2796 but fp32 fp64 3-4% and bf16 fast 1024x65536 3112 -> 2830
-# slower) or 4 KiB (bf16 fp64 1024x65536 -> 2326/2330).
+# way. Measured after it (same sweep, two rounds): WELFORD_ROWS_ACC_TILE_BYTES of 16 KiB for every
+# accumulator (bf16 fp64 1024x65536 2580/2587 -> 2761/2796 but fp32 fp64 3-4% and bf16 fast 1024x65536
+# 3112 -> 2830 slower: taken for 16-bit rows with the fp64 accumulator alone,
+# WELFORD_ROWS_SMALL_TILE_MIN_RED's note) or 4 KiB (bf16 fp64 1024x65536 -> 2326/2330).
 WELFORD_TWO_PASS_VECTORS = True
 # A Welford pass whose parts are whole tiles (Pass.part_tail false) is compiled without the partial-tile
 # code of its vector part (schedules/inner.py PART_TAIL) on rows of at least
