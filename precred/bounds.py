@@ -156,8 +156,8 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     * mean: a merge forms ma*wa + mb*wb (a chain update mean*(k-1)/k + x/k): two rounded weights, two
       products and a sum of terms at most R: at most 3uR(1 + u), counted as 7uR (room for the older
       form ma + (mb - ma) nb/n, and for the tiles' weights of precred.schedules.steps.tile_weights,
-      within 1.51 u each: 3.51 uR; their m2 term 8.51 u of the 10 u below); a merge's mean is a weighted average of its operands', so errors never
-      grow when passed up: |mean error| <= E = (7h + 1) u R + 4 h eta (the +1: x - K itself rounded).
+      within 1.51 u each: 3.51 uR; their m2 term 8.51 u of the 10 u below); a merge's mean is a
+      weighted average of its operands', so errors never grow when passed up: |mean error| <= E = (7h + 1) u R + 4 h eta (the +1: x - K itself rounded).
     * m2: a merge's own roundings cost <= 10 u m2_node (Chan's form 8u; the update form 4u plus
       7u|delta|R, summed over updates <= 10 u R sqrt(n m2)); summed over the tree <= 10 u h m2, since a
       term of m2 is counted once per ancestor. The operands' mean errors enter delta^2 na nb / n: at
@@ -168,7 +168,7 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
       |dm2| <= u h (10 m2 + 40 sqrt(L) R sqrt(n m2)) + underflow (16 n h eta + 4 (4 h eta) sqrt(n L m2)).
       Vectors of at most 8 values whose (mean, m2) are taken by two passes instead of their merges
       (strategies/welford.py welford_vector_moments) stay within their merges' budget, but for a
-      second-order n (gamma_3 R + eta)^2 over the row, added twice.
+      second-order n (gamma_3 R + 4 eta)^2 over the row, added twice.
     The first-order terms are padded by 1/(1 - 2 rho), rho = |dm2| / m2, and no bound is claimed for
     rho >= 1/4. Then var = m2 / (n - correction) in fp64 (2 u_64: a division, or a product by the
     reciprocal), std = sqrt(var) in fp64
@@ -201,8 +201,8 @@ def moments_error_bound(mode: str, n: int, m2: float, radius: float, mean: float
     d_m2 = u * h * (10 * m2 + 40 * math.sqrt(L) * R * math.sqrt(n * m2))
     d_m2 += 16 * n * h * eta + 16 * h * eta * math.sqrt(n * L * m2)
     # The vectors' two-pass moments (strategies/welford.py welford_vector_moments): each vector's m2 is
-    # also off by VEC e^2, e <= gamma_3 R + eta its mean's error -- n e^2 over the row, second order.
-    d_m2 += 2 * n * (gamma(3, u) * R + eta) ** 2
+    # also off by VEC e^2, e <= gamma_3 R + 4 eta its mean's error -- n e^2 over the row, second order.
+    d_m2 += 2 * n * (gamma(3, u) * R + 4 * eta) ** 2
     if d_m2 > 0:
         rho = d_m2 / m2 if m2 > 0 else math.inf
         if rho >= 0.25:

@@ -104,8 +104,8 @@ ACC_TILE_BYTES = 16384
 PAIRWISE_ACC_TILE_BYTES = 32768
 # Welford over rows holds WELFORD_ROWS_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead
 # (precred.launch.plan_for) on fp32 rows and on 16-bit rows of at least WELFORD_ROWS_SMALL_TILE_MIN_RED
-# elements (by the accumulator's bytes; no entry: never). Its state is three arrays (mean, m2 and the shift): the 16 KiB tile held 128-177 registers per
-# thread. bench/sweep_outer.py --op var --dim -1, H100, GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536
+# elements (by the accumulator's bytes; no entry: never). Its state is three arrays (mean, m2 and the
+# shift): the 16 KiB tile held 128-177 registers per thread. bench/sweep_outer.py --op var --dim -1, H100, GB/s, two runs each. 16 -> 8 KiB: fp32 fast 1024x65536
 # 2291/2306 -> 2400/2415, 65536x1024 2300 -> 2462/2455, 4096^2 1483/1487 -> 1591/1571, 8192^2 2229/2238 ->
 # 2308/2307, 262144x256 2373 -> 2429; bf16 fast 1024x65536 1458/1464 -> 1763/1762 -- but bf16 fast 8192^2 1556
 # -> 1354, hence the row length. fp64, 16 -> 8 -> 4 KiB: fp32 1024x65536 2133/2149 -> 2156/2151 -> 2461/2461,

@@ -125,6 +125,27 @@ def test_nan_and_inf_follow_torch(device, mode):
     assert torch.equal(got_v.cpu().isnan(), want_v.isnan()) and torch.equal(got_m.cpu().isnan(), want_m.isnan())
 
 
+@pytest.mark.parametrize("two_pass", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", VAR_MODES)
+def test_finite_rows_near_the_largest_fp32_keep_a_finite_mean(device, mode, dtype, two_pass, monkeypatch):
+    """Rows of values near +-5e37 (shifted by the first, |x - K| = 1e38: no bound is claimed there) over
+    Welford's vector lanes: var_mean's mean stays finite as torch's does, the variance inf (torch's too),
+    never NaN -- with each vector's moments by two passes (plan.WELFORD_TWO_PASS_VECTORS, whose
+    fp32 sums are of values scaled first: summed unscaled, 4 x -1e38 overflowed to a mean of -inf) and
+    by the merges."""
+    from precred import launch, plan
+    monkeypatch.setattr(plan, "WELFORD_TWO_PASS_VECTORS", two_pass)
+    monkeypatch.setattr(launch, "_RECIPES", {})
+    x = torch.tensor([[5e37] + [-5e37] * 16383, [-5e37] * 8191 + [5e37] * 8193], dtype=dtype, device=device)
+    var, mean = precred.var_mean(x, dim=-1, mode=mode)
+    want_var, want_mean = torch.var_mean(x.cpu().double(), dim=-1)
+    assert torch.isfinite(mean).all() and not var.isnan().any(), (var, mean)
+    assert torch.isinf(want_var.to(dtype)).all() and torch.isinf(var).all(), (var, want_var)
+    if mode == "fp64":   # its mean is the exact one rounded here (fast's fp32 cancels on the second row)
+        assert torch.equal(mean.cpu(), want_mean.to(dtype)), (mean, want_mean)
+
+
 @pytest.mark.parametrize("mode", VAR_MODES)
 def test_non_contiguous_and_expanded_inputs(device, mode):
     base = _randn((40, 64), device, offset=10.0)

@@ -82,21 +82,35 @@ def welford_vector_moments(values, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC:
     pairwise sum of the squared deviations from it (the leaf pairs as fma(a, a, b * b)). Returns
     [ROWS, WIDTH // VEC] each. About 4 operations a value where welford_equal_combine's tree takes 6.
 
-    Error (u the accumulator's unit roundoff, d = log2 VEC, R = max |value|): the sum is within
-    gamma_d VEC R, so |mean error| = e <= gamma_d R (/ VEC is exact but for subnormal results) -- within
-    the 7 u R a level the merge tree's mean is counted for (precred.bounds.moments_error_bound). The
+    Error (u the accumulator's unit roundoff, d = log2 VEC, R = max |value|, eta half the smallest
+    subnormal): the sum is within gamma_d VEC R, so |mean error| = e <= gamma_d R + (VEC / 2) eta (the
+    scaling by 1 / VEC is exact but for subnormal results) -- within the 7 u R + 4 eta a level the merge
+    tree's mean is counted for (precred.bounds.moments_error_bound). The
     deviations round once, the squares and sums d + 1 times more: m2 = sum (v_i - mean~)^2 (1 + t_i),
     |t_i| <= gamma_(d+3), and sum (v_i - mean~)^2 = m2_exact + VEC e^2 (the deviations from the exact
     mean sum to 0). First order (d + 3) u m2 <= 6 u m2 for d <= 3: within the 10 u m2 a merge of the
     tree is counted for, at the vector's top merge alone; plus VEC e^2, second order, which
-    moments_error_bound adds as n (gamma_3 R)^2 over the row."""
+    moments_error_bound adds as 2 n (gamma_3 R + 4 eta)^2 over the row."""
     SUMS: tl.constexpr = WIDTH // VEC
     v = tl.reshape(values, (ROWS, SUMS, VEC))
-    s = v
-    for level in tl.static_range(0, 8):          # adjacent pairs: the fixed tree, in the thread
-        if (VEC >> level) > 1:
-            s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 1), 2)), 3)
-    mean = s * (1.0 / VEC)                       # [ROWS, SUMS, 1]
+    if values.dtype == tl.float32:
+        # Each value scaled by 1 / VEC first, so that no partial sum exceeds R: summed first, a vector of
+        # fp32 values beyond fp32's largest / VEC overflowed where the merges' means did not (var_mean's
+        # mean of a row near 5e37: -inf, torch's -5e37). The scaling is exact but for subnormal results
+        # (eta each, VEC / 2 of them: one operand of each leaf fma is scaled inside it).
+        even, odd = tl.split(tl.reshape(v, (ROWS, SUMS, VEC // 2, 2)))
+        s = tl.fma(even, 1.0 / VEC, odd * (1.0 / VEC))
+        for level in tl.static_range(0, 8):      # adjacent pairs: the fixed tree, in the thread
+            if (VEC >> (level + 1)) > 1:
+                s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 2), 2)), 3)
+        mean = s                                 # [ROWS, SUMS, 1]
+    else:
+        # fp64: the inputs are at most fp32's largest (fp64 input: vectors of 2, as the merges' a + b)
+        s = v
+        for level in tl.static_range(0, 8):      # adjacent pairs: the fixed tree, in the thread
+            if (VEC >> level) > 1:
+                s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 1), 2)), 3)
+        mean = s * (1.0 / VEC)                   # [ROWS, SUMS, 1]
     even, odd = tl.split(tl.reshape(v - mean, (ROWS, SUMS, VEC // 2, 2)))
     q = tl.fma(even, even, odd * odd)
     for level in tl.static_range(0, 8):
