@@ -76,6 +76,16 @@ def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, compleme
 
 
 @triton.jit
+def _sum_adjacent_pairs(s, ROWS: tl.constexpr, SUMS: tl.constexpr, LENGTH: tl.constexpr):
+    """[ROWS, SUMS, LENGTH] -> [ROWS, SUMS, 1] by the fixed tree of adjacent pairs (LENGTH a power of two),
+    each level a sum over an axis of two: one addition, in no order of Triton's, inside the thread."""
+    for level in tl.static_range(0, 8):
+        if (LENGTH >> level) > 1:
+            s = tl.sum(tl.reshape(s, (ROWS, SUMS, LENGTH >> (level + 1), 2)), 3)
+    return s
+
+
+@triton.jit
 def welford_vector_moments(values, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr):
     """(mean, m2) of each VEC-element vector of a [ROWS, WIDTH] tile of shifted values, every value
     counted, by two passes over the vector in registers: mean = (pairwise sum) / VEC, then m2 = the
@@ -99,23 +109,12 @@ def welford_vector_moments(values, ROWS: tl.constexpr, WIDTH: tl.constexpr, VEC:
         # mean of a row near 5e37: -inf, torch's -5e37). The scaling is exact but for subnormal results
         # (eta each, VEC / 2 of them: one operand of each leaf fma is scaled inside it).
         even, odd = tl.split(tl.reshape(v, (ROWS, SUMS, VEC // 2, 2)))
-        s = tl.fma(even, 1.0 / VEC, odd * (1.0 / VEC))
-        for level in tl.static_range(0, 8):      # adjacent pairs: the fixed tree, in the thread
-            if (VEC >> (level + 1)) > 1:
-                s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 2), 2)), 3)
-        mean = s                                 # [ROWS, SUMS, 1]
+        mean = _sum_adjacent_pairs(tl.fma(even, 1.0 / VEC, odd * (1.0 / VEC)), ROWS, SUMS, VEC // 2)
     else:
         # fp64: the inputs are at most fp32's largest (fp64 input: vectors of 2, as the merges' a + b)
-        s = v
-        for level in tl.static_range(0, 8):      # adjacent pairs: the fixed tree, in the thread
-            if (VEC >> level) > 1:
-                s = tl.sum(tl.reshape(s, (ROWS, SUMS, VEC >> (level + 1), 2)), 3)
-        mean = s * (1.0 / VEC)                   # [ROWS, SUMS, 1]
+        mean = _sum_adjacent_pairs(v, ROWS, SUMS, VEC) * (1.0 / VEC)
     even, odd = tl.split(tl.reshape(v - mean, (ROWS, SUMS, VEC // 2, 2)))
-    q = tl.fma(even, even, odd * odd)
-    for level in tl.static_range(0, 8):
-        if (VEC >> (level + 1)) > 1:
-            q = tl.sum(tl.reshape(q, (ROWS, SUMS, VEC >> (level + 2), 2)), 3)
+    q = _sum_adjacent_pairs(tl.fma(even, even, odd * odd), ROWS, SUMS, VEC // 2)
     return tl.reshape(mean, (ROWS, SUMS)), tl.reshape(q, (ROWS, SUMS))
 
 
