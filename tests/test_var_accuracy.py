@@ -259,19 +259,21 @@ def test_whole_tile_parts_leave_out_the_tail_code_with_the_same_bits(device, dty
     launch._RECIPES.clear()
 
 
+@pytest.mark.parametrize("tile", [8192, 1024])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("family", ["normal", "offset1e6", "huge"])
-def test_outer_tile_moments_within_bound(device, family, dtype):
+def test_outer_tile_moments_within_bound(device, family, dtype, tile):
     """Over a strided axis with the lanes in registers (schedules/outer.py welford_tile_part: each tile's
     lanes merged first, a partial last tile counted), every mode stays within its bound at the plan's
-    depth. 77 values per column: full tiles of 8 lanes (fp32; 4 for bf16's wider columns) and a partial
-    last one."""
+    depth. 77 values per column: full tiles and a partial last one -- of 8 lanes (fp32; 4 for bf16's
+    wider columns) from 8192-element tiles, or of 2 from 1024-element ones (plan.WELFORD_OUTER_TILE's
+    size), whose fp32 pairs merge into the columns in one step (strategies/welford.py welford_merge_pairs)."""
     rng = np.random.default_rng(zlib.crc32(f"outer tiles {family} {dtype}".encode()))
     columns = 512 if dtype == torch.float32 else 1024
     x = torch.stack([_family(family, 77, rng, dtype) for _ in range(columns)], dim=1)
-    planner = dict(tile_elements=8192)
+    planner = dict(tile_elements=tile)
     first = plan_for(x, (0,), get_var_mode("fast"), dtype, **planner)[1].passes[0]
-    assert first.schedule == "outer" and first.lanes >= 4
+    assert first.schedule == "outer" and (first.lanes >= 4 if tile == 8192 else first.lanes == 2)
     assert first.block_kept >= 32 * (16 // x.element_size()) * first.num_warps, "lanes not in registers"
     for mode in VAR_MODES:
         check_moments_within_bound(x, (0,), mode, device=device, planner=planner, std=False)

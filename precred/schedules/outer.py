@@ -21,7 +21,7 @@ import triton.language as tl
 from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combine, magnitude_key, stable_exp_combine,
                           welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
-from ..strategies.welford import welford_merge_vectors
+from ..strategies.welford import welford_merge_pairs, welford_merge_vectors
 from .finish import to_accumulator
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
@@ -164,7 +164,8 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
     """chained_part for Welford over the input when each thread holds all BLOCK_R lanes of its columns
     (TILE_MOMENTS): each full tile's lanes are merged first, by the fixed tree with equal counts (no
     division; in registers), and the columns keep one state each, merged with every tile's by Chan's
-    merge with the tile's scalar weights (strategies.welford.welford_merge_vectors). An element goes
+    merge with the tile's scalar weights (strategies.welford.welford_merge_vectors; tiles of two fp32
+    values a column: welford_merge_pairs, the two merges in one step). An element goes
     through the tree's log2(BLOCK_R) levels, then the chain: the depth plan.Pass.depth counts. A partial
     last tile: the same tree with counts (welford_combine), merged into the columns' states."""
     mean = tl.zeros([BLOCK_I], ACC_DTYPE)
@@ -173,11 +174,21 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
     for start in tl.range(part_start, full_end, BLOCK_R, num_stages=LOOP_STAGES):
         values = to_accumulator(tl.load(ptrs, mask=col_mask[None, :], other=0, eviction_policy="evict_first"),
                                 ACC_DTYPE) - shift_tile
-        tile_mean, tile_m2, _ = tree_reduce_first_axis(values, tl.zeros_like(values),
-                                                       tl.full([BLOCK_R, BLOCK_I], 1.0, tl.float64), BLOCK_R, BLOCK_I,
-                                                       _EQUAL_COUNTS)
         reciprocal, complement = tile_weights(start, part_start, BLOCK_R, ACC_DTYPE)
-        mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, BLOCK_R)
+        # fp32 input, tiles of 2 lanes: each pair's merge fused into the column's (welford_merge_pairs).
+        # H200, 2026-12-04, bench/sweep_outer.py --op var --dim 0, two rounds, GB/s of the fp64 mode: fp32
+        # 8192^2 3297/3300 -> 3333/3324, 65536x1024 3132/3138 -> 3171/3168, 1024x65536 3301/3303 ->
+        # 3351/3345 (fast, 262144x256 (8 lanes) and 4096^2 within 0.5%); bf16 (its 8-column vectors) no
+        # faster for 2 fewer fp64 operations a pair: 8192^2 2059/2063 -> 2067/2063, 1024x65536 2017/2018 ->
+        # 1976/1972 -- it keeps the tree and welford_merge_vectors.
+        if BLOCK_R == 2 and ptrs.dtype.element_ty == tl.float32:
+            first, second = tl.split(tl.trans(values))
+            mean, m2 = welford_merge_pairs(mean, m2, first, second, reciprocal * 0.5, complement)
+        else:
+            tile_mean, tile_m2, _ = tree_reduce_first_axis(values, tl.zeros_like(values),
+                                                           tl.full([BLOCK_R, BLOCK_I], 1.0, tl.float64), BLOCK_R,
+                                                           BLOCK_I, _EQUAL_COUNTS)
+            mean, m2 = welford_merge_vectors(mean, m2, tile_mean, tile_m2, reciprocal, complement, BLOCK_R)
         ptrs += step
     cnt = tl.zeros([BLOCK_I], tl.float64) + (full_end - part_start).to(tl.float64)
     if full_end < part_end:

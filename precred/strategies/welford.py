@@ -76,6 +76,28 @@ def welford_merge_vectors(mean, m2, vector_mean, vector_m2, reciprocal, compleme
 
 
 @triton.jit
+def welford_merge_pairs(mean, m2, first, second, half_reciprocal, complement):
+    """welford_merge_vectors of a tile of two values a lane (`first`, `second`: shifted values, count 1
+    each), their own equal-count merge (welford_equal_combine) fused into it: s = a + b and d = b - a
+    give the pair's mean s / 2 (exact but for subnormals) and m2 d^2 / 2, and then -- the lane holding
+    2 (k - 1) values, `complement` = (k-1)/k, `half_reciprocal` = 1 / (2k) (exactly half tile_weights'
+    reciprocal) --
+        mean' = fma(mean, complement, s / (2k)),   delta = s / 2 - mean,
+        m2'   = fma(delta, delta * 2 (k-1)/k, fma(d, d / 2, m2)).
+    The mean and delta are the two merges' own bits (s * (r/2) is (s/2) * r: halving is exact); the
+    pair's m2 enters the lane's with one rounding where the two merges rounded it, then added it (two):
+    within their budget (precred.bounds.moments_error_bound). 12 fp64 operations a pair with the shifts,
+    where the two merges took 14 (sm_90 SASS of var's fp64 loop over fp32 columns, 4 pairs a thread:
+    66 -> 59; bench/kernel_resources.py). Taken over fp32 columns (schedules/outer.py welford_tile_part)."""
+    s = first + second
+    d = second - first
+    # -delta = mean - s / 2: the same square, with no negation (Triton negates as 0 - x, an fp64 add)
+    minus_delta = tl.fma(s, -0.5, mean)
+    new_mean = tl.fma(mean, complement, s * half_reciprocal)
+    return new_mean, tl.fma(minus_delta, minus_delta * (complement * 2.0), tl.fma(d, d * 0.5, m2))
+
+
+@triton.jit
 def _sum_adjacent_pairs(s, ROWS: tl.constexpr, SUMS: tl.constexpr, LENGTH: tl.constexpr):
     """[ROWS, SUMS, LENGTH] -> [ROWS, SUMS, 1] by the fixed tree of adjacent pairs (LENGTH a power of two),
     each level a sum over an axis of two: one addition, in no order of Triton's, inside the thread."""
