@@ -13,7 +13,8 @@ Over the input the schedules mostly skip the per-element update: a thread's 16-b
 schedule) gets its (mean, m2) by two passes over its registers (welford_vector_moments,
 precred.plan.WELFORD_TWO_PASS_VECTORS), a tile's lanes held in its registers (outer schedule) by Chan's
 merge of equal counts (weights exactly 1/2, na nb / n = c / 2: no division); either is then merged into
-the lane's state with the tile's scalar weights (welford_merge_vectors); the full tiles' lanes, which
+the lane's state with the tile's scalar weights (welford_merge_vectors; an fp32 tile of two values a
+column takes both merges in one step, welford_merge_pairs); the full tiles' lanes, which
 all hold one count, merge by equal counts too (welford_equal_combine in schedules/tree.py's trees,
 strategy id WELFORD_EQUAL_COUNTS). Each merge is an instance of the merge the bound counts
 (precred.bounds.moments_error_bound), in the same tree, so the depth is unchanged; the two passes stay
