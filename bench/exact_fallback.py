@@ -11,17 +11,22 @@ recompute launch (counted by spying on the launcher once, outside the timings). 
 data but for one output, a cancelling row (or column): the price of a lone uncertified output, which
 the recompute spreads over chunks of its row (precred.plan.plan_recompute).
 
-    python bench/exact_fallback.py [--json OUT.json]
+    python bench/exact_fallback.py [--json OUT.json] [--set CONST=VALUE ...] [--only REGEX]
+
+--set sets a precred.plan constant first (a Python literal); --only keeps the cases whose
+"shape dim dtype" label matches.
 """
 import argparse
+import ast
 import json
+import re
 import sys
 
 import torch
 import triton.testing
 
 import precred
-from precred import launch
+from precred import launch, plan
 
 CASES = [((1024, 65536), -1, torch.float32), ((65536, 1024), -1, torch.float32), ((8192, 8192), 0, torch.float32),
          ((65536, 1024), 0, torch.float32),
@@ -65,12 +70,21 @@ def _exact_with_flags(data, dim):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", default=None)
+    ap.add_argument("--set", action="append", default=[], metavar="CONST=VALUE")
+    ap.add_argument("--only", default=None, help='regex on "shape dim dtype", e.g. "(8192, 8192) 0 bfloat16"')
     args = ap.parse_args(argv)
+    for assignment in args.set:
+        name, value = assignment.split("=", 1)
+        if not hasattr(plan, name):
+            raise SystemExit(f"precred.plan has no constant {name!r}")
+        setattr(plan, name, ast.literal_eval(value))
     g = torch.Generator().manual_seed(0)
     records = []
     print(f"device: {torch.cuda.get_device_name(0)}")
     print(f"{'shape':<16} {'dim':>4} {'dtype':<9} {'data':<14} {'torch':>7} {'fast':>7} {'exact':>7}  exact/fast (GB/s)")
     for shape, dim, dtype in CASES:
+        if args.only and not re.search(args.only, f"{shape} {dim} {str(dtype)[6:]}"):
+            continue
         ordinary = torch.randn(shape, generator=g).to(dtype).cuda()
         n = shape[dim] if dim is not None else ordinary.numel()
         outputs = ordinary.numel() // n

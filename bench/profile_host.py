@@ -1,6 +1,6 @@
 """Where the host time of a small eager precred call goes (GPU; one device call).
 
-    python3 bench/profile_host.py [--op sum] [--mode fast] [--shape 64x4096] [--calls 2000]
+    python3 bench/profile_host.py [--op sum] [--mode fast] [--shape 64x4096] [--dim -1] [--dtype float32] [--calls 2000]
     python3 bench/profile_host.py --op layer_norm_backward [--dtype bfloat16] [--shape 64x4096]
 
 Prints microseconds per call of a Python loop (torch's op, precred's), then the same loop's steps timed
@@ -29,18 +29,19 @@ def main():
     ap.add_argument("--shape", default="64x4096")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dim", type=int, default=-1)
     args = ap.parse_args()
     if args.op == "layer_norm_backward":
         return norm_backward_host(args)
-    x = torch.randn(*(int(n) for n in args.shape.split("x")), device="cuda")
+    x = torch.randn(*(int(n) for n in args.shape.split("x")), device="cuda").to(getattr(torch, args.dtype))
     ours, theirs = getattr(precred, args.op), getattr(torch, args.op)
     print(torch.cuda.get_device_name(), args.op, args.mode, tuple(x.shape))
-    ours(x, -1, mode=args.mode)   # compiles, plans and leaves the replay
-    key = eager.call_key(args.op, x, -1, False, None, args.mode, False)
+    ours(x, args.dim, mode=args.mode)   # compiles, plans and leaves the replay
+    key = eager.call_key(args.op, x, args.dim, False, None, args.mode, False)
     steps = {
-        f"torch.{args.op}": lambda: theirs(x, -1),
-        f"precred.{args.op}": lambda: ours(x, -1, mode=args.mode),
-        "call_key": lambda: eager.call_key(args.op, x, -1, False, None, args.mode, False),
+        f"torch.{args.op}": lambda: theirs(x, args.dim),
+        f"precred.{args.op}": lambda: ours(x, args.dim, mode=args.mode),
+        "call_key": lambda: eager.call_key(args.op, x, args.dim, False, None, args.mode, False),
         "replay lookup": lambda: eager._CALLS.get(key),
         "x.new_empty": lambda: x.new_empty(64),
         "torch.compiler.is_compiling": torch.compiler.is_compiling,
@@ -48,7 +49,7 @@ def main():
         "x.device": lambda: x.device,
         "x.stride": x.stride,
     }
-    time_and_profile(steps, lambda: ours(x, -1, mode=args.mode), args.calls, top=14)
+    time_and_profile(steps, lambda: ours(x, args.dim, mode=args.mode), args.calls, top=14)
 
 
 def time_and_profile(steps: dict, profiled, calls: int, top: int) -> None:

@@ -898,13 +898,16 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         divisor = certified_log_sum_margin(view.red, plan.depth)
     launches = []
     # A filter's recompute launches as a programmatic dependent of its last pass (on a GPU), and so does
-    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32, and the
+    # every pass after the first for the strategies of plan.PASS_PROGRAMMATIC_LAUNCH in fp32 (in fp64 too
+    # where plan.PASS_PROGRAMMATIC_LAUNCH_FP64 names them for the input's element size), and the
     # second of a plan's two inner passes where it is a dependent merge (Plan.dependent_merge).
     programmatic = programmatic_dependent_launch(x.device)
     dependent_recompute = (programmatic and mode.strategy in FILTERS and not one_launch
                            and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH)
+    dependent_accumulator = (workspace.acc_dtype == torch.float32
+                             or mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH_FP64.get(x.element_size(), ()))
     dependent_passes = programmatic and (plan.dependent_merge or (mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH
-                                                                  and workspace.acc_dtype == torch.float32))
+                                                                  and dependent_accumulator))
     # A fused merge (Plan.fused_merge) runs the second pass inside the first's launch.
     passes = plan.passes[:1] if plan.fused_merge else plan.passes
     for index, p in enumerate(passes):

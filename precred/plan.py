@@ -1995,6 +1995,14 @@ RECOMPUTE_PROGRAMMATIC_LAUNCH = True
 # logsumexp 20% (1874 -> 1499), argmax 23%; pairwise moved both ways (+-5%), amax +2% but 65536x1024 bf16
 # 2004 -> 1548. Those keep ordinary launches.
 PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
+# With fp64 accumulators, by input element size: the strategies whose passes launch that way too (Welford,
+# var's default fp64 mode, on 16-bit input). H200, 2026-12-04, bench/sweep_outer.py --op var --dim 0
+# --modes fp64, two rounds, GB/s ordinary -> dependent launches: bf16 1024x65536 2008/2009 -> 2051/2045,
+# 8192^2 2063/2062 -> 2115/2106, 65536x1024 1947/1945 -> 1995/1982, 262144x256 2101/2097 -> 2175/2166,
+# 4096^2 1269/1274 -> 1329/1326, 16x262144 838/848 -> 846/792; fp32 within -3% to +3% (262144x256
+# 3190/3184 -> 3106/3100, 4096^2 2060/2062 -> 2131/2129, the 256 MiB shapes +1-2%): not taken.
+# (bench/profile_kernels.py: the two launches of var fp64 over dim 0 leave 4-5 us between them.)
+PASS_PROGRAMMATIC_LAUNCH_FP64 = {2: frozenset({2})}
 # The exact mode in one launch: where the filter is one inner pass over the input (no split) of at
 # most EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified rows
 # (schedules/recompute.py certify_or_recompute) -- no flags, no recompute launch. A small call's time is

@@ -353,17 +353,19 @@ def test_exact_recompute_launched_early_waits_for_the_filter(device, monkeypatch
         assert torch.equal(got, ordinary)
 
 
-@pytest.mark.parametrize("op", ["sum", "var_mean"])
+@pytest.mark.parametrize("op", ["sum", "var_mean", "var_mean fp64 bf16"])
 def test_later_passes_launched_early_wait_for_the_states(device, op, monkeypatch):
     """A plan of two passes (8192 x 8192 over dim 0) launches its second pass as a programmatic
-    dependent of the first (plan.PASS_PROGRAMMATIC_LAUNCH: fp32 plain sums and Welford), which may start
-    while the first runs: the results equal the ordinary launches' bits, replays included."""
+    dependent of the first (plan.PASS_PROGRAMMATIC_LAUNCH: fp32 plain sums and Welford; fp64 Welford on
+    16-bit input, plan.PASS_PROGRAMMATIC_LAUNCH_FP64), which may start while the first runs: the results
+    equal the ordinary launches' bits, replays included."""
     from precred import eager, launch, plan
 
     if not launch.programmatic_dependent_launch(torch.device(device)):
         pytest.skip("programmatic dependent launch needs a GPU of compute capability 9.0")
     f = {"sum": lambda t: (precred.sum(t, 0, mode="fast"),),
-         "var_mean": lambda t: precred.var_mean(t, 0, mode="fast")}[op]
+         "var_mean": lambda t: precred.var_mean(t, 0, mode="fast"),
+         "var_mean fp64 bf16": lambda t: precred.var_mean(t.bfloat16(), 0, mode="fp64")}[op]
     g = torch.Generator(device="cpu").manual_seed(22)
     x = (torch.randn(8192, 8192, generator=g) * 3 + 1).to(device)
     constants = []

@@ -1,0 +1,90 @@
+"""Where a reduction call's time goes, kernel by kernel (GPU; one device call).
+
+    python3 bench/profile_kernels.py sum/exact:bfloat16:65536x1024:0 var/fp64:float32:8192x8192:0 ...
+                                     [--variant "name:CONST=value;CONST=value"] ...
+
+Each case (bench/kernel_resources.py's spelling: op/mode:dtype:RxC:dim, ops of bench/sweep_outer.py)
+prints the whole call's median time and GB/s (do_bench, L2 flushed: the protocol's), each CUDA kernel's
+device time per call from torch.profiler over calls with L2 flushed before each (as under the protocol),
+and what is left: the call's time not spent in its kernels (launch gaps, host time the GPU waited for).
+Variants set precred.plan constants with every plan cache cleared (bench/plan_variants.py).
+"""
+import argparse
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
+from sweep_outer import OPS  # noqa: E402
+
+from precred import plan  # noqa: E402
+
+FLUSH_BYTES = 256 << 20   # larger than the L2 of an H100 / H200 (50 / 60 MiB), as do_bench's flush
+
+
+def parse_case(spec: str):
+    """(op, mode, dtype, shape, dim) of "op/mode:dtype:RxC:dim"."""
+    head, dtype, shape, dim = spec.split(":")
+    op, _, mode = head.partition("/")
+    return op, mode, getattr(torch, dtype), tuple(int(s) for s in shape.split("x")), int(dim)
+
+
+def kernel_times(fn, calls: int = 5) -> dict:
+    """{kernel name: device microseconds per call} of fn, each call after an L2 flush (the flush's
+    own kernel left out)."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as probe:
+        flush.zero_()
+        torch.cuda.synchronize()
+    flush_names = {e.key for e in probe.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA}
+    times = {}
+    for event in prof.key_averages():
+        if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0
+                and event.key not in flush_names):
+            times[event.key[:48]] = event.device_time_total / calls
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="+", help="op/mode:dtype:RxC:dim")
+    ap.add_argument("--variant", action="append", default=[], help='"name:CONST=value;CONST=value"')
+    args = ap.parse_args()
+    variants = [("default", {})] + [parse_variant(v) for v in args.variant]
+    print(f"device: {torch.cuda.get_device_name()}")
+    for spec in args.cases:
+        op, mode, dtype, shape, dim = parse_case(spec)
+        ours, theirs, modes = OPS[op]
+        x = torch.randn(shape, device="cuda").to(dtype)
+        out_bytes = x.numel() // shape[dim] * x.element_size()
+        nbytes = x.numel() * x.element_size() + out_bytes
+        torch_ms = median_ms(lambda: theirs(x, dim))
+        print(f"\n{spec}  torch {torch_ms * 1e3:.1f} us ({nbytes / torch_ms / 1e6:.0f} GB/s)")
+        for name, constants in variants:
+            defaults = {k: getattr(plan, k) for k in constants}
+            set_plan_constants(constants, every_plan_cache())
+            fn = lambda: ours(x, dim, mode=mode or modes[0])   # noqa: E731
+            first = fn()
+            ms = median_ms(fn)
+            repeat = fn()
+            same = torch.equal(first.view(torch.uint8) if first.dtype != torch.bool else first,
+                               repeat.view(torch.uint8) if repeat.dtype != torch.bool else repeat)
+            times = kernel_times(fn)
+            total_us = ms * 1e3
+            kernels = "  ".join(f"{k.split('_kernel')[0]} {v:.1f}" for k, v in times.items())
+            print(f"  {name:<12} {total_us:7.1f} us {nbytes / ms / 1e6:6.0f} GB/s  x{torch_ms / ms:.2f} torch"
+                  f"  kernels: {kernels}  | rest {total_us - sum(times.values()):.1f} us"
+                  + ("" if same else "  NOT BITWISE REPEATED"))
+            set_plan_constants(defaults, every_plan_cache())
+
+
+if __name__ == "__main__":
+    main()
