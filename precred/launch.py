@@ -1054,8 +1054,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
     waits for the previous pass's writes before reading them). recompute_format: the exact filter's
-    input format (superaccumulator.INPUT_FORMATS) when the (inner) pass recomputes its uncertified rows
-    itself (plan.exact_in_one_launch), else None."""
+    input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs itself
+    (plan.exact_in_one_launch), else None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
@@ -1091,9 +1091,6 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free,
                       HALVES_MIN_LANES=planning.PLAIN_HALVES_MIN_LANES,
                       WELFORD_TWO_PASS=strategy == WELFORD and planning.WELFORD_TWO_PASS_VECTORS)
-        man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
-        consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
-                      MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))
@@ -1115,6 +1112,11 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
             or (strategy == EXACT and (src[0].element_size() in planning.EXACT_OUTER_TILE_MOMENTS or narrow))
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize])))
+    man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
+    consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
+                  MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
+    if p.schedule == "outer":
+        consts.update(RECOMPUTE_ROWS=planning.EXACT_ONE_LAUNCH_COLUMN_ROWS)
     scalars += shift_scalars
     pointers = _pass_pointers(src, dst, shift_ptr, kernel is inner_kernel, merge)
     return _launch(kernel, grid, pointers, scalars, p.num_warps, **consts)

@@ -2028,15 +2028,37 @@ EXACT_ONE_LAUNCH_MAX_BYTES = SPLIT_MIN_BYTES
 # on the inputs exact exists for.
 
 
+# The exact mode in one launch over a strided axis: where the filter is one outer pass over columns of at
+# most EXACT_ONE_LAUNCH_MAX_COLUMN elements (16 x 262144 over dim 0), its programs recompute their own
+# uncertified columns (schedules/recompute.py certify_or_recompute_columns): a thread a column, a warp's
+# columns side by side (coalesced, as the filter read them), EXACT_ONE_LAUNCH_COLUMN_ROWS rows a step.
+# A program's work there is bounded by its own columns' elements: a lone uncertified column costs its
+# column's loads on one thread, every column uncertified costs the programs a second read of their
+# block with the limbs' integer work. (sm_90: 16 x 262144 fp32 over dim 0, 124 -> 119 registers, the
+# filter's loop 127 instructions either way; the rows a step as a 2-D tile took 229.) H200, 2026-12-04,
+# bench/sweep_outer.py --op sum --dim 0 --modes fast,exact, two rounds, GB/s of exact, two launches ->
+# one: 16 x 262144 fp32 1355/1355 -> 1502/1419 (fast 1524-1542), bf16 817/822 -> 936/933 (fast
+# 943-1016); bench/exact_fallback.py, 16 x 262144 fp32 over dim 0: ordinary 1328 -> 1492, every column
+# cancelling 4 -> 254 (recompute_kernel read each 16-element column down its stride), one cancelling
+# column 1025 -> 881 (its program's group of 64 columns recomputed and finished on one warp).
+EXACT_ONE_LAUNCH_MAX_COLUMN = 64
+EXACT_ONE_LAUNCH_COLUMN_ROWS = 8
+
+
 def exact_in_one_launch(plan: Plan, input_bytes: int) -> bool:
     """Whether the exact mode's filter pass of `plan` also recomputes what it cannot certify."""
-    return (len(plan.passes) == 1 and plan.passes[0].schedule == "inner"
-            and input_bytes <= EXACT_ONE_LAUNCH_MAX_BYTES)
+    if len(plan.passes) != 1:
+        return False
+    p = plan.passes[0]
+    if p.schedule == "inner":
+        return input_bytes <= EXACT_ONE_LAUNCH_MAX_BYTES
+    return p.red <= EXACT_ONE_LAUNCH_MAX_COLUMN
 
 
 def one_launch_recompute_tile(p: Pass) -> int:
-    """The superaccumulator's lanes when the filter pass p recomputes its own outputs."""
-    return 32 * p.num_warps
+    """The superaccumulator's lanes when the filter pass p recomputes its own outputs: along the row
+    (inner), or columns side by side (outer, at most the program's)."""
+    return 32 * p.num_warps if p.schedule == "inner" else min(32 * p.num_warps, p.block_kept)
 
 
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:

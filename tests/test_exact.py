@@ -56,11 +56,13 @@ def assert_correctly_rounded(x, dims, **kwargs):
 def stage_flags(monkeypatch):
     """Record the filter's flags at each call of the second stage (as the filter left them); then, with
     `clear=True`, zero them, so that the superaccumulator recomputes every output. Every plan runs the
-    two launches here (plan.EXACT_ONE_LAUNCH_MAX_BYTES = 0: the filter writes flags)."""
+    two launches here (plan.EXACT_ONE_LAUNCH_MAX_BYTES and EXACT_ONE_LAUNCH_MAX_COLUMN = 0: the filter
+    writes flags)."""
     seen = []
     settings = {"clear": False}
     original = launch._launch_recompute
     monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_BYTES", 0)
+    monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_COLUMN", 0)
 
     def spy(view, source, out, flags, output, dependent):
         seen.append(flags.cpu().clone())
@@ -177,7 +179,7 @@ def test_one_launch_recomputes_its_own_uncertified_outputs(device, dtype, stage_
     program's block (the interpreter's SM count: 4 rows a program on any device). (fp16 is left out:
     fp64 holds any short fp16 sum exactly, so the filter certifies every row and the recompute is not
     reached without clearing flags; the superaccumulator's fp16 path is the recompute launch's, tested
-    above with cleared flags.) Over dim 0 (the outer schedule) the two launches stay."""
+    above with cleared flags.) Over dim 0: test_one_launch_recomputes_its_own_uncertified_columns."""
     seen, _ = stage_flags
     rng = np.random.default_rng(31)
     x = torch.stack([gen.ill_conditioned(48, 1e40, rng, dtype) if r % 3 == 0 else gen.normal(48, rng, dtype)
@@ -196,8 +198,36 @@ def test_one_launch_recomputes_its_own_uncertified_outputs(device, dtype, stage_
         assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
         assert torch.equal(_bits(got), _bits(two_launches[mean]))
     assert len(seen) == launches, "one launch: no recompute launch"
-    _exact(x.t().contiguous(), (0,), device=device)
-    assert len(seen) == launches + 1, "the outer schedule keeps the recompute launch"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_launch_recomputes_its_own_uncertified_columns(device, dtype, stage_flags, monkeypatch):
+    """One outer pass over columns of at most plan.EXACT_ONE_LAUNCH_MAX_COLUMN elements recomputes the
+    columns it cannot certify in its own programs (schedules/recompute.py certify_or_recompute_columns):
+    no second launch, the same bits as the two launches, correctly rounded -- certified and uncertified
+    columns in both column groups of a program's block and in the last, partial block, a column length
+    that is not a multiple of the rows a step (plan.EXACT_ONE_LAUNCH_COLUMN_ROWS)."""
+    seen, _ = stage_flags
+    rng = np.random.default_rng(41)
+    x = torch.stack([gen.ill_conditioned(37, 1e40, rng, dtype) if c % 7 == 0 else gen.normal(37, rng, dtype)
+                     for c in range(600)], dim=1)
+    planner = dict(sm_count=launch.INTERPRETER_SM_COUNT)
+    _, plan = plan_for(x.to(device), (0,), EXACT, **planner)
+    (p,) = plan.passes
+    assert p.schedule == "outer" and p.inner % p.block_kept != 0, plan
+    assert p.block_kept >= 2 * precred.plan.one_launch_recompute_tile(p), "two column groups a program"
+    assert p.red % precred.plan.EXACT_ONE_LAUNCH_COLUMN_ROWS != 0
+    two_launches = []
+    for mean in (False, True):   # the filter's flags, from the two launches (the fixture's plan constants)
+        two_launches.append(_exact(x, (0,), mean=mean, device=device, planner=planner)[0])
+        assert bool(seen[-1].any()) and not bool(seen[-1].all()), "certified and uncertified columns"
+    monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_COLUMN", p.red)
+    launches = len(seen)
+    for mean in (False, True):
+        got, want = _exact(x, (0,), mean=mean, device=device, planner=planner)
+        assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
+        assert torch.equal(_bits(got), _bits(two_launches[mean]))
+    assert len(seen) == launches, "one launch: no recompute launch"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

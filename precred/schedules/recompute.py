@@ -1,7 +1,8 @@
 """Second stages of the filtered modes: recompute the outputs the filter could not certify.
 
 `exact` (recompute_kernel): with the integer superaccumulator -- or, for small inputs planned as one
-inner pass, inside the filter's own launch (certify_or_recompute, precred.plan.exact_in_one_launch);
+inner pass and for short columns planned as one outer pass, inside the filter's own launch
+(certify_or_recompute, certify_or_recompute_columns; precred.plan.exact_in_one_launch);
 logsumexp's fp64 mode on 16-bit inputs (exp_recompute_kernel, at the end): in fp64. The rest of this
 note is about the first.
 
@@ -26,7 +27,7 @@ import triton
 import triton.language as tl
 
 from ..strategies.exact import exact_finish
-from ..strategies.superaccumulator import LIMBS, accumulate_limbs, finish_limbs
+from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output
 from ..strategies.stable_exp import stable_exp_combine
 from .steps import accumulate_tile, programmatic_launch_points
@@ -47,7 +48,7 @@ def raw_bits(raw):
 @triton.jit
 def row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, start, end, MAN_BITS: tl.constexpr,
               EXP_BITS: tl.constexpr, BLOCK_R: tl.constexpr):
-    """The [LIMBS] int64 limb sums of elements [start, end) of output r's row (the (outer, reduce,
+    """The [LIMBS, 1] int64 limb sums of elements [start, end) of output r's row (the (outer, reduce,
     inner) view: o = r // inner_size, i = r % inner_size), streamed in BLOCK_R lanes."""
     base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
     lanes = tl.arange(0, BLOCK_R)
@@ -56,7 +57,7 @@ def row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, st
         j = position + lanes
         raw = tl.load(src_ptr + base + j * stride_red, mask=j < end, other=0)
         acc = accumulate_limbs(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
-    return tl.sum(acc, axis=0)
+    return tl.sum(acc, axis=0)[:, None]
 
 
 @triton.jit
@@ -91,8 +92,45 @@ def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size,
         limbs = row_limbs(src_ptr, r, inner_size, stride_outer, stride_inner, stride_red, row_start, red_len,
                           MAN_BITS, EXP_BITS, BLOCK_R)
         recomputed = finish_limbs(limbs, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
-        tl.store(out_ptr + r, round_to_output(recomputed, out_ptr.dtype.element_ty))
+        tl.store(out_ptr + r + tl.arange(0, 1), round_to_output(recomputed, out_ptr.dtype.element_ty))
         k = next_pending(pending, slots, k, BLOCK)
+
+
+@triton.jit
+def certify_or_recompute_columns(s, t, m, out_index, col_mask, first_col, src_base, out_base, src_ptr, out_ptr,
+                                 stride_inner, stride_red, red_len, divisor, DIVIDE: tl.constexpr,
+                                 MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr,
+                                 BLOCK_I: tl.constexpr, COLUMNS: tl.constexpr, ROWS: tl.constexpr):
+    """certify_or_recompute for the outer schedule's one pass over short columns (a program holding
+    whole columns of a strided axis, precred.plan.exact_in_one_launch): the filter's state (s, t, m)
+    of the BLOCK_I columns first_col + [0, BLOCK_I) is finished, the certified outputs are written, and
+    the program recomputes the others with the superaccumulator, COLUMNS side by side (a thread a
+    column: loads coalesced along the kept axis), down the whole column -- [0, red_len), ROWS rows a
+    step -- the same limbs as recompute_kernel's, so the same bits. Column groups with nothing to
+    recompute are skipped; on ordinary data none is entered. Column i's elements start at
+    src_base + i * stride_inner, its output is out_base + i."""
+    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty)
+    tl.store(out_ptr + out_index, round_to_output(value, out_ptr.dtype.element_ty), mask=col_mask & certified)
+    pending = (col_mask & (certified == 0)).to(tl.int32)
+    if tl.max(pending, axis=0) > 0:
+        GROUPS: tl.constexpr = BLOCK_I // COLUMNS
+        group = tl.arange(0, GROUPS)
+        pending_groups = tl.reshape(pending, [GROUPS, COLUMNS])
+        groups_pending = tl.max(pending_groups, axis=1)   # [GROUPS]: any column of the group to recompute
+        for g in range(0, GROUPS):
+            if tl.max(tl.where(group == g, groups_pending, 0), axis=0) > 0:
+                todo = tl.sum(tl.where(group[:, None] == g, pending_groups, 0), axis=0) != 0
+                cols = first_col + g * COLUMNS + tl.arange(0, COLUMNS)
+                ptrs = src_ptr + src_base + cols.to(tl.int64) * stride_inner
+                acc = tl.zeros([LIMBS, COLUMNS], tl.int64)
+                for start in range(0, red_len, ROWS):
+                    for r in tl.static_range(ROWS):   # a row of the group's columns at a time (one a thread)
+                        j = start + r
+                        raw = tl.load(ptrs + j.to(tl.int64) * stride_red, mask=todo & (j < red_len), other=0)
+                        acc = accumulate_limb_columns(acc, raw_bits(raw), MAN_BITS, EXP_BITS)
+                recomputed = finish_limbs(acc, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
+                tl.store(out_ptr + out_base + cols,
+                         round_to_output(recomputed, out_ptr.dtype.element_ty), mask=todo)
 
 
 @triton.jit
@@ -118,7 +156,8 @@ def recompute_kernel(
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
     pending = flags == 0
     k = next_pending(pending, slots, -1, BLOCK_O)
-    slot = tl.arange(0, LIMBS)
+    slot = tl.arange(0, LIMBS)[:, None]
+    one = tl.arange(0, 1)
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
     while k < BLOCK_O:
@@ -130,13 +169,13 @@ def recompute_kernel(
             tl.atomic_add(row_sums, limbs)
             if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
                 # read the sums and leave the scratch zeroed for the next launch
-                total = tl.atomic_xchg(row_sums, tl.zeros([LIMBS], tl.int64))
+                total = tl.atomic_xchg(row_sums, tl.zeros([LIMBS, 1], tl.int64))
                 tl.atomic_xchg(arrivals_ptr + r, 0)
                 value = finish_limbs(total, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
-                tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+                tl.store(out_ptr + r + one, round_to_output(value, out_ptr.dtype.element_ty))
         else:
             value = finish_limbs(limbs, count, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
-            tl.store(out_ptr + r, round_to_output(value, out_ptr.dtype.element_ty))
+            tl.store(out_ptr + r + one, round_to_output(value, out_ptr.dtype.element_ty))
         k = next_pending(pending, slots, k, BLOCK_O)
 
 

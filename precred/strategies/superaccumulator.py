@@ -65,38 +65,52 @@ def accumulate_limbs(acc, bits, MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr):
 
 
 @triton.jit
+def accumulate_limb_columns(acc, bits, MAN_BITS: tl.constexpr, EXP_BITS: tl.constexpr):
+    """accumulate_limbs with the limbs down the first axis: acc [LIMBS, BLOCK], one output's limb sums a
+    column (each thread holds its columns' limbs: the finish's sums along the limbs stay in registers)."""
+    k, low, high = limb_addends(bits, MAN_BITS, EXP_BITS)
+    slot = tl.arange(0, LIMBS)[:, None]
+    acc += tl.where(slot == k[None, :], low[None, :], 0)
+    acc += tl.where(slot == (k + 1)[None, :], high[None, :], 0)
+    return acc
+
+
+@triton.jit
 def _normalize(limbs):
-    """Propagate carries: (digits in [0, 2^26), the carry out of the top slot)."""
-    slot = tl.arange(0, LIMBS)
-    digits = tl.zeros([LIMBS], tl.int64)
-    carry = tl.zeros([], tl.int64)
+    """Propagate carries in each column of [LIMBS, B] limb sums: (digits in [0, 2^26), the carry out of
+    each column's top slot, [B])."""
+    slot = tl.arange(0, LIMBS)[:, None]
+    digits = tl.zeros_like(limbs)
+    carry = tl.sum(digits, axis=0)
     for j in tl.static_range(LIMBS):
-        v = tl.sum(tl.where(slot == j, limbs, 0)) + carry
-        digits = tl.where(slot == j, v & DIGIT_MASK, digits)
+        v = tl.sum(tl.where(slot == j, limbs, 0), axis=0) + carry
+        digits = tl.where(slot == j, (v & DIGIT_MASK)[None, :], digits)
         carry = v >> DIGIT_BITS          # arithmetic shift: floor division, also for negative v
     return digits, carry
 
 
 @triton.jit
 def _digit(digits, j):
-    return tl.sum(tl.where(tl.arange(0, LIMBS) == j, digits, 0))
+    """Digit j of each column of [LIMBS, B] digits ([B]); j a constant or a [1, B] row of indices."""
+    return tl.sum(tl.where(tl.arange(0, LIMBS)[:, None] == j, digits, 0), axis=0)
 
 
 @triton.jit
 def finish_limbs(limbs, n, DIVIDE: tl.constexpr, LSB_EXP: tl.constexpr, OUT_DTYPE: tl.constexpr):
-    """The exact sum held in `limbs` ([LIMBS] int64 limb sums), or that sum divided by n (int64) when
-    DIVIDE, correctly rounded to the output format: returned as the fp64 value it rounds to."""
-    slot = tl.arange(0, LIMBS)
+    """The exact sums held in `limbs` ([LIMBS, B] int64 limb sums, a column per output), or those sums
+    divided by n (int64) when DIVIDE, correctly rounded to the output format: returned as the [B] fp64
+    values they round to."""
+    slot = tl.arange(0, LIMBS)[:, None]
     _, carry = _normalize(limbs)
     negative = carry < 0                  # the digits are >= 0, so the sign is the top carry's
-    limbs = tl.where(negative, -limbs, limbs)
+    limbs = tl.where(negative[None, :], -limbs, limbs)
     digits, _ = _normalize(limbs)         # |V|: the carry out is now 0
     lsb_exp = LSB_EXP
-    sticky = tl.zeros([], tl.int64)
+    sticky = tl.zeros_like(carry)
     if DIVIDE:
         # Long division of |V| * 2^(26 * MEAN_SHIFT_LIMBS) by n, top digit first.
-        quotient = tl.zeros([LIMBS], tl.int64)
-        remainder = tl.zeros([], tl.int64)
+        quotient = tl.zeros_like(limbs)
+        remainder = tl.zeros_like(carry)
         for j in tl.static_range(LIMBS - 1, -1, -1):
             if j >= MEAN_SHIFT_LIMBS:
                 current = (remainder << DIGIT_BITS) + _digit(digits, j - MEAN_SHIFT_LIMBS)
@@ -104,14 +118,14 @@ def finish_limbs(limbs, n, DIVIDE: tl.constexpr, LSB_EXP: tl.constexpr, OUT_DTYP
                 current = remainder << DIGIT_BITS
             q = current // n
             remainder = current - q * n
-            quotient = tl.where(slot == j, q, quotient)
+            quotient = tl.where(slot == j, q[None, :], quotient)
         digits = quotient
         lsb_exp = LSB_EXP - DIGIT_BITS * MEAN_SHIFT_LIMBS
         sticky = (remainder != 0).to(tl.int64)
-    top = tl.maximum(tl.max(tl.where(digits != 0, slot, -1)), 1)
-    window = (_digit(digits, top) << DIGIT_BITS) + _digit(digits, top - 1)
-    below = tl.where(slot < top - 1, digits, 0)
-    sticky = sticky | (tl.max(below) != 0).to(tl.int64)
+    top = tl.maximum(tl.max(tl.where(digits != 0, slot, -1), axis=0), 1)
+    window = (_digit(digits, top[None, :]) << DIGIT_BITS) + _digit(digits, top[None, :] - 1)
+    below = tl.where(slot < top[None, :] - 1, digits, 0)
+    sticky = sticky | (tl.max(below, axis=0) != 0).to(tl.int64)
     value = ((window << 1) + sticky).to(tl.float64) * power_of_two((top - 1) * DIGIT_BITS + lsb_exp - 1)
     rounded = round_to_output_format(value, OUT_DTYPE)
     return tl.where(negative, rounded * -1.0, rounded)   # not unary minus: keeps -0.0 (exact.py)
