@@ -27,7 +27,8 @@ def fallback_section(fallback: dict) -> list[str]:
              "shared schedules, is a filter: fp64 accumulation with a proven a-posteriori error bound, which "
              "certifies most outputs (and knows the exact sum outright when no addition could have rounded); "
              "stage 2, a launch after it, recomputes the others with an integer superaccumulator (16 int64 "
-             "limbs).", "",
+             "limbs) -- or, where the filter is one pass over small inputs' rows or over short columns "
+             "(`precred.plan.exact_in_one_launch`), the filter's own programs do, in the same launch.", "",
              f"## Both stages, {fallback['device']}", "",
              "GB/s of input read (median `do_bench`). *ordinary*: N(0, 1) data. *cancelling*: each row is "
              "a·2^k (k = 0..60) and the same values negated, with one pair replaced by (1, 0): the exact sum "
