@@ -187,17 +187,8 @@ def test_one_launch_recomputes_its_own_uncertified_outputs(device, dtype, stage_
     planner = dict(sm_count=launch.INTERPRETER_SM_COUNT)
     _, plan = plan_for(x.to(device), (1,), EXACT, **planner)
     assert len(plan.passes) == 1 and plan.passes[0].block_kept > 1, plan
-    two_launches = []
-    for mean in (False, True):   # the filter's flags, from the two launches (the fixture's plan constant)
-        two_launches.append(_exact(x, (1,), mean=mean, device=device, planner=planner)[0])
-        assert bool(seen[-1].any()) and not bool(seen[-1].all()), "a block of certified and uncertified rows"
-    monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_BYTES", 4 << 20)
-    launches = len(seen)
-    for mean in (False, True):
-        got, want = _exact(x, (1,), mean=mean, device=device, planner=planner)
-        assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
-        assert torch.equal(_bits(got), _bits(two_launches[mean]))
-    assert len(seen) == launches, "one launch: no recompute launch"
+    _assert_one_launch_as_two(x, (1,), device, planner, seen,
+                              lambda: monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_BYTES", 4 << 20))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -217,14 +208,22 @@ def test_one_launch_recomputes_its_own_uncertified_columns(device, dtype, stage_
     assert p.schedule == "outer" and p.inner % p.block_kept != 0, plan
     assert p.block_kept >= 2 * precred.plan.one_launch_recompute_tile(p), "two column groups a program"
     assert p.red % precred.plan.EXACT_ONE_LAUNCH_COLUMN_ROWS != 0
+    _assert_one_launch_as_two(x, (0,), device, planner, seen,
+                              lambda: monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_COLUMN", p.red))
+
+
+def _assert_one_launch_as_two(x, dims, device, planner, seen, one_launch):
+    """The sum and the mean of x over dims by two launches (the stage_flags fixture's plan constants:
+    the filter's flags, some set and some not, recorded in `seen`), then, after one_launch() lets the
+    filter recompute in its own launch, by one: correctly rounded, the same bits, no recompute launch."""
     two_launches = []
-    for mean in (False, True):   # the filter's flags, from the two launches (the fixture's plan constants)
-        two_launches.append(_exact(x, (0,), mean=mean, device=device, planner=planner)[0])
-        assert bool(seen[-1].any()) and not bool(seen[-1].all()), "certified and uncertified columns"
-    monkeypatch.setattr(precred.plan, "EXACT_ONE_LAUNCH_MAX_COLUMN", p.red)
+    for mean in (False, True):
+        two_launches.append(_exact(x, dims, mean=mean, device=device, planner=planner)[0])
+        assert bool(seen[-1].any()) and not bool(seen[-1].all()), "certified and uncertified outputs"
+    one_launch()
     launches = len(seen)
     for mean in (False, True):
-        got, want = _exact(x, (0,), mean=mean, device=device, planner=planner)
+        got, want = _exact(x, dims, mean=mean, device=device, planner=planner)
         assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
         assert torch.equal(_bits(got), _bits(two_launches[mean]))
     assert len(seen) == launches, "one launch: no recompute launch"
