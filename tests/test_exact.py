@@ -213,19 +213,22 @@ def test_one_launch_recomputes_its_own_uncertified_columns(device, dtype, stage_
 
 
 def _assert_one_launch_as_two(x, dims, device, planner, seen, one_launch):
-    """The sum and the mean of x over dims by two launches (the stage_flags fixture's plan constants:
-    the filter's flags, some set and some not, recorded in `seen`), then, after one_launch() lets the
-    filter recompute in its own launch, by one: correctly rounded, the same bits, no recompute launch."""
+    """The sum and the mean of x over dims, and the sum into another output dtype, by two launches (the
+    stage_flags fixture's plan constants: the filter's flags, some set and some not, recorded in
+    `seen`), then, after one_launch() lets the filter recompute in its own launch, by one: correctly
+    rounded, the same bits, no recompute launch."""
+    calls = [dict(mean=False), dict(mean=True),
+             dict(mean=False, out_dtype=torch.bfloat16 if x.dtype == torch.float32 else torch.float32)]
     two_launches = []
-    for mean in (False, True):
-        two_launches.append(_exact(x, dims, mean=mean, device=device, planner=planner)[0])
+    for kwargs in calls:
+        two_launches.append(_exact(x, dims, device=device, planner=planner, **kwargs)[0])
         assert bool(seen[-1].any()) and not bool(seen[-1].all()), "certified and uncertified outputs"
     one_launch()
     launches = len(seen)
-    for mean in (False, True):
-        got, want = _exact(x, dims, mean=mean, device=device, planner=planner)
-        assert torch.equal(_bits(got), _bits(want)), (mean, got.tolist(), want.tolist())
-        assert torch.equal(_bits(got), _bits(two_launches[mean]))
+    for kwargs, two in zip(calls, two_launches):
+        got, want = _exact(x, dims, device=device, planner=planner, **kwargs)
+        assert torch.equal(_bits(got), _bits(want)), (kwargs, got.tolist(), want.tolist())
+        assert torch.equal(_bits(got), _bits(two))
     assert len(seen) == launches, "one launch: no recompute launch"
 
 
