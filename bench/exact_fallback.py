@@ -26,7 +26,8 @@ import torch
 import triton.testing
 
 import precred
-from precred import launch, plan
+from plan_variants import set_plan_constants  # bench/, beside this script
+from precred import launch
 
 CASES = [((1024, 65536), -1, torch.float32), ((65536, 1024), -1, torch.float32), ((8192, 8192), 0, torch.float32),
          ((65536, 1024), 0, torch.float32),
@@ -74,11 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="CONST=VALUE")
     ap.add_argument("--only", default=None, help='regex on "shape dim dtype", e.g. "(8192, 8192) 0 bfloat16"')
     args = ap.parse_args(argv)
-    for assignment in args.set:
-        name, value = assignment.split("=", 1)
-        if not hasattr(plan, name):
-            raise SystemExit(f"precred.plan has no constant {name!r}")
-        setattr(plan, name, ast.literal_eval(value))
+    set_plan_constants({k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in args.set)}, ())
     g = torch.Generator().manual_seed(0)
     records = []
     print(f"device: {torch.cuda.get_device_name(0)}")
