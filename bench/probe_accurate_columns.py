@@ -1,9 +1,10 @@
 """Where the `accurate` logsumexp's time goes over a strided axis (GPU; one device call).
 
-    python3 bench/probe_accurate_columns.py [--shapes 1024x65536,8192x8192] [--dim 0]
+    python3 bench/probe_accurate_columns.py [--shapes 1024x65536,8192x8192] [--dim 0] [--dtype bfloat16]
                                             [--variant "name:CONST=value;CONST=value"] ...
 
-Per fp32 case, GB/s (and the ratio to torch.logsumexp, same run) of: the public call (the launch recipe:
+Per case (fp32 unless --dtype says otherwise; 16-bit input takes the certified fp32 pass and the fp64
+recompute, and has no first stage of its own), GB/s (and the ratio to torch.logsumexp, same run) of: the public call (the launch recipe:
 column kernel, merge, recompute, its merge), the first stage alone (launch.accurate_logsumexp_columns
 with recompute=False: what the recompute's launches cost when nothing is left to them), the fp64 mode,
 and the public call on data whose every 997th column the bound cannot keep (the sparse recompute) and
@@ -30,6 +31,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="1024x65536,8192x8192,65536x1024,262144x256")
     ap.add_argument("--dim", type=int, default=0)
+    ap.add_argument("--dtype", default="float32", help="the input's torch dtype (float32, bfloat16, float16)")
     ap.add_argument("--variant", action="append", default=[], help='"name:CONST=value;CONST=value"')
     args = ap.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
@@ -48,9 +50,9 @@ def _table(args):
     for text in args.shapes.split(","):
         shape = tuple(int(n) for n in text.split("x"))
         torch.manual_seed(0)
-        x = torch.randn(shape, device="cuda")
+        x = torch.randn(shape, device="cuda").to(getattr(torch, args.dtype))
         view = reduction_view(x, (args.dim % x.dim(),))
-        p = launch._accurate_columns_plan(view, x.device)
+        p = launch._accurate_columns_plan(view, x.device) if x.dtype == torch.float32 else None
         scattered = x.clone()
         # log-probability columns (lse ~ 0): left to the recompute by the 2-ulp certificate
         movable = scattered.movedim(args.dim, -1)

@@ -972,7 +972,7 @@ def _launch_exp_recompute(view, source, out, flags, dependent):
     """logsumexp's fp64 recompute of what its fp32 filter left uncertified (see _launch_recompute):
     long rows in chunks, whose (s, m) states and arrival counters are the scratch."""
     n_out = view.outer * view.inner
-    rp = plan_exp_recompute(n_out, view.red, sm_count=device_sm_count(out.device))
+    rp = plan_exp_recompute(n_out, view.red, sm_count=device_sm_count(out.device), strided=view.stride_red != 1)
     device = out.device
 
     def make_scratch():   # chunk states (written before read) and arrival counters (zero on entry and exit)
@@ -987,7 +987,7 @@ def _launch_exp_recompute(view, source, out, flags, dependent):
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk if chunked else view.red, rp.chunks],
                      rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r,
-                     **_programmatic(dependent))
+                     ONE_TILE=rp.one_tile, BLOCK_CHUNKS=rp.block_chunks, **_programmatic(dependent))
     return launch, make_scratch if chunked else None, len(scratch)
 
 

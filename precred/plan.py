@@ -2105,15 +2105,30 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 
 # logsumexp's fp64 recompute of the rows its fp32 filter did not certify (schedules/recompute.py,
 # exp_recompute_kernel): outputs per program as the exact mode's (_recompute_block_outputs, for
-# EXP_RECOMPUTE_PROGRAMS_PER_SM), each uncertified row streamed in tiles of EXP_RECOMPUTE_TILE fp64 lanes
+# EXP_RECOMPUTE_PROGRAMS_PER_SM), each uncertified row read in tiles of EXP_RECOMPUTE_TILE fp64 lanes
 # (8 per thread at 4 warps). Rows longer than EXP_RECOMPUTE_MIN_CHUNK are cut into chunks of about that
-# many elements, one program each (at most EXP_RECOMPUTE_MAX_CHUNKS): the fp64 exponentials of a row
-# are compute-bound on one SM (H100: an uncertified row of 65536 took ~50 us alone, the whole filter
-# pass over 1024 such rows ~65 us). The chunks' states are merged by the last to arrive, in chunk order.
+# many elements, one program each (at most EXP_RECOMPUTE_MAX_CHUNKS): a row's fp64 exponentials are
+# compute-bound on one SM (H100: an uncertified row of 65536 took ~50 us alone, the whole filter pass
+# over 1024 such rows ~65 us), and a strided one is bound by its loads' latency. Rows along a strided
+# axis (dim 0 of a matrix: an element a sector) take EXP_RECOMPUTE_COLUMN_TILE and
+# EXP_RECOMPUTE_COLUMN_MIN_CHUNK instead -- a chunk one tile, so that an uncertified column costs one
+# round of loads on each of its programs. The chunks' states are merged by the last to arrive.
 # Where the filter certifies (most rows of ordinary data, precred.bounds.certified_log_sum_margin)
 # this launch reads its flags and stops.
+# H200, 2026-12-04, bench/probe_accurate_columns.py (GB/s; "dense": log-probabilities, every output
+# recomputed), with the maximum-first chunks of exp_recompute_kernel: columns, bf16 over dim 0,
+# chunks of 4096 in tiles of 1024 -> one tile of 512: 8192^2 1517 -> 2088 (4.1x -> 5.6x torch),
+# 65536x1024 1513 -> 2078, 1024x65536 1967 -> 2012, dense 49 / 53 / 90 -> 91 / 96 / 112 (one tile of
+# 1024: 2074 / 2006 / 1995; of 256: 2187 / 2098 / 1977 but dense 65 / 63 / 73). Contiguous rows keep
+# 4096 / 1024: one-tile chunks of 1024 there moved bf16 1024x65536 2213 -> 2352 but dense 379 -> 224, fp32
+# 1024x65536 dense 583 -> 380 (its ordinary rows within 1%). Against the online chunks before it
+# (running maximum, stable_exp_combine's chain over the chunks; same constants): bf16 dim 0 8192^2
+# 1533 -> 1517, 1024x65536 1670 -> 1967; rows bf16 1024x65536 2122 -> 2209, dense 310 -> 380, fp32
+# 1024x65536 dense 488 -> 583, 65536x1024 356 -> 650 (ordinary fp32 rows within 1%).
 EXP_RECOMPUTE_TILE = 1024
 EXP_RECOMPUTE_MIN_CHUNK = 4096
+EXP_RECOMPUTE_COLUMN_TILE = 512
+EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
 EXP_RECOMPUTE_MAX_CHUNKS = 256
 
 
@@ -2127,17 +2142,33 @@ class ExpRecomputePlan:
     chunks: int = 1      # programs per row
 
     @property
+    def span(self) -> int:
+        """Elements of a row one program reduces: a chunk, or the whole row."""
+        return self.chunk if self.chunks > 1 else self.red
+
+    @property
+    def one_tile(self) -> bool:
+        """Whether a program's span is a single tile (loaded once, held for both of its uses)."""
+        return self.span <= self.block_r
+
+    @property
+    def block_chunks(self) -> int:
+        """The lanes of the chunks' merge tree: a power of two >= chunks (1 for unchunked rows)."""
+        return 1 << (self.chunks - 1).bit_length()
+
+    @property
     def depth(self) -> int:
-        """Roundings an element goes through (Pass.depth's count): its lane's chain over its chunk, the
-        lane tree, then the chain merging the chunks' states in order (its first merge is with the
-        identity, exact)."""
-        span = self.chunk if self.chunks > 1 else self.red
-        return (-(-span // self.block_r) - 1) + (self.block_r.bit_length() - 1) + (self.chunks - 1)
+        """Additions a term goes through (Pass.depth's count): its lane's chain over the span's tiles
+        (the first is with 0, exact), the lane tree, then the chunks' tree."""
+        return (-(-self.span // self.block_r) - 1) + (self.block_r.bit_length() - 1) + (self.block_chunks.bit_length() - 1)
 
 
-def plan_exp_recompute(n_out: int, red: int, *, sm_count: int) -> ExpRecomputePlan:
+def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) -> ExpRecomputePlan:
     """The plan under this module's EXP_RECOMPUTE_* constants at the time of the call (tests lower
-    them to split small rows into many chunks of several tiles)."""
+    them to split small rows into many chunks of several tiles) for rows along a contiguous axis or,
+    `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*)."""
+    if strided:
+        return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE)
     return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE)
 
 

@@ -468,7 +468,8 @@ def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
         else:
             x = family(name, shape[0], shape[1], rng, torch.float32)
         got = precred.logsumexp(x.to(device), -1).cpu()[:rows].double().tolist()
-        depth = plan_exp_recompute(shape[0], shape[1], sm_count=device_sm_count(torch.device(device))).depth
+        depth = plan_exp_recompute(shape[0], shape[1], sm_count=device_sm_count(torch.device(device)),
+                                   strided=False).depth
         rows_within_bound(x[:rows], -1, got, "accurate", depth, name)
 
 
@@ -588,7 +589,7 @@ def test_certified_logsumexp_replays_its_recompute(device, width):
     x = torch.full((pairs.shape[0], width), float("-inf"), dtype=torch.bfloat16)
     x[:, 7], x[:, width - 50] = pairs[:, 0], pairs[:, 1]
     x = torch.cat([x, (torch.randn(200, width) * 4).bfloat16()])
-    assert (plan_exp_recompute(x.shape[0], width, sm_count=1).chunks > 1) == (width > 4096)
+    assert (plan_exp_recompute(x.shape[0], width, sm_count=1, strided=False).chunks > 1) == (width > 4096)
     eager._CALLS.clear()
     launch._RECIPES.clear()
     calls = [precred.logsumexp(x.to(device), 1) for _ in range(3)]

@@ -78,7 +78,7 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
     # the fp64 recompute's elsewhere: the bound with the recompute's depth (its chunks; the SM count only
     # sets outputs per program) covers both.
-    recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1)
+    recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1, strided=view.stride_red != 1)
     depth = plan.depth if m is not CERTIFIED_EXP_MODE else recompute.depth
     return rows_within_bound(x, dim, got, mode, depth, plan.schedule)
 
@@ -513,19 +513,26 @@ def test_filter_certifies_what_its_bound_allows(dtype, device, filter_flags):
 
 
 # tiny tiles (the filter split) only with the chunked recompute: unchunked too took ~2 min a case in CI
-@pytest.mark.parametrize("planner, chunked", [("default", False), ("default", True), ("tiny-tiles", True)])
+@pytest.mark.parametrize("planner, chunks", [("default", "whole"), ("default", "tiles"), ("tiny-tiles", "tiles"),
+                                             ("default", "one-tile")])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_recompute_alone_on_every_row(dtype, planner, chunked, device, filter_flags, monkeypatch):
+def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_flags, monkeypatch):
     """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound
-    (whose depth counts the chunks' merge), rows of 1100 whole or in 5 chunks of 4 tiles (the last
-    short), merged by whichever chunk arrives last; after the filter's default plan and its split
-    over tiny tiles."""
+    (whose depth counts the chunks' merge), rows of 1100 contiguous and strided (the transposed copy over
+    dim 0): at the default constants ("whole": rows of two tiles in one program, columns in 3 chunks of
+    one tile), in 5 chunks of 4 tiles (the last short), or in 18 chunks of one tile (the merge tree padded
+    to 32), merged by whichever chunk arrives last; after the filter's default plan and its split over
+    tiny tiles."""
     seen, settings = filter_flags
     settings["clear"] = True
-    if chunked:
-        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_MIN_CHUNK", 256)
-        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_TILE", 64)
-        assert plan_exp_recompute(3, 1100, sm_count=2).chunks == 5
+    if chunks != "whole":
+        min_chunk, expected = (256, 5) if chunks == "tiles" else (64, 18)
+        for prefix in ("EXP_RECOMPUTE_", "EXP_RECOMPUTE_COLUMN_"):
+            monkeypatch.setattr(plan_module, prefix + "MIN_CHUNK", min_chunk)
+            monkeypatch.setattr(plan_module, prefix + "TILE", 64)
+        for strided in (False, True):
+            rp = plan_exp_recompute(3, 1100, sm_count=2, strided=strided)
+            assert (rp.chunks, rp.one_tile) == (expected, chunks == "one-tile"), rp
     rng = np.random.default_rng([23, dtype.itemsize])
     for name in FAMILIES:
         x = family(name, 3, 1100, rng, dtype)
@@ -606,7 +613,8 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
                 assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, value, float(row.lse))
                 if flag:
                     assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
-            rows_within_bound(x, -1, got, "accurate", plan_exp_recompute(rows, n, sm_count=1).depth, "rows", references)
+            depth = plan_exp_recompute(rows, n, sm_count=1, strided=False).depth
+            rows_within_bound(x, -1, got, "accurate", depth, "rows", references)
 
 
 @pytest.mark.parametrize("tiles", ["default", "small"])
@@ -624,7 +632,7 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     _, flags = _accurate_rows(x, device, recompute=False)
     assert flags == [0] * 6
     got, _ = _accurate_rows(x, device)
-    rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1).depth, "recompute")
+    rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1, strided=False).depth, "recompute")
     _assert_kept_near_powers_of_two(lambda x, recompute: _accurate_rows(x, device, recompute=recompute), n, rng, -1)
 
 

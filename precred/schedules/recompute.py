@@ -28,9 +28,9 @@ import triton.language as tl
 
 from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
-from .finish import finish_logsumexp, round_to_output
-from ..strategies.stable_exp import stable_exp_combine
-from .steps import accumulate_tile, programmatic_launch_points
+from .finish import finish_logsumexp, round_to_output, to_accumulator
+from ..strategies.stable_exp import terms_below
+from .steps import programmatic_launch_points
 from .tree import tree_reduce_last_axis
 
 
@@ -179,7 +179,7 @@ def recompute_kernel(
         k = next_pending(pending, slots, k, BLOCK_O)
 
 
-_STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
+_PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sums' combine in the fixed lane tree
 
 
 @triton.jit
@@ -187,27 +187,41 @@ def exp_recompute_kernel(
     src_ptr,        # the original input (bf16 as int16 bit patterns)
     out_ptr,        # [n_out] outputs, written by logsumexp's fp32 filter; uncertified ones are overwritten
     flags_ptr,      # [n_out] int8: 1 where the filter certified the output
-    part_s_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): each chunk's sum of exp(x - m)
-    part_m_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): ... and its maximum m
+    part_s_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): each chunk's sum of exp(x - its maximum)
+    part_m_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): ... and that maximum
     arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far; zeros on exit
     n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
     chunk_len,      # elements per chunk, a multiple of BLOCK_R (CHUNKED), else red_len
     n_chunks,       # chunks per row
     CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
+    ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a chunk is one tile, loaded once
+    BLOCK_CHUNKS: tl.constexpr,   # a power of two >= n_chunks (CHUNKED): the chunks' merge tree
     WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
-    """logsumexp's fp64 mode on 16-bit inputs, second stage: each output the fp32 filter could not
-    certify (strategy 10, schedules/finish.py certify_logsumexp) is recomputed from its row in fp64 --
-    BLOCK_R lanes of the stable exponential sum (strategies/stable_exp.py) chained over the row, the
-    fixed lane tree, m + log(s) in fp64 -- by the programs that own it: one per BLOCK_O outputs and
-    chunk of the row, which read their flags and stop when all are certified.
+    """logsumexp's fp64 mode on 16-bit inputs (and the `accurate` mode's rows and columns), second
+    stage: each output the filter could not certify (strategy 10, schedules/finish.py
+    certify_logsumexp; the accurate kernels' own bound) is recomputed from its row in fp64 by the
+    programs that own it: one per BLOCK_O outputs and chunk of the row, which read their flags and stop
+    when all are certified.
 
-    Several chunks (long rows: an fp64 row is compute-bound on one SM): each program stores its chunk's
-    (s, m) and counts itself in on the row's counter; the last to arrive merges the row's chunk states
-    in chunk order (stable_exp_combine from the identity), so the bits do not depend on who arrives
-    last, writes the output and resets the counter to 0 for the next launch. Ordering as the inner
-    schedule's fused merge: a CTA barrier, then the counter's acq_rel atomic (gpu scope).
-    Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth."""
+    A chunk is reduced maximum first: m = its largest element (exact, in any order), then one
+    exponential per element against it (strategies/stable_exp.py terms_below: no inf - inf), added
+    along each of BLOCK_R lanes over the chunk's tiles and then by the fixed lane tree. No running
+    maximum, so no exponential waits on the one before: an uncertified output costs the loads' latency
+    and one exponential's, not a chain of them (the online state's rescales, then the tree's merges,
+    one fp64 exp a level: H200, 2026-12-04, ~35 us for two or three uncertified columns of 8192 bf16
+    elements over dim 0, against ~50 us for the filter's passes over all 8192).
+    Several chunks (long rows): each program stores its chunk's (s, m) and counts itself in on the
+    row's counter; the last to arrive reads the row's states (fixed places, so the bits do not depend
+    on who arrives last), takes their maximum M and adds s_c exp(m_c - M) (exactly s_c where m_c = M:
+    equal infinities included) by the fixed tree over BLOCK_CHUNKS lanes, writes the output and resets
+    the counter to 0 for the next launch. Ordering as the inner schedule's fused merge: a CTA barrier,
+    then the counter's acq_rel atomic (gpu scope).
+    Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth:
+    each term takes one exponential, a chunked one two and a product, then depth additions, within the
+    derivation's h + 1 exponentials and h products (h >= 1 where chunked). Specials as the online
+    state's: a NaN makes s NaN; +inf makes m = +inf and its terms (taken against 0) inf, so +inf; a row
+    of -inf gives s = 0 and m = -inf, so -inf."""
     programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
@@ -216,37 +230,50 @@ def exp_recompute_kernel(
     flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
     pending = flags == 0
     k = next_pending(pending, slots, -1, BLOCK_O)
-    lanes = tl.arange(0, BLOCK_R)
+    lanes = tl.arange(0, BLOCK_R)[None, :]
     one = tl.arange(0, 1)
-    step = tl.full((), BLOCK_R, tl.int64) * stride_red
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
     while k < BLOCK_O:
         r = first + k
         base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
-        ptrs = src_ptr + base + (start + lanes[None, :]).to(tl.int64) * stride_red
-        s = tl.zeros([1, BLOCK_R], tl.float64)
-        m = tl.full([1, BLOCK_R], float("-inf"), tl.float64)
-        for position in range(start, end, BLOCK_R):
-            mask = ((position + lanes) < end)[None, :]
-            s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, tl.float64,
-                                      _STABLE_EXP, False, False)
-            ptrs += step
-        row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_R, _STABLE_EXP)
+        row_ptr = src_ptr + base
+        if ONE_TILE:
+            x = _row_tile(row_ptr, start, end, stride_red, lanes)
+            m = tl.max(x, 1)
+            s = terms_below(x, m[:, None])
+        else:
+            lane_max = tl.full([1, BLOCK_R], float("-inf"), tl.float64)
+            for position in range(start, end, BLOCK_R):
+                lane_max = tl.maximum(lane_max, _row_tile(row_ptr, position, end, stride_red, lanes))
+            m = tl.max(lane_max, 1)
+            s = tl.zeros([1, BLOCK_R], tl.float64)
+            for position in range(start, end, BLOCK_R):
+                s += terms_below(_row_tile(row_ptr, position, end, stride_red, lanes), m[:, None])
+        row_s = tree_reduce_last_axis(s, s, s, 1, BLOCK_R, _PLAIN)[0]
         if CHUNKED:
             part = r.to(tl.int64) * n_chunks
             tl.store(part_s_ptr + part + chunk + one, row_s)
-            tl.store(part_m_ptr + part + chunk + one, row_m)
+            tl.store(part_m_ptr + part + chunk + one, m)
             tl.debug_barrier()   # every thread's stores issued before the arrival is published
             if tl.atomic_add(arrivals_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1:
                 tl.atomic_xchg(arrivals_ptr + r, 0)
-                total_s = tl.zeros([1], tl.float64)
-                total_m = tl.full([1], float("-inf"), tl.float64)
-                for c in range(0, n_chunks):
-                    total_s, _, total_m = stable_exp_combine(total_s, total_s, total_m,
-                                                             tl.load(part_s_ptr + part + c + one), total_s,
-                                                             tl.load(part_m_ptr + part + c + one))
+                c = tl.arange(0, BLOCK_CHUNKS)[None, :]
+                chunk_m = tl.load(part_m_ptr + part + c, mask=c < n_chunks, other=float("-inf"))
+                chunk_s = tl.load(part_s_ptr + part + c, mask=c < n_chunks, other=0.0)
+                total_m = tl.max(chunk_m, 1)
+                rescale = tl.where(chunk_m == total_m[:, None], 1.0, tl.exp(chunk_m - total_m[:, None]))
+                total_s = tree_reduce_last_axis(chunk_s * rescale, chunk_s, chunk_s, 1, BLOCK_CHUNKS, _PLAIN)[0]
                 tl.store(out_ptr + r + one, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty))
         else:
-            tl.store(out_ptr + r + one, finish_logsumexp(row_s, row_m, out_ptr.dtype.element_ty))
+            tl.store(out_ptr + r + one, finish_logsumexp(row_s, m, out_ptr.dtype.element_ty))
         k = next_pending(pending, slots, k, BLOCK_O)
+
+
+@triton.jit
+def _row_tile(row_ptr, position, end, stride_red, lanes):
+    """Elements position + lanes of a row (below end; -inf past it) in fp64. The padding is set after
+    widening: under the interpreter bf16 arrives as int16 bits, where -inf has no literal."""
+    j = position + lanes
+    raw = tl.load(row_ptr + j.to(tl.int64) * stride_red, mask=j < end, other=0)
+    return tl.where(j < end, to_accumulator(raw, tl.float64), float("-inf"))
