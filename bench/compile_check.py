@@ -3,6 +3,7 @@
 Catches Triton front-end and lowering errors before device time is spent:
     TRITON_INTERPRET=0 python bench/compile_check.py [--strategies 4,5,6]
 """
+import inspect
 import itertools
 import os
 import sys
@@ -16,6 +17,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from precred import plan  # noqa: E402
 from precred.schedules.atomic import atomic_extremum_kernel, atomic_finish_kernel  # noqa: E402
 from precred.schedules.inner import inner_kernel  # noqa: E402
 from precred.schedules.normalize import normalize_kernel  # noqa: E402
@@ -25,6 +27,12 @@ from precred.schedules.row_loop import row_loop_kernel  # noqa: E402
 from precred.schedules.single_read import single_read_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
+
+
+def constexpr_defaults(kernel) -> dict:
+    """The default values of a kernel's constexpr parameters (upper-case names) that have one."""
+    parameters = inspect.signature(kernel.fn).parameters
+    return {name: p.default for name, p in parameters.items() if name.isupper() and p.default is not p.empty}
 
 
 def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, dst_state):
@@ -39,7 +47,10 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
         elif name in ("part_hi_ptr", "part_lo_ptr"):
             sig[name] = "*" + acc   # the fused merge's partial states
         elif name.endswith("cnt_ptr"):
-            sig[name] = "*i64" if extremum or strategy == 7 else "*fp64"
+            # the exact filter's partial states keep the smallest magnitude's key in int32 (launch._Workspace)
+            sig[name] = "*i64" if extremum else "*i32" if strategy == 7 else "*fp64"
+        elif strategy == 7 and name in ("src_lo_ptr", "dst_lo_ptr") and (src_state if name[0] == "s" else dst_state):
+            sig[name] = "*fp32"   # ... and t rounded up to fp32
         elif name == "dst_lo_ptr" and extremum and not dst_state:
             sig[name] = "*i64"   # the indices
         elif name == "dst_lo_ptr" and strategy in (7, 10) and not dst_state:
@@ -57,6 +68,11 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
     consts = dict(STRATEGY=strategy, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32,
                   SRC_IS_STATE=src_state, DST_IS_STATE=dst_state, DIVIDE=strategy in (0, 1, 7), USES_LO=strategy in (1, 2, 7),
                   TAKE_SQRT=strategy == 2, WRITE_MEAN=strategy == 2 or extremum, **blocks)
+    if "HALVES_MIN_LANES" in names:   # the plain sums' lane tree (plan.PLAIN_HALVES_MIN_LANES), as launched
+        consts.setdefault("HALVES_MIN_LANES", plan.PLAIN_HALVES_MIN_LANES)
+    # the kernel's other constexprs at their defaults (its optional features off): ASTSource leaves an
+    # unnamed one None, not its default
+    consts = {**constexpr_defaults(kernel), **consts}
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
     compiled = triton.compile(src, target=TARGET, options={"num_warps": 8})
     if strategy == 2 and not dst_state:
