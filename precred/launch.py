@@ -881,12 +881,11 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     acc_dtype = acc_dtype or mode.accumulator_dtype(x.dtype, out_dtype)
     view, planned = plan_for(x, dims, mode, out_dtype, acc_dtype)
     plan = planned if plan is None else plan
-    # The exact mode's filter, and logsumexp's certified pass, may recompute their own uncertified outputs
-    # (plan.exact_in_one_launch, plan.certified_exp_in_one_launch): then no flags and no second launch.
+    # The exact mode's filter may recompute its own uncertified outputs (plan.exact_in_one_launch): then
+    # no flags and no second launch.
     element_size = view.source.element_size()
-    one_launch = ((mode.strategy == EXACT and planning.exact_in_one_launch(
-        plan, view.outer * view.red * view.inner * element_size))
-        or (mode.strategy == CERTIFIED_EXP and planning.certified_exp_in_one_launch(plan)))
+    one_launch = mode.strategy == EXACT and planning.exact_in_one_launch(
+        plan, view.outer * view.red * view.inner * element_size)
     workspace = _Workspace(mode.strategy, acc_dtype, out_dtype, view.outer * view.inner, output.with_mean,
                            flags=not one_launch)
     out, mean = workspace.outputs(x)
@@ -923,15 +922,14 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
                                      merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
                                      launch_dependents=dependent_recompute if last else dependent_passes,
                                      dependent=dependent_passes and index > 0,
-                                     recompute_format=(INPUT_FORMATS[view.source.dtype] if mode.strategy == EXACT
-                                                       else (0, 0, 0)) if one_launch else None))
+                                     recompute_format=INPUT_FORMATS[view.source.dtype] if one_launch else None))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
     recompute = None
     if mode.strategy == EXACT and not one_launch:   # `mean` holds the filter's flags
         recompute = _launch_recompute(view, source, out, mean, output, dependent_recompute)
-    elif mode.strategy == CERTIFIED_EXP and not one_launch:
+    elif mode.strategy == CERTIFIED_EXP:
         recompute = _launch_exp_recompute(view, source, out, mean, dependent_recompute)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
         if recompute is None or recompute[0][0] is not None:
@@ -1055,10 +1053,9 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
-    waits for the previous pass's writes before reading them). recompute_format: when the pass recomputes
-    its uncertified outputs itself (plan.exact_in_one_launch, plan.certified_exp_in_one_launch), the exact
-    filter's input format (superaccumulator.INPUT_FORMATS) -- (0, 0, 0) for logsumexp's certified pass,
-    which recomputes in fp64 --, else None."""
+    waits for the previous pass's writes before reading them). recompute_format: the exact filter's
+    input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs itself
+    (plan.exact_in_one_launch), else None."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,

@@ -2056,28 +2056,6 @@ def exact_in_one_launch(plan: Plan, input_bytes: int) -> bool:
     return p.red <= EXACT_ONE_LAUNCH_MAX_COLUMN
 
 
-# logsumexp's certified fp32 pass (16-bit input, the fp64 and accurate modes) in one launch over a strided
-# axis, as the exact mode's above: where it is one outer pass over columns of at most
-# CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN elements, its programs recompute their own uncertified columns in
-# fp64 (schedules/recompute.py certify_or_recompute_exp_columns; a thread a column, maximum first), so
-# there are no flags and no exp_recompute_kernel launch -- whose cost on ordinary data, where it only
-# reads flags, was the launch itself (H200, 2026-12-04, bench/profile_kernels.py, bf16 16 x 262144 over
-# dim 0: the filter 7.8 us, the recompute 11.2 us of which ~2.3 overlap it).
-CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN = 64
-
-
-def certified_exp_in_one_launch(plan: Plan) -> bool:
-    """Whether logsumexp's certified pass of `plan` also recomputes what it cannot certify."""
-    return (len(plan.passes) == 1 and plan.passes[0].schedule == "outer"
-            and plan.passes[0].red <= CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN)
-
-
-def certified_exp_one_launch_depth(plan: Plan) -> int:
-    """The additions a term of a column recomputed in the certified pass's own launch goes through: the
-    column's thread adds its terms in order (the first to 0, exact)."""
-    return plan.passes[0].red - 1
-
-
 def one_launch_recompute_tile(p: Pass) -> int:
     """The superaccumulator's lanes when the filter pass p recomputes its own outputs: along the row
     (inner), or columns side by side (outer, at most the program's)."""

@@ -78,14 +78,8 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
     # the fp64 recompute's elsewhere: the bound with the recompute's depth (its chunks; the SM count only
     # sets outputs per program) covers both.
-    # Short columns recomputed in the certified pass's own launch: each column's chain
-    # (plan.certified_exp_one_launch_depth).
-    if m is not CERTIFIED_EXP_MODE:
-        depth = plan.depth
-    elif plan_module.certified_exp_in_one_launch(plan):
-        depth = plan_module.certified_exp_one_launch_depth(plan)
-    else:
-        depth = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1, strided=view.stride_red != 1).depth
+    recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1, strided=view.stride_red != 1)
+    depth = plan.depth if m is not CERTIFIED_EXP_MODE else recompute.depth
     return rows_within_bound(x, dim, got, mode, depth, plan.schedule)
 
 
@@ -433,9 +427,7 @@ def test_torch_compile_fullgraph(device):
 @pytest.fixture
 def filter_flags(monkeypatch):
     """Record the fp32 filter's flags at each call of the fp64 recompute (as the filter left them);
-    then, with `clear=True`, zero them, so that the recompute redoes every output. Short columns take
-    the two launches here (plan.CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN = 0: the filter's flags exist)."""
-    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN", 0)
+    then, with `clear=True`, zero them, so that the recompute redoes every output."""
     seen = []
     settings = {"clear": False}
     original = launch._launch_exp_recompute
@@ -547,34 +539,6 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
         assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
         assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
     assert any(bool(f.any()) for f in seen), "the filter certified outputs that the recompute then redid"
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_short_columns_recomputed_in_the_certified_pass(dtype, device, filter_flags, monkeypatch):
-    """One outer pass over columns of at most plan.CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN elements recomputes
-    its own uncertified columns in fp64: columns next to a rounding boundary (the pairs of
-    _near_midpoint_rows down 11 rows, -inf below them: not a multiple of the rows a step) among ordinary
-    ones, across column groups -- the filter (two launches) leaves some of them uncertified; in one
-    launch every output is within the fp64 mode's bound at the column chain's depth, and the results
-    are the two launches' (both the fp64 result rounded once: they differ only within fp64's error of
-    a rounding boundary, not on these columns)."""
-    seen, _ = filter_flags
-    pairs = _near_midpoint_rows(dtype, 40)
-    x = torch.full((11, 300), float("-inf"), dtype=dtype)
-    x[:, 40:] = (torch.randn(11, 260, generator=torch.Generator().manual_seed(5)) * 4).to(dtype)
-    x[3, :40], x[9, :40] = pairs[:, 0], pairs[:, 1]
-    m = logsumexp_mode("fp64", dtype)
-    two_launches = precred.logsumexp(x.to(device), 0, mode="fp64").cpu()
-    assert not all(seen[-1].tolist()[:40]), "columns next to a rounding boundary: the filter certifies them all"
-    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_ONE_LAUNCH_MAX_COLUMN", 64)
-    calls = len(seen)
-    _, plan = plan_for(x.to(device), (0,), m, dtype)
-    assert plan_module.certified_exp_in_one_launch(plan) and plan.passes[0].red % 8 != 0
-    assert plan.passes[0].block_kept // plan_module.one_launch_recompute_tile(plan.passes[0]) > 1   # groups
-    one_launch = reduce_logsumexp(x.to(device), (0,), m, plan=plan).cpu()
-    assert len(seen) == calls, "no recompute launch in one launch"
-    assert torch.equal(one_launch, two_launches)
-    assert_within_bound(x, 0, "fp64", device)
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---

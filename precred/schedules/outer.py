@@ -14,9 +14,7 @@ counts, no division) and each column keeps one state (welford_tile_part); the st
 does the same with each tile's maximum and its terms (stable_exp_tile_part).
 
 The exact filter's one pass over short columns (RECOMPUTE_TILE > 0, precred.plan.exact_in_one_launch)
-finishes its columns itself and recomputes those it cannot certify (recompute.certify_or_recompute_columns);
-so does logsumexp's certified pass (precred.plan.certified_exp_in_one_launch,
-recompute.certify_or_recompute_exp_columns).
+finishes its columns itself and recomputes those it cannot certify (recompute.certify_or_recompute_columns).
 
 Bytes moved: every input element once; one output (or partial state) per (o, i) and part.
 """
@@ -28,7 +26,7 @@ from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combi
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_pairs, welford_merge_vectors
 from .finish import to_accumulator
-from .recompute import certify_or_recompute_columns, certify_or_recompute_exp_columns
+from .recompute import certify_or_recompute_columns
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
@@ -61,8 +59,8 @@ def outer_kernel(
                                           # registers: welford_tile_part / stable_exp_tile_part
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
-    RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode (or logsumexp's certified pass) in one launch,
-    RECOMPUTE_ROWS: tl.constexpr = 0,   # this many columns recomputed side by side, this many rows a step
+    RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch, this many columns recomputed side by
+    RECOMPUTE_ROWS: tl.constexpr = 0,   # side, this many rows a step (recompute.certify_or_recompute_columns)
     MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
@@ -129,12 +127,7 @@ def outer_kernel(
                                                    USES_LO, BLOCK_R, BLOCK_I, LOOP_STAGES)
 
     state_index = part.to(tl.int64) * outer_size * inner_size + out_index   # workspace [n_parts, outputs]
-    if RECOMPUTE_TILE > 0 and STRATEGY == 10:   # one pass over whole short columns: logsumexp's certified
-        certify_or_recompute_exp_columns(col_hi, col_cnt, out_index, col_mask, inner_block * BLOCK_I,   # pass
-                                         o.to(tl.int64) * stride_outer, o.to(tl.int64) * inner_size, src_hi_ptr,
-                                         dst_hi_ptr, stride_inner, stride_red, red_len, divisor, BLOCK_I,
-                                         RECOMPUTE_TILE, RECOMPUTE_ROWS)
-    elif RECOMPUTE_TILE > 0:   # one pass over whole short columns: the exact filter, then its uncertified ones
+    if RECOMPUTE_TILE > 0:   # one pass over whole short columns: the exact filter, then its uncertified ones here
         certify_or_recompute_columns(col_hi, col_lo, col_cnt, out_index, col_mask, inner_block * BLOCK_I,
                                      o.to(tl.int64) * stride_outer, o.to(tl.int64) * inner_size, src_hi_ptr,
                                      dst_hi_ptr, stride_inner, stride_red, red_len, divisor, DIVIDE, MAN_BITS,

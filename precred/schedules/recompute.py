@@ -28,7 +28,7 @@ import triton.language as tl
 
 from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
-from .finish import certify_logsumexp, finish_logsumexp, round_to_output, to_accumulator
+from .finish import finish_logsumexp, round_to_output, to_accumulator
 from ..strategies.stable_exp import terms_below
 from .steps import programmatic_launch_points
 from .tree import tree_reduce_last_axis
@@ -131,56 +131,6 @@ def certify_or_recompute_columns(s, t, m, out_index, col_mask, first_col, src_ba
                 recomputed = finish_limbs(acc, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
                 tl.store(out_ptr + out_base + cols,
                          round_to_output(recomputed, out_ptr.dtype.element_ty), mask=todo)
-
-
-@triton.jit
-def certify_or_recompute_exp_columns(s, m, out_index, col_mask, first_col, src_base, out_base, src_ptr, out_ptr,
-                                     stride_inner, stride_red, red_len, margin, BLOCK_I: tl.constexpr,
-                                     COLUMNS: tl.constexpr, ROWS: tl.constexpr):
-    """logsumexp's certified fp32 pass (16-bit input) in one launch over short columns (the outer
-    schedule's one pass holding whole columns, precred.plan.certified_exp_in_one_launch): the BLOCK_I
-    columns' states (s, m) are finished and certified (finish.certify_logsumexp, within `margin`), the
-    certified outputs written, and the program recomputes the others in fp64 itself, COLUMNS side by
-    side (a thread a column: loads coalesced along the kept axis), ROWS rows a step: the column's
-    maximum first, then one exponential an element against it added down the column in order (as
-    exp_recompute_kernel's chunks, with a thread's chain for its lanes: depth red_len - 1,
-    precred.plan.certified_exp_one_launch_depth). Column groups with nothing to recompute are skipped;
-    on ordinary data none is entered. Column i's elements start at src_base + i * stride_inner, its
-    output is out_base + i."""
-    value, certified = certify_logsumexp(s, m, margin, out_ptr.dtype.element_ty)
-    tl.store(out_ptr + out_index, value, mask=col_mask & certified)
-    pending = (col_mask & (certified == 0)).to(tl.int32)
-    if tl.max(pending, axis=0) > 0:
-        GROUPS: tl.constexpr = BLOCK_I // COLUMNS
-        group = tl.arange(0, GROUPS)
-        pending_groups = tl.reshape(pending, [GROUPS, COLUMNS])
-        groups_pending = tl.max(pending_groups, axis=1)   # [GROUPS]: any column of the group to recompute
-        for g in range(0, GROUPS):
-            if tl.max(tl.where(group == g, groups_pending, 0), axis=0) > 0:
-                todo = tl.sum(tl.where(group[:, None] == g, pending_groups, 0), axis=0) != 0
-                cols = first_col + g * COLUMNS + tl.arange(0, COLUMNS)
-                ptrs = src_ptr + src_base + cols.to(tl.int64) * stride_inner
-                column_max = tl.full([COLUMNS], float("-inf"), tl.float64)
-                for start in range(0, red_len, ROWS):
-                    for r in tl.static_range(ROWS):   # a row of the group's columns at a time (one a thread)
-                        column_max = tl.maximum(column_max, _column_element(ptrs, start + r, stride_red, red_len,
-                                                                            todo))
-                column_s = tl.zeros([COLUMNS], tl.float64)
-                for start in range(0, red_len, ROWS):
-                    for r in tl.static_range(ROWS):
-                        column_s += terms_below(_column_element(ptrs, start + r, stride_red, red_len, todo),
-                                                column_max)
-                tl.store(out_ptr + out_base + cols, finish_logsumexp(column_s, column_max, out_ptr.dtype.element_ty),
-                         mask=todo)
-
-
-@triton.jit
-def _column_element(ptrs, j, stride_red, red_len, todo):
-    """Row j of the columns at ptrs (those in todo, j < red_len; -inf elsewhere) in fp64."""
-    inside = todo & (j < red_len)
-    row = tl.zeros((), tl.int64) + j   # int64 offsets (j may come as a Python int under the interpreter)
-    raw = tl.load(ptrs + row * stride_red, mask=inside, other=0)
-    return tl.where(inside, to_accumulator(raw, tl.float64), float("-inf"))
 
 
 @triton.jit
