@@ -2125,6 +2125,14 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # (running maximum, stable_exp_combine's chain over the chunks; same constants): bf16 dim 0 8192^2
 # 1533 -> 1517, 1024x65536 1670 -> 1967; rows bf16 1024x65536 2122 -> 2209, dense 310 -> 380, fp32
 # 1024x65536 dense 488 -> 583, 65536x1024 356 -> 650 (ordinary fp32 rows within 1%).
+# Measured and not kept (H200, 2026-12-04, bench/probe_accurate_columns.py --dtype bfloat16 --dim 0, GB/s,
+# randn): the certified pass over short columns (one outer pass, columns of at most 64) recomputing its
+# own uncertified columns in fp64, as the exact mode's one launch does (a thread a column, maximum
+# first; no flags, no recompute launch; tests passed on the H200): 16 x 262144 501 -> 241, 32 x 131072
+# 414 -> 183, 64 x 4096 35 -> 7, 64 x 65536 (two passes: unchanged) 433 -> 447; every column
+# recomputed 11 -> 107, 18 -> 105. Unlike the exact filter, which leaves next to nothing on ordinary
+# data, this margin leaves some outputs on most programs, and a program's group recompute (loads a step
+# on 1-2 warps, one column a thread) costs more than the launch it spares.
 EXP_RECOMPUTE_TILE = 1024
 EXP_RECOMPUTE_MIN_CHUNK = 4096
 EXP_RECOMPUTE_COLUMN_TILE = 512
