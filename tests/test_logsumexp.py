@@ -522,7 +522,7 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
     dim 0): at the default constants ("whole": rows of two tiles in one program, columns in 3 chunks of
     one tile), in 5 chunks of 4 tiles (the last short), or in 18 chunks of one tile (the merge tree padded
     to 32), merged by whichever chunk arrives last; after the filter's default plan and its split over
-    tiny tiles."""
+    tiny tiles. Rows of torch's specials too (inf, NaN, -inf rows and chunks)."""
     seen, settings = filter_flags
     settings["clear"] = True
     if chunks != "whole":
@@ -538,6 +538,14 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
         x = family(name, 3, 1100, rng, dtype)
         assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
         assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
+    # torch's specials through the chunks' merge: +inf in the last chunk, NaN in the first, +inf and NaN,
+    # a row of -inf, +inf alone among -inf, a chunk of -inf among finite ones
+    x = torch.from_numpy(rng.standard_normal((6, 1100))).to(dtype)
+    x[0, 1050] = x[2, 5] = x[4, 600] = math.inf
+    x[1, 5] = x[2, 900] = math.nan
+    x[3] = x[4, :600] = x[4, 601:] = x[5, :300] = -math.inf
+    assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
+    assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
     assert any(bool(f.any()) for f in seen), "the filter certified outputs that the recompute then redid"
 
 
