@@ -1,6 +1,8 @@
-"""What the planner-variant scripts share (bench/sweep_outer.py, bench/profile_norm.py): the timing of a
-call and the setting of precred.plan constants, with the caches that would replay the previous plan."""
+"""What the planner-variant scripts share (bench/sweep_outer.py, profile_norm.py, profile_kernels.py,
+probe_accurate_columns.py, exact_fallback.py): the timing of a call and the setting of precred.plan
+constants, with the caches that would replay the previous plan."""
 import ast
+import contextlib
 
 import triton
 
@@ -22,6 +24,19 @@ def set_plan_constants(constants: dict, caches) -> None:
         setattr(plan, name, value)
     for cache in caches:
         (cache.cache_clear if hasattr(cache, "cache_clear") else cache.clear)()
+
+
+@contextlib.contextmanager
+def plan_constants(constants: dict, caches=None):
+    """precred.plan's constants set (set_plan_constants) for the block, then their values before it
+    restored -- also when the block raises. caches: what to clear each time (default: every_plan_cache())."""
+    caches = every_plan_cache() if caches is None else caches
+    saved = {name: getattr(plan, name) for name in constants if hasattr(plan, name)}
+    set_plan_constants(constants, caches)
+    try:
+        yield
+    finally:
+        set_plan_constants(saved, caches)
 
 
 def every_plan_cache() -> tuple:

@@ -18,8 +18,8 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
-from precred import launch, plan  # noqa: E402
+from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
+from precred import launch  # noqa: E402
 from precred.layout import reduction_view  # noqa: E402
 
 
@@ -35,13 +35,10 @@ def main():
     ap.add_argument("--variant", action="append", default=[], help='"name:CONST=value;CONST=value"')
     args = ap.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
-    variants = [("default", {})] + [parse_variant(spec) for spec in args.variant]
-    defaults = {name: getattr(plan, name) for _, constants in variants for name in constants}
-    for name, constants in variants:
+    for name, constants in [("default", {})] + [parse_variant(spec) for spec in args.variant]:
         print(f"variant {name}: {constants}")
-        set_plan_constants({**defaults, **constants}, every_plan_cache())
-        _table(args)
-    set_plan_constants(defaults, every_plan_cache())
+        with plan_constants(constants):
+            _table(args)
 
 
 def _table(args):

@@ -15,10 +15,9 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
+from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
 from sweep_outer import OPS  # noqa: E402
 
-from precred import plan  # noqa: E402
 
 FLUSH_BYTES = 256 << 20   # larger than the L2 of an H100 / H200 (50 / 60 MiB), as do_bench's flush
 
@@ -69,21 +68,19 @@ def main():
         torch_ms = median_ms(lambda: theirs(x, dim))
         print(f"\n{spec}  torch {torch_ms * 1e3:.1f} us ({nbytes / torch_ms / 1e6:.0f} GB/s)")
         for name, constants in variants:
-            defaults = {k: getattr(plan, k) for k in constants}
-            set_plan_constants(constants, every_plan_cache())
-            fn = lambda: ours(x, dim, mode=mode or modes[0])   # noqa: E731
-            first = fn()
-            ms = median_ms(fn)
-            repeat = fn()
-            same = torch.equal(first.view(torch.uint8) if first.dtype != torch.bool else first,
-                               repeat.view(torch.uint8) if repeat.dtype != torch.bool else repeat)
-            times = kernel_times(fn)
+            with plan_constants(constants):
+                fn = lambda: ours(x, dim, mode=mode or modes[0])   # noqa: E731
+                first = fn()
+                ms = median_ms(fn)
+                repeat = fn()
+                same = torch.equal(first.view(torch.uint8) if first.dtype != torch.bool else first,
+                                   repeat.view(torch.uint8) if repeat.dtype != torch.bool else repeat)
+                times = kernel_times(fn)
             total_us = ms * 1e3
             kernels = "  ".join(f"{k.split('_kernel')[0]} {v:.1f}" for k, v in times.items())
             print(f"  {name:<12} {total_us:7.1f} us {nbytes / ms / 1e6:6.0f} GB/s  x{torch_ms / ms:.2f} torch"
                   f"  kernels: {kernels}  | rest {total_us - sum(times.values()):.1f} us"
                   + ("" if same else "  NOT BITWISE REPEATED"))
-            set_plan_constants(defaults, every_plan_cache())
 
 
 if __name__ == "__main__":

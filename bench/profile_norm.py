@@ -11,7 +11,6 @@ Variants set precred.plan constants (Python literals; e.g. "pps1:NORM_BACKWARD_P
 GB/s: forward (x + y bytes), backward (x + dy + dx bytes), as bench/norm_suite.py counts them.
 """
 import argparse
-import ast
 import sys
 import time
 
@@ -20,12 +19,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from plan_variants import median_ms, set_plan_constants  # noqa: E402
+from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
 from precred import norm_launch, plan  # noqa: E402
 
 
-def _set(constants):
-    set_plan_constants(constants, (plan.plan_norm_backward, plan.plan_single_read, norm_launch._RECIPES))
+# what a change of the norms' planner constants must clear
+_NORM_CACHES = (plan.plan_norm_backward, plan.plan_single_read, norm_launch._RECIPES)
 
 
 def _kernels(fn, calls=5):
@@ -91,11 +90,7 @@ def main():
                     help='planner variant "name:CONST=value;CONST=value" (the default runs first)')
     ap.add_argument("--no-profile", action="store_true", help="whole-call times only")
     args = ap.parse_args()
-    variants = {"default": {}}
-    for spec in args.variant:
-        name, _, assignments = spec.partition(":")
-        variants[name] = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";"))}
-    defaults = {name: getattr(plan, name) for v in variants.values() for name in v}
+    variants = dict([("default", {})] + [parse_variant(spec) for spec in args.variant])
     print(torch.cuda.get_device_name(), flush=True)
     g = torch.Generator(device="cuda").manual_seed(0)
     for shape in [tuple(int(s) for s in text.split("x")) for text in args.shapes.split(",")]:
@@ -113,16 +108,15 @@ def main():
                       flush=True)
                 for mode in args.modes.split(",") if direction == "forward" else ["fast"]:
                     for name, constants in variants.items():
-                        _set({**defaults, **constants})
-                        fn = _calls(args.op, mode, x, w, b, dy)["precred"][direction == "backward"]
-                        ms = median_ms(fn)
-                        same = all(torch.equal(a, c) for a, c in zip(_tuple(fn()), _tuple(fn())))
-                        host = _host_us(fn)
-                        kernels = "" if args.no_profile else "  " + ", ".join(
-                            f"{k} {v:.1f}" for k, v in sorted(_kernels(fn).items(), key=lambda kv: -kv[1]))
+                        with plan_constants(constants, _NORM_CACHES):
+                            fn = _calls(args.op, mode, x, w, b, dy)["precred"][direction == "backward"]
+                            ms = median_ms(fn)
+                            same = all(torch.equal(a, c) for a, c in zip(_tuple(fn()), _tuple(fn())))
+                            host = _host_us(fn)
+                            kernels = "" if args.no_profile else "  " + ", ".join(
+                                f"{k} {v:.1f}" for k, v in sorted(_kernels(fn).items(), key=lambda kv: -kv[1]))
                         print(f"  {mode:8s} {name:14s} {nbytes / ms / 1e6:6.0f} GB/s ({torch_ms / ms:4.2f}x, "
                               f"{ms * 1e3:.1f} us, host {host:.0f} us){'' if same else ' NONDET'}{kernels}", flush=True)
-    _set(defaults)
 
 
 if __name__ == "__main__":

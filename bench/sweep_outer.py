@@ -16,8 +16,7 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from plan_variants import every_plan_cache, median_ms, parse_variant, set_plan_constants  # noqa: E402
-from precred import plan  # noqa: E402
+from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
 
 SHAPES = [(16, 262144), (1024, 65536), (8192, 8192), (65536, 1024), (262144, 256)]
 # The ops it times (precred's and torch's call, x and dim given) and their modes.
@@ -45,10 +44,6 @@ VARIANTS = {
     "state64": {"STATE_PASS_MIN_COLUMNS": 64},
     "chains-wide": {"OUTER_CHAINS_IN_REGISTERS": False},
 }
-
-
-def _set(constants):
-    set_plan_constants(constants, every_plan_cache())
 
 
 def main():
@@ -88,21 +83,19 @@ def main():
             cells.append(f"{size >> 20} MiB {2 * size / median_ms(lambda: dst.copy_(src)) / 1e6:.0f}")
             del src, dst
         print("copy GB/s: " + ", ".join(cells))
-    defaults = {name: getattr(plan, name) for v in variants.values() for name in v}
     names = args.variants.split(",") + [spec.partition(":")[0] for spec in args.variant]
     for name in names * args.repeat:
-        _set({**defaults, **variants[name]})
-        for c in cases:
-            x = inputs[c]
-            cells = []
-            for mode in modes:
-                reference = ours(x, dim, mode=mode)
-                ms = median_ms(lambda: ours(x, dim, mode=mode))
-                gbps = x.numel() * x.element_size() / ms / 1e6
-                ok = torch.equal(reference, ours(x, dim, mode=mode))
-                cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f}){'' if ok else ' NONDET'}")
-            print(f"{name:22s} {c[0][0]:6d}x{c[0][1]:<6d} {str(c[1])[6:]:8s} " + "  ".join(cells), flush=True)
-    _set(defaults)
+        with plan_constants(variants[name]):
+            for c in cases:
+                x = inputs[c]
+                cells = []
+                for mode in modes:
+                    reference = ours(x, dim, mode=mode)
+                    ms = median_ms(lambda: ours(x, dim, mode=mode))
+                    gbps = x.numel() * x.element_size() / ms / 1e6
+                    ok = torch.equal(reference, ours(x, dim, mode=mode))
+                    cells.append(f"{mode[:4]} {gbps:5.0f} ({base[c] / ms:4.2f}){'' if ok else ' NONDET'}")
+                print(f"{name:22s} {c[0][0]:6d}x{c[0][1]:<6d} {str(c[1])[6:]:8s} " + "  ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
