@@ -1,9 +1,10 @@
 """What the planner-variant scripts share (bench/sweep_outer.py, profile_norm.py, profile_kernels.py,
-probe_accurate_columns.py, exact_fallback.py): the timing of a call and the setting of precred.plan
-constants, with the caches that would replay the previous plan."""
+probe_accurate_columns.py, exact_fallback.py): the timing of a call, its kernels' device times, and the
+setting of precred.plan constants, with the caches that would replay the previous plan."""
 import ast
 import contextlib
 
+import torch
 import triton
 
 from precred import eager, launch, plan
@@ -12,6 +13,35 @@ from precred import eager, launch, plan
 def median_ms(fn) -> float:
     """Median milliseconds of fn (triton.testing.do_bench, L2 flushed between calls)."""
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+
+
+FLUSH_BYTES = 256 << 20   # larger than the L2 of an H100 / H200 (50 / 60 MiB), as do_bench's flush
+
+
+def kernel_times(fn, calls: int = 5, flush: bool = True) -> dict:
+    """{kernel name: device microseconds per call} of fn from torch.profiler, each call after an L2 flush
+    (as under the protocol; the flush's own kernel left out) unless flush=False (back-to-back calls)."""
+    buffer = torch.empty(FLUSH_BYTES if flush else 0, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            if flush:
+                buffer.zero_()
+            fn()
+        torch.cuda.synchronize()
+    flush_names = set()
+    if flush:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as probe:
+            buffer.zero_()
+            torch.cuda.synchronize()
+        flush_names = {e.key for e in probe.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA}
+    times = {}
+    for event in prof.key_averages():
+        if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0
+                and event.key not in flush_names):
+            times[event.key[:48]] = event.device_time_total / calls
+    return times
 
 
 def set_plan_constants(constants: dict, caches) -> None:

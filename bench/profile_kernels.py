@@ -15,11 +15,8 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
+from plan_variants import kernel_times, median_ms, parse_variant, plan_constants  # noqa: E402
 from sweep_outer import OPS  # noqa: E402
-
-
-FLUSH_BYTES = 256 << 20   # larger than the L2 of an H100 / H200 (50 / 60 MiB), as do_bench's flush
 
 
 def parse_case(spec: str):
@@ -27,29 +24,6 @@ def parse_case(spec: str):
     head, dtype, shape, dim = spec.split(":")
     op, _, mode = head.partition("/")
     return op, mode, getattr(torch, dtype), tuple(int(s) for s in shape.split("x")), int(dim)
-
-
-def kernel_times(fn, calls: int = 5) -> dict:
-    """{kernel name: device microseconds per call} of fn, each call after an L2 flush (the flush's
-    own kernel left out)."""
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            flush.zero_()
-            fn()
-        torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as probe:
-        flush.zero_()
-        torch.cuda.synchronize()
-    flush_names = {e.key for e in probe.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA}
-    times = {}
-    for event in prof.key_averages():
-        if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0
-                and event.key not in flush_names):
-            times[event.key[:48]] = event.device_time_total / calls
-    return times
 
 
 def main():

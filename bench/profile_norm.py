@@ -19,27 +19,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 import precred  # noqa: E402
-from plan_variants import median_ms, parse_variant, plan_constants  # noqa: E402
+from plan_variants import kernel_times, median_ms, parse_variant, plan_constants  # noqa: E402
 from precred import norm_launch, plan  # noqa: E402
 
 
 # what a change of the norms' planner constants must clear
 _NORM_CACHES = (plan.plan_norm_backward, plan.plan_single_read, norm_launch._RECIPES)
-
-
-def _kernels(fn, calls=5):
-    """{kernel name: device microseconds per call} of fn, from torch.profiler."""
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    times = {}
-    for event in prof.key_averages():
-        if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0:
-            times[event.key[:40]] = event.device_time_total / calls
-    return times
 
 
 def _host_us(fn, calls=20):
@@ -113,8 +98,9 @@ def main():
                             ms = median_ms(fn)
                             same = all(torch.equal(a, c) for a, c in zip(_tuple(fn()), _tuple(fn())))
                             host = _host_us(fn)
+                            times = {} if args.no_profile else kernel_times(fn, flush=False)
                             kernels = "" if args.no_profile else "  " + ", ".join(
-                                f"{k} {v:.1f}" for k, v in sorted(_kernels(fn).items(), key=lambda kv: -kv[1]))
+                                f"{k} {v:.1f}" for k, v in sorted(times.items(), key=lambda kv: -kv[1]))
                         print(f"  {mode:8s} {name:14s} {nbytes / ms / 1e6:6.0f} GB/s ({torch_ms / ms:4.2f}x, "
                               f"{ms * 1e3:.1f} us, host {host:.0f} us){'' if same else ' NONDET'}{kernels}", flush=True)
 

@@ -2168,7 +2168,8 @@ class ExpRecomputePlan:
     def depth(self) -> int:
         """Additions a term goes through (Pass.depth's count): its lane's chain over the span's tiles
         (the first is with 0, exact), the lane tree, then the chunks' tree."""
-        return (-(-self.span // self.block_r) - 1) + (self.block_r.bit_length() - 1) + (self.block_chunks.bit_length() - 1)
+        tiles = -(-self.span // self.block_r)
+        return (tiles - 1) + (self.block_r.bit_length() - 1) + (self.block_chunks.bit_length() - 1)
 
 
 def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) -> ExpRecomputePlan:
