@@ -17,7 +17,6 @@ the recompute spreads over chunks of its row (precred.plan.plan_recompute).
 "shape dim dtype" label matches.
 """
 import argparse
-import ast
 import json
 import re
 import sys
@@ -26,7 +25,7 @@ import torch
 import triton.testing
 
 import precred
-from plan_variants import set_plan_constants  # bench/, beside this script
+from plan_variants import parse_assignments, set_plan_constants  # bench/, beside this script
 from precred import launch
 
 CASES = [((1024, 65536), -1, torch.float32), ((65536, 1024), -1, torch.float32), ((8192, 8192), 0, torch.float32),
@@ -75,7 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="CONST=VALUE")
     ap.add_argument("--only", default=None, help='regex on "shape dim dtype", e.g. "(8192, 8192) 0 bfloat16"')
     args = ap.parse_args(argv)
-    set_plan_constants({k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in args.set)}, ())
+    set_plan_constants(parse_assignments(args.set), ())
     g = torch.Generator().manual_seed(0)
     records = []
     print(f"device: {torch.cuda.get_device_name(0)}")

@@ -21,7 +21,7 @@ FLUSH_BYTES = 256 << 20   # larger than the L2 of an H100 / H200 (50 / 60 MiB), 
 def kernel_times(fn, calls: int = 5, flush: bool = True) -> dict:
     """{kernel name: device microseconds per call} of fn from torch.profiler, each call after an L2 flush
     (as under the protocol; the flush's own kernel left out) unless flush=False (back-to-back calls)."""
-    buffer = torch.empty(FLUSH_BYTES if flush else 0, dtype=torch.uint8, device="cuda")
+    buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush else None
     fn()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -76,7 +76,12 @@ def every_plan_cache() -> tuple:
     return (*planners, launch._RECIPES, eager._CALLS)
 
 
+def parse_assignments(assignments) -> dict:
+    """{CONST: value} of "CONST=value" strings (values: Python literals)."""
+    return {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments if a)}
+
+
 def parse_variant(spec: str) -> tuple:
     """("name", {CONST: value}) of a "name:CONST=value;CONST=value" option (values: Python literals)."""
     name, _, assignments = spec.partition(":")
-    return name, {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in assignments.split(";") if a)}
+    return name, parse_assignments(assignments.split(";"))

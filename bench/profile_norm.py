@@ -98,9 +98,10 @@ def main():
                             ms = median_ms(fn)
                             same = all(torch.equal(a, c) for a, c in zip(_tuple(fn()), _tuple(fn())))
                             host = _host_us(fn)
-                            times = {} if args.no_profile else kernel_times(fn, flush=False)
-                            kernels = "" if args.no_profile else "  " + ", ".join(
-                                f"{k} {v:.1f}" for k, v in sorted(times.items(), key=lambda kv: -kv[1]))
+                            kernels = ""
+                            if not args.no_profile:
+                                times = sorted(kernel_times(fn, flush=False).items(), key=lambda kv: -kv[1])
+                                kernels = "  " + ", ".join(f"{k} {v:.1f}" for k, v in times)
                         print(f"  {mode:8s} {name:14s} {nbytes / ms / 1e6:6.0f} GB/s ({torch_ms / ms:4.2f}x, "
                               f"{ms * 1e3:.1f} us, host {host:.0f} us){'' if same else ' NONDET'}{kernels}", flush=True)
 
