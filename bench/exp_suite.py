@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """logsumexp, softmax and log_softmax on the GPU: torch's, precred's (every mode in precred.EXP_MODES),
 FlagGems' (where it has one) and Liger's (softmax over dim=-1; when liger_kernel imports), on
-DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0.
+DESIGN.md's shapes, fp32 and bf16, dim=-1 and dim=0. Inputs: randn * 4; the op `logsumexp_logprobs` is
+logsumexp of log-probabilities (log_softmax of randn * 4 along the reduced dim, so every result is
+near 0: where the certified fp32 pass of `fp64` / `accurate` certifies nothing and every output is
+recomputed in fp64, the slow case of those modes).
 
-    python3 bench/exp_suite.py --out DIR [--ops logsumexp,softmax,log_softmax] [--no-gems] [--only REGEX]
+    python3 bench/exp_suite.py --out DIR [--ops logsumexp,softmax,log_softmax,logsumexp_logprobs] [--no-gems]
+                               [--only REGEX]
 
 Each result is checked against torch's op on an fp64 copy (worst error in ulps of the output, relative
-to max(|reference|, eps) -- log_softmax: max(|reference|, 1); printed) before it is timed.
+to max(|reference|, eps) -- log_softmax and logsumexp_logprobs: max(|reference|, 1); printed) before it
+is timed.
 GB/s = (input + output bytes) / median do_bench time (L2 flushed), as bench/gpu_suite.py; the copy
 ceiling is measured in the same run.
 Writes DIR/exp_bench.json (cases labelled with the op).
@@ -36,7 +41,18 @@ def ops():
     import torch
     import precred
     return {"logsumexp": (torch.logsumexp, precred.logsumexp), "softmax": (torch.softmax, precred.softmax),
-            "log_softmax": (torch.log_softmax, precred.log_softmax)}
+            "log_softmax": (torch.log_softmax, precred.log_softmax),
+            "logsumexp_logprobs": (torch.logsumexp, precred.logsumexp)}
+
+
+def make_input(op, shape, dim, dtype):
+    """The case's input (seeded): randn * 4, or for logsumexp_logprobs its log_softmax along dim."""
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(shape, device="cuda", generator=g) * 4
+    if op == "logsumexp_logprobs":
+        x = torch.log_softmax(x, dim)
+    return x.to(getattr(torch, dtype))
 
 
 def run_case(fn, x, ref, torch_ms, op) -> dict:
@@ -44,10 +60,10 @@ def run_case(fn, x, ref, torch_ms, op) -> dict:
 
     def check(out):
         # ulps of the reference (a garbage catch): softmax values below eps count in units of eps^2;
-        # log_softmax in ulps of max(|y|, 1) -- its absolute error is that of log(sum exp), whatever
-        # the size of y (values near 0 would read as thousands of ulps for torch too)
+        # log_softmax and logsumexp of log-probabilities in ulps of max(|y|, 1) -- the absolute error of
+        # log(sum exp), whatever the size of y (values near 0 would read as thousands of ulps for torch too)
         eps = torch.finfo(x.dtype).eps
-        ulp = eps * ref.abs().clamp_min(1.0 if op == "log_softmax" else eps)
+        ulp = eps * ref.abs().clamp_min(1.0 if op in ("log_softmax", "logsumexp_logprobs") else eps)
         worst = ((out.double() - ref).abs() / ulp).max().item()
         return {"worst_ulps": worst}, worst <= 64, out.numel() * out.element_size()
     return checked_timing(fn, check, x.numel() * x.element_size(), torch_ms)
@@ -60,8 +76,7 @@ def peer_cases(report, cases, fns, torch_ms, impl, peer_fn, context):
     entry re-registers every FlagGems op)."""
     import torch
     for op, shape, dim, dtype in cases:
-        g = torch.Generator(device="cuda").manual_seed(5)
-        x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
+        x = make_input(op, shape, dim, dtype)
         ref = fns[op][0](x.double(), dim)
         fn = peer_fn(op)
         with context():
@@ -76,7 +91,7 @@ def peer_cases(report, cases, fns, torch_ms, impl, peer_fn, context):
 
 def main(argv=None) -> int:
     args = suite_args(__doc__.split("\n")[0], argv, extra=lambda ap: ap.add_argument(
-        "--ops", default="logsumexp,softmax,log_softmax", help="comma-separated"))
+        "--ops", default="logsumexp,softmax,log_softmax,logsumexp_logprobs", help="comma-separated"))
 
     import torch
     import precred
@@ -93,15 +108,14 @@ def main(argv=None) -> int:
     fns = ops()
     for op, shape, dim, dtype in cases:
         torch_fn, precred_fn = fns[op]
-        g = torch.Generator(device="cuda").manual_seed(5)
-        x = (torch.randn(shape, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
+        x = make_input(op, shape, dim, dtype)
         ref = torch_fn(x.double(), dim)
         t = run_case(lambda: torch_fn(x, dim), x, ref, None, op)
         recs = [dict(t, impl="torch", mode=None)]
         line = [f"[exp] {label(op, shape, dim, dtype):<34} torch {t['gbps'] or 0:.0f} "
                 f"({t.get('worst_ulps', 0):.2g} ulp)"]
         for m in modes:
-            if m == "accurate" and op != "logsumexp":   # softmax's `accurate` is the fp64 mode (modes.EXP_MODES)
+            if m == "accurate" and not op.startswith("logsumexp"):   # softmax's `accurate` is the fp64 mode (modes.EXP_MODES)
                 continue
             r = run_case(lambda m=m: precred_fn(x, dim, mode=m), x, ref, t["median_ms"], op)
             recs.append(dict(r, impl="precred", mode=m))

@@ -2113,6 +2113,20 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # axis (dim 0 of a matrix: an element a sector) take EXP_RECOMPUTE_COLUMN_TILE and
 # EXP_RECOMPUTE_COLUMN_MIN_CHUNK instead -- a chunk one tile, so that an uncertified column costs one
 # round of loads on each of its programs. The chunks' states are merged by the last to arrive.
+# Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 16
+# bf16 columns are a 32-byte sector): a group with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified
+# columns is redone whole in [columns, EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are
+# sectors, not an element each; tiles of 32 rows, the fp64 exponentials of 4 elements a thread, keep
+# the kernel at ~120 registers where a group's chunk as one tile took ~250), the others one at a time
+# as above. H200, 2026-12-04, bench/probe_accurate_columns.py --dtype bfloat16 --dim 0, GB/s, one
+# column at a time -> groups: dense 8192^2 91 -> 370, 65536x1024 97 -> 221, 1024x65536 112 -> 367,
+# 16x262144 18 -> 109, 262144x256 ? -> 222, 64x65536 ? -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
+# within 1-2% (2106 / 2101 / 2018 / 555 -> 2095 / 2050 / 2026 / 550; bench/profile_kernels.py, the
+# recompute launch with groups -> without: 16x262144 10.0 / 9.7 us, 8192^2 13.4 / 13.1). Measured and
+# not kept: every group with an uncertified column redone whole (~1.7 us more on 16x262144, 80 against
+# 40 registers), a group's chunk as one tile of 256 or 512 rows (dense 173-209, ordinary 1708-1888 on
+# 8192^2: 250 registers), tiles of 16 / 64 rows (dense 8192^2 255 / 230), group minimum 2 / 8 (within
+# 1-2% of 4 on dense and on randn).
 # Where the filter certifies (most rows of ordinary data, precred.bounds.certified_log_sum_margin)
 # this launch reads its flags and stops.
 # H200, 2026-12-04, bench/probe_accurate_columns.py (GB/s; "dense": log-probabilities, every output
@@ -2137,17 +2151,23 @@ EXP_RECOMPUTE_TILE = 1024
 EXP_RECOMPUTE_MIN_CHUNK = 4096
 EXP_RECOMPUTE_COLUMN_TILE = 512
 EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
+EXP_RECOMPUTE_COLUMN_GROUP = 16
+EXP_RECOMPUTE_COLUMN_GROUP_TILE = 32
+EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
 EXP_RECOMPUTE_MAX_CHUNKS = 256
 
 
 @dataclass(frozen=True)
 class ExpRecomputePlan:
     block_outputs: int   # outputs per program, a power of two
-    block_r: int         # lanes of a row's tile, a power of two
+    block_r: int         # lanes of a lone row's tile, a power of two
     red: int             # the row length
     num_warps: int
-    chunk: int = 0       # elements per chunk, a multiple of block_r (0: the whole row)
+    chunk: int = 0       # elements per chunk, a multiple of block_r and group_r (0: the whole row)
     chunks: int = 1      # programs per row
+    columns: int = 1     # rows of a group (adjacent outputs), a power of two dividing block_outputs; 1: none
+    group_r: int = 1     # lanes of a group's tile, a power of two
+    group_min: int = 2   # uncertified rows of a group from which it is recomputed whole
 
     @property
     def span(self) -> int:
@@ -2156,8 +2176,13 @@ class ExpRecomputePlan:
 
     @property
     def one_tile(self) -> bool:
-        """Whether a program's span is a single tile (loaded once, held for both of its uses)."""
+        """Whether a lone row's span is a single tile (loaded once, held for both of its uses)."""
         return self.span <= self.block_r
+
+    @property
+    def group_one_tile(self) -> bool:
+        """Whether a group's span is a single tile."""
+        return self.span <= self.group_r
 
     @property
     def block_chunks(self) -> int:
@@ -2166,28 +2191,37 @@ class ExpRecomputePlan:
 
     @property
     def depth(self) -> int:
-        """Additions a term goes through (Pass.depth's count): its lane's chain over the span's tiles
-        (the first is with 0, exact), the lane tree, then the chunks' tree."""
-        tiles = -(-self.span // self.block_r)
-        return (tiles - 1) + (self.block_r.bit_length() - 1) + (self.block_chunks.bit_length() - 1)
+        """Additions a term goes through (Pass.depth's count), the larger of a lone row's and a
+        group's: its lane's chain over the span's tiles (the first is with 0, exact), the lane tree,
+        then the chunks' tree."""
+        return max(self._depth(self.block_r), self._depth(self.group_r) if self.columns > 1 else 0)
+
+    def _depth(self, lanes: int) -> int:
+        tiles = -(-self.span // lanes)
+        return (tiles - 1) + (lanes.bit_length() - 1) + (self.block_chunks.bit_length() - 1)
 
 
 def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) -> ExpRecomputePlan:
     """The plan under this module's EXP_RECOMPUTE_* constants at the time of the call (tests lower
     them to split small rows into many chunks of several tiles) for rows along a contiguous axis or,
-    `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*)."""
+    `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*, with groups of adjacent rows)."""
     if strided:
-        return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE)
-    return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE)
+        return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE,
+                                   EXP_RECOMPUTE_COLUMN_GROUP, EXP_RECOMPUTE_COLUMN_GROUP_TILE,
+                                   EXP_RECOMPUTE_COLUMN_GROUP_MIN)
+    return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE, 1, 1, 2)
 
 
 @lru_cache(maxsize=4096)
-def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, tile: int) -> ExpRecomputePlan:
+def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, tile: int, columns: int,
+                        group_tile: int, group_min: int) -> ExpRecomputePlan:
     block_r = min(tile, _pow2_at_least(red))
+    group_r = min(group_tile, _pow2_at_least(red))
+    step = max(block_r, group_r)   # chunks are a whole number of either tile
     chunks = min(EXP_RECOMPUTE_MAX_CHUNKS, -(-red // min_chunk))
-    chunk = -(-(-(-red // chunks)) // block_r) * block_r
+    chunk = -(-(-(-red // chunks)) // step) * step
     chunks = -(-red // chunk)
-    block_outputs = _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count)
+    block_outputs = max(columns, _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count))
     if chunks == 1:
-        return ExpRecomputePlan(block_outputs, block_r, red, 4)
-    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks)
+        return ExpRecomputePlan(block_outputs, block_r, red, 4, columns=columns, group_r=group_r, group_min=group_min)
+    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks, columns, group_r, group_min)

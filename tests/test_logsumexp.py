@@ -427,14 +427,19 @@ def test_torch_compile_fullgraph(device):
 @pytest.fixture
 def filter_flags(monkeypatch):
     """Record the fp32 filter's flags at each call of the fp64 recompute (as the filter left them);
-    then, with `clear=True`, zero them, so that the recompute redoes every output."""
+    then, with `clear=True`, zero them, so that the recompute redoes every output (`clear` a bool
+    tensor: those it marks, whose outputs are set to NaN first)."""
     seen = []
     settings = {"clear": False}
     original = launch._launch_exp_recompute
 
     def spy(view, source, out, flags, dependent):
         seen.append(flags.cpu().clone())
-        if settings["clear"]:
+        if isinstance(settings["clear"], torch.Tensor):   # and poison those outputs: the recompute must write them
+            cleared = settings["clear"].to(flags.device)
+            flags[cleared] = 0
+            out.view(-1)[cleared] = math.nan
+        elif settings["clear"]:
             flags.zero_()
         return original(view, source, out, flags, dependent)
 
@@ -520,9 +525,10 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
     """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound
     (whose depth counts the chunks' merge), rows of 1100 contiguous and strided (the transposed copy over
     dim 0): at the default constants ("whole": rows of two tiles in one program, columns in 3 chunks of
-    one tile), in 5 chunks of 4 tiles (the last short), or in 18 chunks of one tile (the merge tree padded
-    to 32), merged by whichever chunk arrives last; after the filter's default plan and its split over
-    tiny tiles. Rows of torch's specials too (inf, NaN, -inf rows and chunks)."""
+    one tile, one at a time: fewer than a group's threshold), in 5 chunks of 4 tiles (the last short),
+    or in 18 chunks of one tile (the merge tree padded to 32), merged by whichever chunk arrives last
+    (the columns there as a group: [columns, lanes] tiles); after the filter's default plan and its
+    split over tiny tiles. Rows of torch's specials too (inf, NaN, -inf rows and chunks)."""
     seen, settings = filter_flags
     settings["clear"] = True
     if chunks != "whole":
@@ -530,9 +536,13 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
         for prefix in ("EXP_RECOMPUTE_", "EXP_RECOMPUTE_COLUMN_"):
             monkeypatch.setattr(plan_module, prefix + "MIN_CHUNK", min_chunk)
             monkeypatch.setattr(plan_module, prefix + "TILE", 64)
+        # the columns in groups (3 of 3 uncertified), of tiles of 32 (8 a chunk) or one tile of 64
+        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_COLUMN_GROUP_MIN", 2)
+        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_COLUMN_GROUP_TILE", 32 if chunks == "tiles" else 64)
         for strided in (False, True):
             rp = plan_exp_recompute(3, 1100, sm_count=2, strided=strided)
             assert (rp.chunks, rp.one_tile) == (expected, chunks == "one-tile"), rp
+            assert (rp.columns > 1, rp.group_one_tile) == (strided, strided and chunks == "one-tile"), rp
     rng = np.random.default_rng([23, dtype.itemsize])
     for name in FAMILIES:
         x = family(name, 3, 1100, rng, dtype)
@@ -547,6 +557,38 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
     assert_within_bound(x, -1, "fp64", device, PLANNER_SETTINGS[planner])
     assert_within_bound(x.t().contiguous(), 0, "fp64", device, PLANNER_SETTINGS[planner])
     assert any(bool(f.any()) for f in seen), "the filter certified outputs that the recompute then redid"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_recompute_groups_and_lone_columns(dtype, device, filter_flags):
+    """Over a strided axis the recompute takes adjacent columns in groups (plan.ExpRecomputePlan): a
+    group with at least group_min uncertified columns is redone whole -- only those written -- and one
+    with fewer column by column. 24 columns of 1100 over dim 0 (groups 0-15 and 16-23, the second
+    half past the outputs): all of the first uncertified, one of the second; then the first group's
+    odd columns and three of the second. Every output within the fp64 mode's bound, the kept ones
+    the filter's own bits, and a second call the same bits (the chunks' counters left at zero)."""
+    seen, settings = filter_flags
+    rp = plan_exp_recompute(24, 1100, sm_count=1, strided=True)
+    assert (rp.columns, rp.chunks, rp.group_min) == (16, 3, 4), rp
+    rng = np.random.default_rng([24, dtype.itemsize])
+    x = torch.from_numpy(rng.standard_normal((1100, 24)) * 3).to(dtype)
+    x[7, 2] = math.inf
+    x[900, 5] = math.nan
+    x[:, 9] = -math.inf
+    def certified_mode(x):
+        xd = x.to(device)
+        _, plan = plan_for(xd, (0,), CERTIFIED_EXP_MODE, x.dtype)
+        return reduce_logsumexp(xd, (0,), CERTIFIED_EXP_MODE, plan=plan).cpu().view(torch.int16)   # bits
+
+    kept = certified_mode(x)
+    for cleared in ([*range(16), 20], [*range(1, 16, 2), 17, 18, 23]):
+        settings["clear"] = torch.zeros(24, dtype=torch.bool)
+        settings["clear"][cleared] = True
+        got = certified_mode(x)
+        assert torch.equal(got, certified_mode(x)), "not the same bits twice"
+        certified = seen[-1].bool() & ~settings["clear"]
+        assert torch.equal(got[certified], kept[certified]), "a kept output was overwritten"
+        rows_within_bound(x, 0, got.view(dtype).double().tolist(), "fp64", rp.depth, "groups")
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---

@@ -191,10 +191,15 @@ def exp_recompute_kernel(
     part_m_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): ... and that maximum
     arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far; zeros on exit
     n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
-    chunk_len,      # elements per chunk, a multiple of BLOCK_R (CHUNKED), else red_len
+    chunk_len,      # elements per chunk, a multiple of BLOCK_R and GROUP_R (CHUNKED), else red_len
     n_chunks,       # chunks per row
-    CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr,
-    ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a chunk is one tile, loaded once
+    CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr,
+    BLOCK_R: tl.constexpr,        # lanes of a lone row's tiles
+    ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a lone row's chunk is one tile, loaded once
+    COLUMNS: tl.constexpr,        # rows of a group, a power of two dividing BLOCK_O (1: no groups)
+    GROUP_R: tl.constexpr,        # lanes of a group's tiles
+    GROUP_ONE_TILE: tl.constexpr,   # chunk_len <= GROUP_R
+    GROUP_MIN: tl.constexpr,      # uncertified rows from which a group is recomputed whole
     BLOCK_CHUNKS: tl.constexpr,   # a power of two >= n_chunks (CHUNKED): the chunks' merge tree
     WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
@@ -204,76 +209,119 @@ def exp_recompute_kernel(
     programs that own it: one per BLOCK_O outputs and chunk of the row, which read their flags and stop
     when all are certified.
 
-    A chunk is reduced maximum first: m = its largest element (exact, in any order), then one
-    exponential per element against it (strategies/stable_exp.py terms_below: no inf - inf), added
-    along each of BLOCK_R lanes over the chunk's tiles and then by the fixed lane tree. No running
-    maximum, so no exponential waits on the one before: an uncertified output costs the loads' latency
-    and one exponential's, not a chain of them (the online state's rescales, then the tree's merges,
-    one fp64 exp a level: H200, 2026-12-04, ~35 us for two or three uncertified columns of 8192 bf16
-    elements over dim 0, against ~50 us for the filter's passes over all 8192).
+    Rows along a strided axis (dim 0 of a matrix: an element a sector) go in groups of COLUMNS
+    adjacent ones (precred.plan.ExpRecomputePlan): a group holding at least GROUP_MIN uncertified rows
+    is recomputed whole, as [COLUMNS, GROUP_R] tiles whose rows of the input are runs of adjacent
+    elements (a 32-byte sector for 16 bf16 columns, which one column's loads would fetch 16 times
+    over), and only its uncertified rows are written; a group with fewer (the scattered rows of
+    ordinary data) recomputes them one at a time in [1, BLOCK_R] tiles -- a chunk one tile: one round
+    of loads, where a group's small tiles are a round each. Contiguous rows take no groups. Each
+    row's result depends on its data and on which of the two ways took it, both fixed by the flags:
+    the same bits on every run.
+
+    A chunk is reduced maximum first (_recompute_rows): m = its largest element (exact, in any order),
+    then one exponential per element against it (strategies/stable_exp.py terms_below: no inf - inf),
+    added along each lane over the chunk's tiles and then by the fixed lane tree. No running maximum, so
+    no exponential waits on the one before: an uncertified row costs the loads' latency and one
+    exponential's, not a chain of them (the online state's rescales, then the tree's merges, one fp64
+    exp a level: H200, 2026-12-04, ~35 us for two or three uncertified columns of 8192 bf16 elements
+    over dim 0, against ~50 us for the filter's passes over all 8192).
     Several chunks (long rows): each program stores its chunk's (s, m) and counts itself in on the
     row's counter; the last to arrive reads the row's states (fixed places, so the bits do not depend
     on who arrives last), takes their maximum M and adds s_c exp(m_c - M) (exactly s_c where m_c = M:
     equal infinities included) by the fixed tree over BLOCK_CHUNKS lanes, writes the output and resets
     the counter to 0 for the next launch. Ordering as the inner schedule's fused merge: a CTA barrier,
-    then the counter's acq_rel atomic (gpu scope).
-    Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth:
-    each term takes one exponential, a chunked one two and a product, then depth additions, within the
-    derivation's h + 1 exponentials and h products (h >= 1 where chunked). Specials as the online
-    state's: a NaN makes s NaN; +inf makes m = +inf and its terms (taken against 0) inf, so +inf; a row
-    of -inf gives s = 0 and m = -inf, so -inf."""
+    then the counters' acq_rel atomics (gpu scope), and a barrier again before the states are read
+    (by threads other than those whose atomics acquired, in a group).
+    Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth
+    (the larger of the two tilings'): each term takes one exponential, a chunked one two and a
+    product, then depth additions, within the derivation's h + 1 exponentials and h products (h >= 1
+    where chunked). Specials as the online state's: a NaN makes s NaN; +inf makes m = +inf and its
+    terms (taken against 0) inf, so +inf; a row of -inf gives s = 0 and m = -inf, so -inf."""
     programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
-    outputs = first + slots
-    flags = tl.load(flags_ptr + outputs, mask=outputs < n_out, other=1)
+    flags = tl.load(flags_ptr + first + slots, mask=first + slots < n_out, other=1)
     pending = flags == 0
-    k = next_pending(pending, slots, -1, BLOCK_O)
-    lanes = tl.arange(0, BLOCK_R)[None, :]
-    one = tl.arange(0, 1)
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
+    if COLUMNS > 1:   # the groups with at least GROUP_MIN uncertified rows, whole; theirs are done
+        GROUPS: tl.constexpr = BLOCK_O // COLUMNS
+        groups = tl.arange(0, GROUPS)
+        columns = tl.arange(0, COLUMNS)
+        in_groups = tl.reshape(pending.to(tl.int32), [GROUPS, COLUMNS])
+        whole = tl.sum(in_groups, 1) >= GROUP_MIN
+        g = next_pending(whole, groups, -1, GROUPS)
+        while g < GROUPS:
+            todo = tl.max(tl.where(groups[:, None] == g, in_groups, 0), 0) > 0
+            _recompute_rows(first + g * COLUMNS + columns, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
+                            part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
+                            n_chunks, CHUNKED, COLUMNS, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
+            g = next_pending(whole, groups, g, GROUPS)
+        pending = pending & (tl.reshape(tl.broadcast_to(whole[:, None], [GROUPS, COLUMNS]), [BLOCK_O]) == 0)
+    k = next_pending(pending, slots, -1, BLOCK_O)   # the rest one at a time
     while k < BLOCK_O:
-        r = first + k
-        base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
-        row_ptr = src_ptr + base
-        if ONE_TILE:
-            x = _row_tile(row_ptr, start, end, stride_red, lanes)
-            m = tl.max(x, 1)
-            s = terms_below(x, m[:, None])
-        else:
-            lane_max = tl.full([1, BLOCK_R], float("-inf"), tl.float64)
-            for position in range(start, end, BLOCK_R):
-                lane_max = tl.maximum(lane_max, _row_tile(row_ptr, position, end, stride_red, lanes))
-            m = tl.max(lane_max, 1)
-            s = tl.zeros([1, BLOCK_R], tl.float64)
-            for position in range(start, end, BLOCK_R):
-                s += terms_below(_row_tile(row_ptr, position, end, stride_red, lanes), m[:, None])
-        row_s = tree_reduce_last_axis(s, s, s, 1, BLOCK_R, _PLAIN)[0]
-        if CHUNKED:
-            part = r.to(tl.int64) * n_chunks
-            tl.store(part_s_ptr + part + chunk + one, row_s)
-            tl.store(part_m_ptr + part + chunk + one, m)
-            tl.debug_barrier()   # every thread's stores issued before the arrival is published
-            if tl.atomic_add(arrivals_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1:
-                tl.atomic_xchg(arrivals_ptr + r, 0)
-                c = tl.arange(0, BLOCK_CHUNKS)[None, :]
-                chunk_m = tl.load(part_m_ptr + part + c, mask=c < n_chunks, other=float("-inf"))
-                chunk_s = tl.load(part_s_ptr + part + c, mask=c < n_chunks, other=0.0)
-                total_m = tl.max(chunk_m, 1)
-                rescale = tl.where(chunk_m == total_m[:, None], 1.0, tl.exp(chunk_m - total_m[:, None]))
-                total_s = tree_reduce_last_axis(chunk_s * rescale, chunk_s, chunk_s, 1, BLOCK_CHUNKS, _PLAIN)[0]
-                tl.store(out_ptr + r + one, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty))
-        else:
-            tl.store(out_ptr + r + one, finish_logsumexp(row_s, m, out_ptr.dtype.element_ty))
+        _recompute_rows(first + k + tl.arange(0, 1), tl.full([1], 1, tl.int1), chunk, start, end, src_ptr, out_ptr,
+                        part_s_ptr, part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner,
+                        stride_red, n_chunks, CHUNKED, 1, BLOCK_R, ONE_TILE, BLOCK_CHUNKS)
         k = next_pending(pending, slots, k, BLOCK_O)
 
 
 @triton.jit
-def _row_tile(row_ptr, position, end, stride_red, lanes):
-    """Elements position + lanes of a row (below end; -inf past it) in fp64. The padding is set after
-    widening: under the interpreter bf16 arrives as int16 bits, where -inf has no literal."""
+def _recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, part_m_ptr, arrivals_ptr, n_out,
+                    inner_size, stride_outer, stride_inner, stride_red, n_chunks, CHUNKED: tl.constexpr,
+                    ROWS: tl.constexpr, BLOCK_R: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_CHUNKS: tl.constexpr):
+    """exp_recompute_kernel's work on rows r ([ROWS] output indices; written where todo) over the
+    chunk [start, end), in [ROWS, BLOCK_R] tiles: each row's maximum, its terms along the BLOCK_R
+    lanes, the lane tree, then the output -- or, chunked, the chunk's state and the last arrival's
+    merge. Rows past n_out load -inf and are never written."""
+    lanes = tl.arange(0, BLOCK_R)[None, :]
+    base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
+    rows_ptr = src_ptr + base[:, None]
+    valid = (r < n_out)[:, None]
+    if ONE_TILE:   # a chunk of one tile: loaded once, held for both uses
+        x = _rows_tile(rows_ptr, start, end, stride_red, lanes, valid)
+        m = tl.max(x, 1)
+        s = terms_below(x, m[:, None])
+    else:
+        lane_max = tl.full([ROWS, BLOCK_R], float("-inf"), tl.float64)
+        for position in range(start, end, BLOCK_R):
+            lane_max = tl.maximum(lane_max, _rows_tile(rows_ptr, position, end, stride_red, lanes, valid))
+        m = tl.max(lane_max, 1)
+        s = tl.zeros([ROWS, BLOCK_R], tl.float64)
+        for position in range(start, end, BLOCK_R):
+            s += terms_below(_rows_tile(rows_ptr, position, end, stride_red, lanes, valid), m[:, None])
+    rows_s = tree_reduce_last_axis(s, s, s, ROWS, BLOCK_R, _PLAIN)[0]
+    if CHUNKED:
+        part = r.to(tl.int64) * n_chunks
+        tl.store(part_s_ptr + part + chunk, rows_s, mask=todo)
+        tl.store(part_m_ptr + part + chunk, m, mask=todo)
+        tl.debug_barrier()   # every thread's stores issued before the arrivals are published
+        arrived = tl.atomic_add(arrivals_ptr + r, 1, mask=todo, sem="acq_rel", scope="gpu")
+        last = todo & (arrived == n_chunks - 1)
+        if tl.max(last.to(tl.int32), 0) > 0:
+            tl.atomic_xchg(arrivals_ptr + r, 0, mask=last)
+            tl.debug_barrier()   # the acquiring atomics before any thread's loads of the states
+            c = tl.arange(0, BLOCK_CHUNKS)[None, :]
+            states = part[:, None] + c
+            held = (c < n_chunks) & last[:, None]
+            chunk_m = tl.load(part_m_ptr + states, mask=held, other=float("-inf"))
+            chunk_s = tl.load(part_s_ptr + states, mask=held, other=0.0)
+            total_m = tl.max(chunk_m, 1)
+            rescale = tl.where(chunk_m == total_m[:, None], 1.0, tl.exp(chunk_m - total_m[:, None]))
+            total_s = tree_reduce_last_axis(chunk_s * rescale, chunk_s, chunk_s, ROWS, BLOCK_CHUNKS, _PLAIN)[0]
+            tl.store(out_ptr + r, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty), mask=last)
+    else:
+        tl.store(out_ptr + r, finish_logsumexp(rows_s, m, out_ptr.dtype.element_ty), mask=todo)
+
+
+@triton.jit
+def _rows_tile(rows_ptr, position, end, stride_red, lanes, valid):
+    """Elements position + lanes of some rows (below end, of valid rows; -inf elsewhere) in fp64, a
+    [rows, lanes] tile. The padding is set after widening: under the interpreter bf16 arrives as int16
+    bits, where -inf has no literal."""
     j = position + lanes
-    raw = tl.load(row_ptr + j.to(tl.int64) * stride_red, mask=j < end, other=0)
-    return tl.where(j < end, to_accumulator(raw, tl.float64), float("-inf"))
+    inside = (j < end) & valid
+    raw = tl.load(rows_ptr + j.to(tl.int64) * stride_red, mask=inside, other=0)
+    return tl.where(inside, to_accumulator(raw, tl.float64), float("-inf"))
