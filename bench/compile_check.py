@@ -92,14 +92,14 @@ def compile_variant(kernel, blocks, src_ty, dst_ty, acc, strategy, src_state, ds
 def compile_exp_recompute_variants() -> int:
     """logsumexp's fp64 recompute (16-bit inputs): libdevice's fp64 exp and log, no approximation."""
     cases = 0
-    for ty, chunked, one_tile, columns in itertools.product(("i16", "fp16"), (False, True), (False, True), (1, 16)):
+    for ty, chunked, one_tile, group in itertools.product(("i16", "fp16"), (False, True), (False, True), (1, 16)):
         sig = {name: ("*" + ty if name in ("src_ptr", "out_ptr") else "*i8" if name == "flags_ptr" else
                       "*fp64" if name.startswith("part_") else "*i32" if name == "arrivals_ptr" else
                       "constexpr" if name.isupper() else "i64" if name.startswith("stride") or name == "red_len"
                       else "i32") for name in exp_recompute_kernel.arg_names}
         ptx = triton.compile(ASTSource(fn=exp_recompute_kernel, signature=sig,
                                        constexprs=dict(BLOCK_O=256, BLOCK_R=1024, CHUNKED=chunked, ONE_TILE=one_tile,
-                                                       COLUMNS=columns, GROUP_R=32, GROUP_ONE_TILE=one_tile,
+                                                       GROUP=group, GROUP_R=32, GROUP_ONE_TILE=one_tile,
                                                        GROUP_MIN=4, BLOCK_CHUNKS=64 if chunked else 1)),
                              target=TARGET, options={"num_warps": 4}).asm["ptx"]
         assert "ex2.approx" not in ptx and "lg2.approx" not in ptx, "the fp64 recompute uses an approximate exp"

@@ -987,7 +987,7 @@ def _launch_exp_recompute(view, source, out, flags, dependent):
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk if chunked else view.red, rp.chunks],
                      rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r,
-                     ONE_TILE=rp.one_tile, COLUMNS=rp.columns, GROUP_R=rp.group_r, GROUP_ONE_TILE=rp.group_one_tile,
+                     ONE_TILE=rp.one_tile, GROUP=rp.group, GROUP_R=rp.group_r, GROUP_ONE_TILE=rp.group_one_tile,
                      GROUP_MIN=rp.group_min, BLOCK_CHUNKS=rp.block_chunks, **_programmatic(dependent))
     return launch, make_scratch if chunked else None, len(scratch)
 

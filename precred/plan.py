@@ -2120,13 +2120,20 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # the kernel at ~120 registers where a group's chunk as one tile took ~250), the others one at a time
 # as above. H200, 2026-12-04, bench/probe_accurate_columns.py --dtype bfloat16 --dim 0, GB/s, one
 # column at a time -> groups: dense 8192^2 91 -> 370, 65536x1024 97 -> 221, 1024x65536 112 -> 367,
-# 16x262144 18 -> 109, 262144x256 ? -> 222, 64x65536 ? -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
+# 16x262144 18 -> 109, 262144x256 41 -> 222, 64x65536 47 -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
 # within 1-2% (2106 / 2101 / 2018 / 555 -> 2095 / 2050 / 2026 / 550; bench/profile_kernels.py, the
 # recompute launch with groups -> without: 16x262144 10.0 / 9.7 us, 8192^2 13.4 / 13.1). Measured and
 # not kept: every group with an uncertified column redone whole (~1.7 us more on 16x262144, 80 against
 # 40 registers), a group's chunk as one tile of 256 or 512 rows (dense 173-209, ordinary 1708-1888 on
 # 8192^2: 250 registers), tiles of 16 / 64 rows (dense 8192^2 255 / 230), group minimum 2 / 8 (within
 # 1-2% of 4 on dense and on randn).
+# Contiguous rows go in groups too (EXP_RECOMPUTE_GROUP, _GROUP_TILE, _GROUP_MIN): a group's rows'
+# loads in flight together where a lone row's tiles are one round after another. H200, 2026-12-04,
+# probe_accurate_columns.py --dim 1, dense (every row recomputed), GB/s, no groups -> groups of 4 in
+# tiles of 256: fp32 (the `accurate` rows' recompute) 1024x65536 584 -> 770, 262144x256 316 -> 572,
+# 65536x1024 650 -> 697; bf16 378 -> 516, 153 -> 395, 366 -> 440 (torch 317-556: all >= 1.13x);
+# ordinary rows within 1%. Groups of 8 in tiles of 256: 723 / 637 / 524; of 4 in tiles of 512: 457 /
+# 574 / 662.
 # Where the filter certifies (most rows of ordinary data, precred.bounds.certified_log_sum_margin)
 # this launch reads its flags and stops.
 # H200, 2026-12-04, bench/probe_accurate_columns.py (GB/s; "dense": log-probabilities, every output
@@ -2149,6 +2156,9 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # on 1-2 warps, one column a thread) costs more than the launch it spares.
 EXP_RECOMPUTE_TILE = 1024
 EXP_RECOMPUTE_MIN_CHUNK = 4096
+EXP_RECOMPUTE_GROUP = 4
+EXP_RECOMPUTE_GROUP_TILE = 256
+EXP_RECOMPUTE_GROUP_MIN = 2
 EXP_RECOMPUTE_COLUMN_TILE = 512
 EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
 EXP_RECOMPUTE_COLUMN_GROUP = 16
@@ -2165,7 +2175,7 @@ class ExpRecomputePlan:
     num_warps: int
     chunk: int = 0       # elements per chunk, a multiple of block_r and group_r (0: the whole row)
     chunks: int = 1      # programs per row
-    columns: int = 1     # rows of a group (adjacent outputs), a power of two dividing block_outputs; 1: none
+    group: int = 1       # rows of a group (adjacent outputs), a power of two dividing block_outputs; 1: none
     group_r: int = 1     # lanes of a group's tile, a power of two
     group_min: int = 2   # uncertified rows of a group from which it is recomputed whole
 
@@ -2194,7 +2204,7 @@ class ExpRecomputePlan:
         """Additions a term goes through (Pass.depth's count), the larger of a lone row's and a
         group's: its lane's chain over the span's tiles (the first is with 0, exact), the lane tree,
         then the chunks' tree."""
-        return max(self._depth(self.block_r), self._depth(self.group_r) if self.columns > 1 else 0)
+        return max(self._depth(self.block_r), self._depth(self.group_r) if self.group > 1 else 0)
 
     def _depth(self, lanes: int) -> int:
         tiles = -(-self.span // lanes)
@@ -2209,19 +2219,20 @@ def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) ->
         return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE,
                                    EXP_RECOMPUTE_COLUMN_GROUP, EXP_RECOMPUTE_COLUMN_GROUP_TILE,
                                    EXP_RECOMPUTE_COLUMN_GROUP_MIN)
-    return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE, 1, 1, 2)
+    return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE, EXP_RECOMPUTE_GROUP,
+                               EXP_RECOMPUTE_GROUP_TILE, EXP_RECOMPUTE_GROUP_MIN)
 
 
 @lru_cache(maxsize=4096)
-def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, tile: int, columns: int,
+def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, tile: int, group: int,
                         group_tile: int, group_min: int) -> ExpRecomputePlan:
     block_r = min(tile, _pow2_at_least(red))
-    group_r = min(group_tile, _pow2_at_least(red))
+    group_r = min(group_tile, _pow2_at_least(red)) if group > 1 else 1   # 1: no groups
     step = max(block_r, group_r)   # chunks are a whole number of either tile
     chunks = min(EXP_RECOMPUTE_MAX_CHUNKS, -(-red // min_chunk))
     chunk = -(-(-(-red // chunks)) // step) * step
     chunks = -(-red // chunk)
-    block_outputs = max(columns, _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count))
+    block_outputs = max(group, _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count))
     if chunks == 1:
-        return ExpRecomputePlan(block_outputs, block_r, red, 4, columns=columns, group_r=group_r, group_min=group_min)
-    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks, columns, group_r, group_min)
+        return ExpRecomputePlan(block_outputs, block_r, red, 4, group=group, group_r=group_r, group_min=group_min)
+    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks, group, group_r, group_min)

@@ -524,11 +524,11 @@ def test_filter_certifies_what_its_bound_allows(dtype, device, filter_flags):
 def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_flags, monkeypatch):
     """The fp64 recompute redoes every output when the flags are cleared: within the fp64 mode's bound
     (whose depth counts the chunks' merge), rows of 1100 contiguous and strided (the transposed copy over
-    dim 0): at the default constants ("whole": rows of two tiles in one program, columns in 3 chunks of
-    one tile, one at a time: fewer than a group's threshold), in 5 chunks of 4 tiles (the last short),
-    or in 18 chunks of one tile (the merge tree padded to 32), merged by whichever chunk arrives last
-    (the columns there as a group: [columns, lanes] tiles); after the filter's default plan and its
-    split over tiny tiles. Rows of torch's specials too (inf, NaN, -inf rows and chunks)."""
+    dim 0): at the default constants ("whole": rows in one program, as a group of 4 in tiles of 256;
+    columns in 3 chunks of one tile, one at a time: fewer than a group's threshold), in 5 chunks of 4
+    tiles (the last short; groups in tiles of 32), or in 18 chunks of one tile (the merge tree padded to
+    32; groups in one tile), merged by whichever chunk arrives last; after the filter's default plan and
+    its split over tiny tiles. Rows of torch's specials too (inf, NaN, -inf rows and chunks)."""
     seen, settings = filter_flags
     settings["clear"] = True
     if chunks != "whole":
@@ -536,13 +536,13 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
         for prefix in ("EXP_RECOMPUTE_", "EXP_RECOMPUTE_COLUMN_"):
             monkeypatch.setattr(plan_module, prefix + "MIN_CHUNK", min_chunk)
             monkeypatch.setattr(plan_module, prefix + "TILE", 64)
-        # the columns in groups (3 of 3 uncertified), of tiles of 32 (8 a chunk) or one tile of 64
-        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_COLUMN_GROUP_MIN", 2)
-        monkeypatch.setattr(plan_module, "EXP_RECOMPUTE_COLUMN_GROUP_TILE", 32 if chunks == "tiles" else 64)
+            # the rows in groups (3 of 3 uncertified), of tiles of 32 (8 a chunk) or one tile of 64
+            monkeypatch.setattr(plan_module, prefix + "GROUP_MIN", 2)
+            monkeypatch.setattr(plan_module, prefix + "GROUP_TILE", 32 if chunks == "tiles" else 64)
         for strided in (False, True):
             rp = plan_exp_recompute(3, 1100, sm_count=2, strided=strided)
             assert (rp.chunks, rp.one_tile) == (expected, chunks == "one-tile"), rp
-            assert (rp.columns > 1, rp.group_one_tile) == (strided, strided and chunks == "one-tile"), rp
+            assert (rp.group > 1, rp.group_one_tile) == (True, chunks == "one-tile"), rp
     rng = np.random.default_rng([23, dtype.itemsize])
     for name in FAMILIES:
         x = family(name, 3, 1100, rng, dtype)
@@ -559,26 +559,30 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
     assert any(bool(f.any()) for f in seen), "the filter certified outputs that the recompute then redid"
 
 
+@pytest.mark.parametrize("dim", [0, 1])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_recompute_groups_and_lone_columns(dtype, device, filter_flags):
-    """Over a strided axis the recompute takes adjacent columns in groups (plan.ExpRecomputePlan): a
-    group with at least group_min uncertified columns is redone whole -- only those written -- and one
-    with fewer column by column. 24 columns of 1100 over dim 0 (groups 0-15 and 16-23, the second
-    half past the outputs): all of the first uncertified, one of the second; then the first group's
-    odd columns and three of the second. Every output within the fp64 mode's bound, the kept ones
-    the filter's own bits, and a second call the same bits (the chunks' counters left at zero)."""
+def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
+    """The recompute takes adjacent outputs in groups (plan.ExpRecomputePlan): a group with at least
+    group_min uncertified rows is redone whole -- only those written -- and one with fewer row by row.
+    24 rows of 1100, as columns over dim 0 (groups of 16: 0-15 and 16-23, the second's other half past
+    the outputs; at least 4 uncertified for a whole group) and as contiguous rows over dim 1 (groups of
+    4, at least 2): rows 0-15 and 20 uncertified, then the odd rows below 16 and 17, 18, 23 -- whole
+    groups and lone rows either way. Every output within the fp64 mode's bound, the kept ones the
+    filter's own bits, and a second call the same bits (the chunks' counters left at zero)."""
     seen, settings = filter_flags
-    rp = plan_exp_recompute(24, 1100, sm_count=1, strided=True)
-    assert (rp.columns, rp.chunks, rp.group_min) == (16, 3, 4), rp
+    rp = plan_exp_recompute(24, 1100, sm_count=1, strided=dim == 0)
+    assert (rp.group, rp.chunks, rp.group_min) == ((16, 3, 4) if dim == 0 else (4, 1, 2)), rp
     rng = np.random.default_rng([24, dtype.itemsize])
     x = torch.from_numpy(rng.standard_normal((1100, 24)) * 3).to(dtype)
     x[7, 2] = math.inf
     x[900, 5] = math.nan
     x[:, 9] = -math.inf
+    x = x if dim == 0 else x.t().contiguous()
+
     def certified_mode(x):
         xd = x.to(device)
-        _, plan = plan_for(xd, (0,), CERTIFIED_EXP_MODE, x.dtype)
-        return reduce_logsumexp(xd, (0,), CERTIFIED_EXP_MODE, plan=plan).cpu().view(torch.int16)   # bits
+        _, plan = plan_for(xd, (dim,), CERTIFIED_EXP_MODE, x.dtype)
+        return reduce_logsumexp(xd, (dim,), CERTIFIED_EXP_MODE, plan=plan).cpu().view(torch.int16)   # bits
 
     kept = certified_mode(x)
     for cleared in ([*range(16), 20], [*range(1, 16, 2), 17, 18, 23]):
@@ -588,7 +592,7 @@ def test_recompute_groups_and_lone_columns(dtype, device, filter_flags):
         assert torch.equal(got, certified_mode(x)), "not the same bits twice"
         certified = seen[-1].bool() & ~settings["clear"]
         assert torch.equal(got[certified], kept[certified]), "a kept output was overwritten"
-        rows_within_bound(x, 0, got.view(dtype).double().tolist(), "fp64", rp.depth, "groups")
+        rows_within_bound(x, dim, got.view(dtype).double().tolist(), "fp64", rp.depth, "groups")
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---

@@ -196,7 +196,7 @@ def exp_recompute_kernel(
     CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr,
     BLOCK_R: tl.constexpr,        # lanes of a lone row's tiles
     ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a lone row's chunk is one tile, loaded once
-    COLUMNS: tl.constexpr,        # rows of a group, a power of two dividing BLOCK_O (1: no groups)
+    GROUP: tl.constexpr,          # rows of a group (adjacent outputs), a power of two dividing BLOCK_O; 1: none
     GROUP_R: tl.constexpr,        # lanes of a group's tiles
     GROUP_ONE_TILE: tl.constexpr,   # chunk_len <= GROUP_R
     GROUP_MIN: tl.constexpr,      # uncertified rows from which a group is recomputed whole
@@ -209,15 +209,16 @@ def exp_recompute_kernel(
     programs that own it: one per BLOCK_O outputs and chunk of the row, which read their flags and stop
     when all are certified.
 
-    Rows along a strided axis (dim 0 of a matrix: an element a sector) go in groups of COLUMNS
-    adjacent ones (precred.plan.ExpRecomputePlan): a group holding at least GROUP_MIN uncertified rows
-    is recomputed whole, as [COLUMNS, GROUP_R] tiles whose rows of the input are runs of adjacent
-    elements (a 32-byte sector for 16 bf16 columns, which one column's loads would fetch 16 times
-    over), and only its uncertified rows are written; a group with fewer (the scattered rows of
-    ordinary data) recomputes them one at a time in [1, BLOCK_R] tiles -- a chunk one tile: one round
-    of loads, where a group's small tiles are a round each. Contiguous rows take no groups. Each
-    row's result depends on its data and on which of the two ways took it, both fixed by the flags:
-    the same bits on every run.
+    Rows go in groups of GROUP adjacent outputs (precred.plan.ExpRecomputePlan): a group holding at
+    least GROUP_MIN uncertified rows is recomputed whole, as [GROUP, GROUP_R] tiles, and only its
+    uncertified rows are written; a group with fewer (the scattered rows of ordinary data) recomputes
+    them one at a time in [1, BLOCK_R] tiles. Along a strided axis (dim 0 of a matrix: an element a
+    sector) a group's tile rows are runs of adjacent elements (a 32-byte sector for 16 bf16 columns,
+    which one column's loads would fetch 16 times over), and a lone column's chunk is one tile (one
+    round of loads, where a group's small tiles are a round each); along a contiguous one a group
+    keeps several rows' loads in flight where a lone row's are one after the other. Each row's result
+    depends on its data and on which of the two ways took it, both fixed by the flags: the same bits on
+    every run.
 
     A chunk is reduced maximum first (_recompute_rows): m = its largest element (exact, in any order),
     then one exponential per element against it (strategies/stable_exp.py terms_below: no inf - inf),
@@ -246,20 +247,20 @@ def exp_recompute_kernel(
     pending = flags == 0
     start = chunk.to(tl.int64) * chunk_len
     end = tl.minimum(start + chunk_len, red_len)
-    if COLUMNS > 1:   # the groups with at least GROUP_MIN uncertified rows, whole; theirs are done
-        GROUPS: tl.constexpr = BLOCK_O // COLUMNS
+    if GROUP > 1:   # the groups with at least GROUP_MIN uncertified rows, whole; theirs are done
+        GROUPS: tl.constexpr = BLOCK_O // GROUP
         groups = tl.arange(0, GROUPS)
-        columns = tl.arange(0, COLUMNS)
-        in_groups = tl.reshape(pending.to(tl.int32), [GROUPS, COLUMNS])
+        members = tl.arange(0, GROUP)
+        in_groups = tl.reshape(pending.to(tl.int32), [GROUPS, GROUP])
         whole = tl.sum(in_groups, 1) >= GROUP_MIN
         g = next_pending(whole, groups, -1, GROUPS)
         while g < GROUPS:
             todo = tl.max(tl.where(groups[:, None] == g, in_groups, 0), 0) > 0
-            _recompute_rows(first + g * COLUMNS + columns, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
+            _recompute_rows(first + g * GROUP + members, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
                             part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
-                            n_chunks, CHUNKED, COLUMNS, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
+                            n_chunks, CHUNKED, GROUP, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
             g = next_pending(whole, groups, g, GROUPS)
-        pending = pending & (tl.reshape(tl.broadcast_to(whole[:, None], [GROUPS, COLUMNS]), [BLOCK_O]) == 0)
+        pending = pending & (tl.reshape(tl.broadcast_to(whole[:, None], [GROUPS, GROUP]), [BLOCK_O]) == 0)
     k = next_pending(pending, slots, -1, BLOCK_O)   # the rest one at a time
     while k < BLOCK_O:
         _recompute_rows(first + k + tl.arange(0, 1), tl.full([1], 1, tl.int1), chunk, start, end, src_ptr, out_ptr,
