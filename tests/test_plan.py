@@ -935,3 +935,20 @@ def test_stable_exp_long_sixteen_bit_rows_take_the_larger_tile():
                              (torch.float32, long_row, plan_module.STABLE_EXP_TILE)):
         _, p = plan_for(torch.empty(1024, red, dtype=dtype), (1,), get_exp_mode("fast"), dtype, sm_count=132)
         assert p.passes[0].lanes * p.passes[0].block_kept == tile, (dtype, red, p)
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_exp_recompute_groups_count_in_the_depth(strided):
+    """The fp64 recompute's plan (plan.plan_exp_recompute): outputs per program a whole number of
+    groups, chunks a whole number of either tiling's tiles, and a depth -- the additions a term goes
+    through, which the fp64 bound takes -- that covers the deeper of the two tilings: a lone row's and
+    a group's (whose smaller tiles make a longer chain per lane)."""
+    for n_out, red in [(3, 1100), (24, 1100), (8192, 8192), (1024, 65536), (262144, 16), (262144, 256)]:
+        rp = plan_module.plan_exp_recompute(n_out, red, sm_count=132, strided=strided)
+        assert rp.group > 1 and rp.block_outputs % rp.group == 0, rp
+        if rp.chunks > 1:
+            assert rp.chunk % rp.block_r == 0 and rp.chunk % rp.group_r == 0, rp
+        lanes_depth = [-(-rp.span // lanes) - 1 + int(math.log2(lanes)) + int(math.log2(rp.block_chunks))
+                       for lanes in (rp.block_r, rp.group_r)]
+        assert rp.depth == max(lanes_depth), (rp, lanes_depth)
+    assert plan_module.plan_exp_recompute(8192, 8192, sm_count=132, strided=True).depth == 15 + 5 + 4   # 16 chunks
