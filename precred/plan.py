@@ -2123,10 +2123,11 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # 16x262144 18 -> 109, 262144x256 41 -> 222, 64x65536 47 -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
 # within 1-2% (2106 / 2101 / 2018 / 555 -> 2095 / 2050 / 2026 / 550; bench/profile_kernels.py, the
 # recompute launch with groups -> without: 16x262144 10.0 / 9.7 us, 8192^2 13.4 / 13.1). Measured and
-# not kept: every group with an uncertified column redone whole (~1.7 us more on 16x262144, 80 against
-# 40 registers), a group's chunk as one tile of 256 or 512 rows (dense 173-209, ordinary 1708-1888 on
-# 8192^2: 250 registers), tiles of 16 / 64 rows (dense 8192^2 255 / 230), group minimum 2 / 8 (within
-# 1-2% of 4 on dense and on randn).
+# not kept: every group with an uncertified column redone whole, no lone path (randn 8192^2 2106 ->
+# 1729-1916 in tiles of 32-64 rows: a scattered column then costs its group's 8-16 rounds of loads, twice),
+# a group's chunk as one tile of 256 or 512 rows (dense 173-209, randn 1708-1888 on 8192^2: 250
+# registers), the lone columns taken inside the group loop (randn 16x262144 +1.7 us: 80 registers
+# against 40), tiles of 16 / 64 rows (dense 8192^2 255 / 230), group minimum 2 / 8 (within 1-2% of 4).
 # Contiguous rows go in groups too (EXP_RECOMPUTE_GROUP, _GROUP_TILE, _GROUP_MIN): a group's rows'
 # loads in flight together where a lone row's tiles are one round after another. H200, 2026-12-04,
 # probe_accurate_columns.py --dim 1, dense (every row recomputed), GB/s, no groups -> groups of 4 in
