@@ -595,6 +595,23 @@ def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
         rows_within_bound(x, dim, got.view(dtype).double().tolist(), "fp64", rp.depth, "groups")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_recompute_groups_across_kept_dims(dtype, device, filter_flags):
+    """A group is adjacent outputs, not adjacent columns: over the middle dim of a (3, 1100, 7) tensor
+    (21 outputs, strided rows; groups of 16) a group spans outputs of different leading indices, each
+    row at its own address (outer * stride_outer + inner * stride_inner). Every output recomputed,
+    each within the fp64 mode's bound."""
+    seen, settings = filter_flags
+    settings["clear"] = True
+    rng = np.random.default_rng([25, dtype.itemsize])
+    x = torch.from_numpy(rng.standard_normal((3, 1100, 7)) * 3).to(dtype)
+    x[1, :, 4] = -math.inf
+    x[2, 17, 0] = math.inf
+    assert plan_exp_recompute(21, 1100, sm_count=1, strided=True).group == 16
+    assert_within_bound(x, 1, "fp64", device)
+    assert seen, "the recompute ran"
+
+
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---
 
 # The streamed kernel's tiles made small enough that rows of a few hundred elements take several
