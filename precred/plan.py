@@ -2214,8 +2214,9 @@ class ExpRecomputePlan:
 
 def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) -> ExpRecomputePlan:
     """The plan under this module's EXP_RECOMPUTE_* constants at the time of the call (tests lower
-    them to split small rows into many chunks of several tiles) for rows along a contiguous axis or,
-    `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*, with groups of adjacent rows)."""
+    them to split small rows into many chunks of several tiles) for rows along a contiguous axis
+    (EXP_RECOMPUTE_*) or, `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*), each with its groups
+    of adjacent rows."""
     if strided:
         return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE,
                                    EXP_RECOMPUTE_COLUMN_GROUP, EXP_RECOMPUTE_COLUMN_GROUP_TILE,

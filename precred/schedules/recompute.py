@@ -69,6 +69,13 @@ def next_pending(pending, slots, after, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def group_members(in_groups, groups, g):
+    """Which members of group g are flagged: row g of a [GROUPS, MEMBERS] tile of 0 / 1 flags
+    (groups = arange(GROUPS)), as booleans -- a reduction over the tile, as the flags are held."""
+    return tl.max(tl.where(groups[:, None] == g, in_groups, 0), 0) > 0
+
+
+@triton.jit
 def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size, stride_outer, stride_inner,
                          stride_red, red_len, divisor, DIVIDE: tl.constexpr, MAN_BITS: tl.constexpr,
                          EXP_BITS: tl.constexpr, LSB_EXP: tl.constexpr, BLOCK_R: tl.constexpr,
@@ -119,7 +126,7 @@ def certify_or_recompute_columns(s, t, m, out_index, col_mask, first_col, src_ba
         groups_pending = tl.max(pending_groups, axis=1)   # [GROUPS]: any column of the group to recompute
         for g in range(0, GROUPS):
             if tl.max(tl.where(group == g, groups_pending, 0), axis=0) > 0:
-                todo = tl.sum(tl.where(group[:, None] == g, pending_groups, 0), axis=0) != 0
+                todo = group_members(pending_groups, group, g)
                 cols = first_col + g * COLUMNS + tl.arange(0, COLUMNS)
                 ptrs = src_ptr + src_base + cols.to(tl.int64) * stride_inner
                 acc = tl.zeros([LIMBS, COLUMNS], tl.int64)
@@ -255,7 +262,7 @@ def exp_recompute_kernel(
         whole = tl.sum(in_groups, 1) >= GROUP_MIN
         g = next_pending(whole, groups, -1, GROUPS)
         while g < GROUPS:
-            todo = tl.max(tl.where(groups[:, None] == g, in_groups, 0), 0) > 0
+            todo = group_members(in_groups, groups, g)
             _recompute_rows(first + g * GROUP + members, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
                             part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
                             n_chunks, CHUNKED, GROUP, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
