@@ -392,7 +392,7 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
             _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts")),
                                                    (recompute_launch, ("x", "out", "flags", "recompute"))],
-                                            {"parts": (make_parts, 4), "recompute": (make_scratch, 3)})
+                                            {"parts": (make_parts, 4), "recompute": (make_scratch, 2)})
     return out, flags
 
 
@@ -970,25 +970,26 @@ def _launch_recompute(view, source, out, flags, output, dependent):
 
 def _launch_exp_recompute(view, source, out, flags, dependent):
     """logsumexp's fp64 recompute of what its fp32 filter left uncertified (see _launch_recompute):
-    long rows in chunks, whose (s, m) states and arrival counters are the scratch."""
+    long rows in chunks, whose sums and arrival counters are the scratch. The filter left the row's
+    maximum in each output it did not certify (the recompute's reference)."""
     n_out = view.outer * view.inner
     rp = plan_exp_recompute(n_out, view.red, sm_count=device_sm_count(out.device), strided=view.stride_red != 1)
     device = out.device
 
-    def make_scratch():   # chunk states (written before read) and arrival counters (zero on entry and exit)
+    def make_scratch():   # chunk sums (written before read) and arrival counters (zero on entry and exit)
         return (torch.empty(n_out * rp.chunks, dtype=torch.float64, device=device),
-                torch.empty(n_out * rp.chunks, dtype=torch.float64, device=device),
                 torch.zeros(n_out, dtype=torch.int32, device=device))
 
     chunked = rp.chunks > 1
-    scratch = make_scratch() if chunked else (flags, flags, flags)   # placeholders, never touched
+    scratch = make_scratch() if chunked else (flags, flags)   # placeholders, never touched
     launch = _launch(exp_recompute_kernel, (triton.cdiv(n_out, rp.block_outputs), rp.chunks),
                      [source, _bits_if_bf16(out), flags, *scratch],
                      [n_out, view.inner, view.stride_outer, view.stride_inner, view.stride_red, view.red,
                       rp.chunk if chunked else view.red, rp.chunks],
                      rp.num_warps, CHUNKED=chunked, BLOCK_O=rp.block_outputs, BLOCK_R=rp.block_r,
                      ONE_TILE=rp.one_tile, GROUP=rp.group, GROUP_R=rp.group_r, GROUP_ONE_TILE=rp.group_one_tile,
-                     GROUP_MIN=rp.group_min, BLOCK_CHUNKS=rp.block_chunks, **_programmatic(dependent))
+                     GROUP_MIN=rp.group_min, BLOCK_CHUNKS=rp.block_chunks,
+                     **_register_cap(planning.EXP_RECOMPUTE_MAX_REGISTERS), **_programmatic(dependent))
     return launch, make_scratch if chunked else None, len(scratch)
 
 

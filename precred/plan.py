@@ -1969,7 +1969,8 @@ RECOMPUTE_OUTPUTS = 1024
 RECOMPUTE_TILE = 256
 RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no zeroed scratch, one launch
 # Programs per SM of the recompute launches: what stays resident at their register counts (~190 for
-# recompute_kernel: 2 programs of 4 warps per SM; ~108 for exp_recompute_kernel: 4). The launch takes
+# recompute_kernel: 2 programs of 4 warps per SM; exp_recompute_kernel at most 128, its cap
+# EXP_RECOMPUTE_MAX_REGISTERS: 4). The launch takes
 # as few outputs per program as keep it within that many programs, so that on ordinary data (all
 # certified) it is one round of programs reading their flags once, and an uncertified row still has
 # every resident program at work (more programs would only queue). H100, ncu, exact sum of
@@ -2166,6 +2167,25 @@ EXP_RECOMPUTE_COLUMN_GROUP = 16
 EXP_RECOMPUTE_COLUMN_GROUP_TILE = 32
 EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
 EXP_RECOMPUTE_MAX_CHUNKS = 256
+# One pass against the filter's maximum: the filters leave each uncertified output's row maximum in
+# the output (exact: an input value, in the input's format), so the recompute reads its rows once,
+# one fp64 exponential an element against it, and the chunks' sums merge without exponentials --
+# where the maximum-first chunks above read each chunk twice (its maximum in fp64, then the terms).
+# And ptxas's register cap EXP_RECOMPUTE_MAX_REGISTERS: the most that lets the
+# EXP_RECOMPUTE_PROGRAMS_PER_SM programs of 4 warps the grid is sized for reside on an SM (one pass
+# took fp32 rows of 65536 to 162 registers, 3 programs; sm_90 via bench/kernel_resources.py: capped,
+# 97-128 on every DESIGN.md shape, bf16 262144 x 256 over dim 0 with 36 bytes spilled). H200,
+# 2026-12-04, bench/probe_accurate_columns.py, GB/s, dense (log-probabilities: every output
+# recomputed), maximum first -> one pass -> one pass capped at 128, shapes 1024x65536 / 8192^2 /
+# 65536x1024 / 262144x256 / 16x262144: fp32 rows (the `accurate` rows' recompute) 770 / 723 / 700 /
+# 573 / 447 -> 767 / 1084 / 1018 / 697 / 547 -> 966 / 1009 / 1021 / 725 / 526 (the fp64 mode 1516-2250,
+# torch 274-558); bf16 rows 517 / 525 / 439 / 397 / 248 -> 626 / 662 / 544 / 413 / 314 -> 573 / 639 /
+# 619 / 502 / 318; bf16 over dim 0 366 / 367 / 220 / 219 / 109 -> 469 / 469 / 402 / 316 / 117 -> 459 /
+# 445 / 403 / 429 / 117. Ordinary (randn) data within 1-2% either way (the flags read, nothing to do).
+# A cap of 96 (spills of 20-24 bytes): fp32 rows 893 / 939 / 928 / 735 / 481, bf16 527 / 543 / 572 /
+# 493 / 281. (The maximum pass alone in fp32 instead of fp64, before the one pass: fp32 rows 916 /
+# 869 / 916 / 682 / 506, bf16 547 / 516 / 464 / 418 / 323.)
+EXP_RECOMPUTE_MAX_REGISTERS = 65536 // (EXP_RECOMPUTE_PROGRAMS_PER_SM * 4 * 32)
 
 
 @dataclass(frozen=True)
@@ -2187,7 +2207,7 @@ class ExpRecomputePlan:
 
     @property
     def one_tile(self) -> bool:
-        """Whether a lone row's span is a single tile (loaded once, held for both of its uses)."""
+        """Whether a lone row's span is a single tile (no loop)."""
         return self.span <= self.block_r
 
     @property

@@ -428,19 +428,23 @@ def test_torch_compile_fullgraph(device):
 def filter_flags(monkeypatch):
     """Record the fp32 filter's flags at each call of the fp64 recompute (as the filter left them);
     then, with `clear=True`, zero them, so that the recompute redoes every output (`clear` a bool
-    tensor: those it marks, whose outputs are set to NaN first)."""
+    tensor: those it marks). A cleared output is given what the filter leaves in an uncertified one,
+    its row's maximum (the recompute's reference): a row the recompute skips keeps that, not its
+    result."""
     seen = []
-    settings = {"clear": False}
+    settings = {"clear": False, "left": []}   # left: the outputs as the filter left them
     original = launch._launch_exp_recompute
 
     def spy(view, source, out, flags, dependent):
         seen.append(flags.cpu().clone())
-        if isinstance(settings["clear"], torch.Tensor):   # and poison those outputs: the recompute must write them
-            cleared = settings["clear"].to(flags.device)
+        settings["left"].append(out.cpu().clone().view(-1))
+        if settings["clear"] is not False:
+            cleared = (torch.ones(flags.shape, dtype=torch.bool, device=flags.device) if settings["clear"] is True
+                       else settings["clear"].to(flags.device))
+            rows = torch.as_strided(view.source, (view.outer, view.red, view.inner),
+                                    (view.stride_outer, view.stride_red, view.stride_inner))
             flags[cleared] = 0
-            out.view(-1)[cleared] = math.nan
-        elif settings["clear"]:
-            flags.zero_()
+            out.view(-1)[cleared] = rows.amax(1).reshape(-1)[cleared]
         return original(view, source, out, flags, dependent)
 
     monkeypatch.setattr(launch, "_launch_exp_recompute", spy)
@@ -481,17 +485,21 @@ def _near_midpoint_rows(dtype, count):
 def test_filter_is_right_wherever_it_certifies(dtype, device, filter_flags):
     """Certified outputs are the exact result correctly rounded (a theorem of the filter's bound), on
     adversarial families and on rows built to sit next to a rounding boundary; on those, the filter
-    leaves some to the recompute, and every output is within the fp64 mode's bound."""
-    seen, _ = filter_flags
+    leaves some to the recompute -- their outputs holding the row's maximum, the recompute's reference
+    -- and every output is within the fp64 mode's bound."""
+    seen, settings = filter_flags
     rng = np.random.default_rng([21, dtype.itemsize])
     inputs = [family(name, 6, 700, rng, dtype) for name in FAMILIES] + [_near_midpoint_rows(dtype, 40)]
     for x in inputs:
         got = _filtered(x, device)[0].double().tolist()
         flags = seen[-1].tolist()
+        left = settings["left"][-1].double().tolist()
         rows, _, _ = reference_logsumexp(x, 1)
-        for value, flag, row in zip(got, flags, rows):
+        for value, flag, row, first, elements in zip(got, flags, rows, left, x):
             if flag and row.lse is not None:
                 assert value == _as_output(row.lse, dtype), (value, float(row.lse), x.dtype)
+            if not flag:
+                assert first == float(elements.max()), (first, x.dtype)
         assert_within_bound(x, 1, "fp64", device)
     assert not all(seen[-2].tolist()[:40]), "rows next to a rounding boundary: the filter must not certify all"
 
@@ -676,13 +684,15 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
             kept, flags = _accurate_rows(x, device, recompute=False, sm_count=sm_count)
             got, _ = _accurate_rows(x, device, sm_count=sm_count)
             references, _, _ = reference_logsumexp(x, -1)
-            for value, first, flag, row in zip(got, kept, flags, references):
+            for value, first, flag, row, elements in zip(got, kept, flags, references, x):
                 if row.lse is None:   # a special: kept as torch's answer
                     assert flag == 1 and ((math.isnan(value) and math.isnan(row.special)) or value == row.special)
                     continue
                 assert ulp_error(value, row.lse, torch.float32) <= 2.0, (name, n, value, float(row.lse))
                 if flag:
                     assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
+                else:   # what the recompute takes as its reference
+                    assert first == float(elements.max()), (name, n, first)
             depth = plan_exp_recompute(rows, n, sm_count=1, strided=False).depth
             rows_within_bound(x, -1, got, "accurate", depth, "rows", references)
 
@@ -691,7 +701,8 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
 def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     """Both stages run: rows of normal data (logsumexp ~ log(n) + 4.5, an fp32 ulp above the kept
     results' bound) are all kept; rows of log-probabilities (logsumexp ~ 0) are all left to the
-    recompute, which gets them within the fp64 mode's bound."""
+    recompute -- their outputs holding the row's maximum, its reference -- which gets them within the
+    fp64 mode's bound."""
     if tiles == "small":
         _small_accurate_tiles(monkeypatch)
     rng = np.random.default_rng(19)
@@ -699,8 +710,9 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     _, flags = _accurate_rows(family("normal", 6, n, rng, torch.float32), device, recompute=False)
     assert flags == [1] * 6
     x = _log_probability_rows(6, n, rng)
-    _, flags = _accurate_rows(x, device, recompute=False)
+    left, flags = _accurate_rows(x, device, recompute=False)
     assert flags == [0] * 6
+    assert left == x.amax(1).double().tolist()
     got, _ = _accurate_rows(x, device)
     rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1, strided=False).depth, "recompute")
     _assert_kept_near_powers_of_two(lambda x, recompute: _accurate_rows(x, device, recompute=recompute), n, rng, -1)

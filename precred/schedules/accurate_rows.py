@@ -103,8 +103,9 @@ def within_two_ulp32(value, lse, e):
 @triton.jit
 def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack,
             RESCALED: tl.constexpr = True):
-    """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring);
-    the flags (true where kept) are returned too. RESCALED False: R is 0 (held rows; `rescaled` unread),
+    """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring)
+    -- where the bound does not keep the result, `big` itself: the fp64 recompute's reference; the flags
+    (true where kept) are returned too. RESCALED False: R is 0 (held rows; `rescaled` unread),
     so the bound takes no division."""
     log_s = tl.log(total)
     lse = big.to(tl.float64) + log_s
@@ -121,7 +122,7 @@ def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, f
     value = lse.to(tl.float32)
     kept = within_two_ulp32(value, lse, e) & (rho <= 0.125)
     kept = kept | (lse != lse) | (tl.abs(lse) == float("inf"))
-    tl.store(dst_ptr + rows, value, mask=row_ok)
+    tl.store(dst_ptr + rows, tl.where(kept, value, big), mask=row_ok)
     tl.store(flags_ptr + rows, kept.to(tl.int8), mask=row_ok)
     return kept
 

@@ -192,17 +192,17 @@ _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sums' combine in the fixed la
 @triton.jit
 def exp_recompute_kernel(
     src_ptr,        # the original input (bf16 as int16 bit patterns)
-    out_ptr,        # [n_out] outputs, written by logsumexp's fp32 filter; uncertified ones are overwritten
+    out_ptr,        # [n_out] outputs, written by logsumexp's fp32 filter: an uncertified one holds its
+                    # row's maximum (the reference here), and is overwritten with its result
     flags_ptr,      # [n_out] int8: 1 where the filter certified the output
-    part_s_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): each chunk's sum of exp(x - its maximum)
-    part_m_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): ... and that maximum
+    part_s_ptr,     # [n_out, n_chunks] fp64 (CHUNKED only): each chunk's sum of exp(x - the row's maximum)
     arrivals_ptr,   # [n_out] int32 zeros (CHUNKED only): chunks of the row done so far; zeros on exit
     n_out, inner_size, stride_outer, stride_inner, stride_red, red_len,
     chunk_len,      # elements per chunk, a multiple of BLOCK_R and GROUP_R (CHUNKED), else red_len
     n_chunks,       # chunks per row
     CHUNKED: tl.constexpr, BLOCK_O: tl.constexpr,
     BLOCK_R: tl.constexpr,        # lanes of a lone row's tiles
-    ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a lone row's chunk is one tile, loaded once
+    ONE_TILE: tl.constexpr,       # chunk_len <= BLOCK_R: a lone row's chunk is one tile (no loop)
     GROUP: tl.constexpr,          # rows of a group (adjacent outputs), a power of two dividing BLOCK_O; 1: none
     GROUP_R: tl.constexpr,        # lanes of a group's tiles
     GROUP_ONE_TILE: tl.constexpr,   # chunk_len <= GROUP_R
@@ -210,42 +210,38 @@ def exp_recompute_kernel(
     BLOCK_CHUNKS: tl.constexpr,   # a power of two >= n_chunks (CHUNKED): the chunks' merge tree
     WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
-    """logsumexp's fp64 mode on 16-bit inputs (and the `accurate` mode's rows and columns), second
+    """logsumexp's fp64 mode on 16-bit inputs (and the `accurate` mode's contiguous fp32 rows), second
     stage: each output the filter could not certify (strategy 10, schedules/finish.py
-    certify_logsumexp; the accurate kernels' own bound) is recomputed from its row in fp64 by the
+    certify_logsumexp; the accurate rows kernel's own bound) is recomputed from its row in fp64 by the
     programs that own it: one per BLOCK_O outputs and chunk of the row, which read their flags and stop
     when all are certified.
+
+    The filter leaves in an uncertified output its row's maximum M (exact in the output's format: it
+    is one of the inputs, and the output has the input's format; finite, since a row with an infinite
+    or NaN element has a non-finite result, which the filter keeps). So the recompute reads each row
+    once: one exponential per element against M (strategies/stable_exp.py terms_below), added along
+    each lane over the chunk's tiles and then by the fixed lane tree -- no maximum to find first, no
+    running maximum (whose rescales chain the exponentials), and the chunks' sums need no rescaling.
 
     Rows go in groups of GROUP adjacent outputs (precred.plan.ExpRecomputePlan): a group holding at
     least GROUP_MIN uncertified rows is recomputed whole, as [GROUP, GROUP_R] tiles, and only its
     uncertified rows are written; a group with fewer (the scattered rows of ordinary data) recomputes
     them one at a time in [1, BLOCK_R] tiles. Along a strided axis (dim 0 of a matrix: an element a
     sector) a group's tile rows are runs of adjacent elements (a 32-byte sector for 16 bf16 columns,
-    which one column's loads would fetch 16 times over), and a lone column's chunk is one tile (one
-    round of loads, where a group's small tiles are a round each); along a contiguous one a group
-    keeps several rows' loads in flight where a lone row's are one after the other. Each row's result
-    depends on its data and on which of the two ways took it, both fixed by the flags: the same bits on
-    every run.
+    which one column's loads would fetch 16 times over); along a contiguous one a group keeps several
+    rows' loads in flight where a lone row's are one after the other. Each row's result depends on its
+    data and on which of the two ways took it, both fixed by the flags: the same bits on every run. (A
+    group's certified rows are computed against their kept result, never written.)
 
-    A chunk is reduced maximum first (_recompute_rows): m = its largest element (exact, in any order),
-    then one exponential per element against it (strategies/stable_exp.py terms_below: no inf - inf),
-    added along each lane over the chunk's tiles and then by the fixed lane tree. No running maximum, so
-    no exponential waits on the one before: an uncertified row costs the loads' latency and one
-    exponential's, not a chain of them (the online state's rescales, then the tree's merges, one fp64
-    exp a level: H200, 2026-12-04, ~35 us for two or three uncertified columns of 8192 bf16 elements
-    over dim 0, against ~50 us for the filter's passes over all 8192).
-    Several chunks (long rows): each program stores its chunk's (s, m) and counts itself in on the
-    row's counter; the last to arrive reads the row's states (fixed places, so the bits do not depend
-    on who arrives last), takes their maximum M and adds s_c exp(m_c - M) (exactly s_c where m_c = M:
-    equal infinities included) by the fixed tree over BLOCK_CHUNKS lanes, writes the output and resets
+    Several chunks (long rows): each program stores its chunk's sum and counts itself in on the row's
+    counter; the last to arrive reads the row's sums (fixed places, so the bits do not depend on who
+    arrives last), adds them by the fixed tree over BLOCK_CHUNKS lanes, writes M + log(S) and resets
     the counter to 0 for the next launch. Ordering as the inner schedule's fused merge: a CTA barrier,
-    then the counters' acq_rel atomics (gpu scope), and a barrier again before the states are read
+    then the counters' acq_rel atomics (gpu scope), and a barrier again before the sums are read
     (by threads other than those whose atomics acquired, in a group).
     Error: precred.bounds.logsumexp_error_bound("fp64", ...) with precred.plan.ExpRecomputePlan.depth
-    (the larger of the two tilings'): each term takes one exponential, a chunked one two and a
-    product, then depth additions, within the derivation's h + 1 exponentials and h products (h >= 1
-    where chunked). Specials as the online state's: a NaN makes s NaN; +inf makes m = +inf and its
-    terms (taken against 0) inf, so +inf; a row of -inf gives s = 0 and m = -inf, so -inf."""
+    (the larger of the two tilings'): each term takes one exponential and no product, then depth
+    additions, within the derivation's h + 1 exponentials and h products."""
     programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
     first = tl.program_id(0) * BLOCK_O
     chunk = tl.program_id(1)
@@ -264,39 +260,35 @@ def exp_recompute_kernel(
         while g < GROUPS:
             todo = group_members(in_groups, groups, g)
             _recompute_rows(first + g * GROUP + members, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
-                            part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
+                            arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
                             n_chunks, CHUNKED, GROUP, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
             g = next_pending(whole, groups, g, GROUPS)
         pending = pending & (tl.reshape(tl.broadcast_to(whole[:, None], [GROUPS, GROUP]), [BLOCK_O]) == 0)
     k = next_pending(pending, slots, -1, BLOCK_O)   # the rest one at a time
     while k < BLOCK_O:
         _recompute_rows(first + k + tl.arange(0, 1), tl.full([1], 1, tl.int1), chunk, start, end, src_ptr, out_ptr,
-                        part_s_ptr, part_m_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner,
+                        part_s_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner,
                         stride_red, n_chunks, CHUNKED, 1, BLOCK_R, ONE_TILE, BLOCK_CHUNKS)
         k = next_pending(pending, slots, k, BLOCK_O)
 
 
 @triton.jit
-def _recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, part_m_ptr, arrivals_ptr, n_out,
+def _recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, arrivals_ptr, n_out,
                     inner_size, stride_outer, stride_inner, stride_red, n_chunks, CHUNKED: tl.constexpr,
                     ROWS: tl.constexpr, BLOCK_R: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_CHUNKS: tl.constexpr):
     """exp_recompute_kernel's work on rows r ([ROWS] output indices; written where todo) over the
-    chunk [start, end), in [ROWS, BLOCK_R] tiles: each row's maximum, its terms along the BLOCK_R
-    lanes, the lane tree, then the output -- or, chunked, the chunk's state and the last arrival's
-    merge. Rows past n_out load -inf and are never written."""
+    chunk [start, end), in [ROWS, BLOCK_R] tiles: each row's terms against its reference M (the
+    output's value, widened to fp64) along the BLOCK_R lanes, the lane tree, then the output -- or,
+    chunked, the chunk's sum and the last arrival's merge. Rows past n_out load -inf and are never
+    written."""
     lanes = tl.arange(0, BLOCK_R)[None, :]
     base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
     rows_ptr = src_ptr + base[:, None]
     valid = (r < n_out)[:, None]
-    if ONE_TILE:   # a chunk of one tile: loaded once, held for both uses
-        x = _rows_tile(rows_ptr, start, end, stride_red, lanes, valid)
-        m = tl.max(x, 1)
-        s = terms_below(x, m[:, None])
+    m = to_accumulator(tl.load(out_ptr + r, mask=r < n_out, other=0), tl.float64)
+    if ONE_TILE:
+        s = terms_below(_rows_tile(rows_ptr, start, end, stride_red, lanes, valid), m[:, None])
     else:
-        lane_max = tl.full([ROWS, BLOCK_R], float("-inf"), tl.float64)
-        for position in range(start, end, BLOCK_R):
-            lane_max = tl.maximum(lane_max, _rows_tile(rows_ptr, position, end, stride_red, lanes, valid))
-        m = tl.max(lane_max, 1)
         s = tl.zeros([ROWS, BLOCK_R], tl.float64)
         for position in range(start, end, BLOCK_R):
             s += terms_below(_rows_tile(rows_ptr, position, end, stride_red, lanes, valid), m[:, None])
@@ -304,22 +296,16 @@ def _recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, pa
     if CHUNKED:
         part = r.to(tl.int64) * n_chunks
         tl.store(part_s_ptr + part + chunk, rows_s, mask=todo)
-        tl.store(part_m_ptr + part + chunk, m, mask=todo)
         tl.debug_barrier()   # every thread's stores issued before the arrivals are published
         arrived = tl.atomic_add(arrivals_ptr + r, 1, mask=todo, sem="acq_rel", scope="gpu")
         last = todo & (arrived == n_chunks - 1)
         if tl.max(last.to(tl.int32), 0) > 0:
             tl.atomic_xchg(arrivals_ptr + r, 0, mask=last)
-            tl.debug_barrier()   # the acquiring atomics before any thread's loads of the states
+            tl.debug_barrier()   # the acquiring atomics before any thread's loads of the sums
             c = tl.arange(0, BLOCK_CHUNKS)[None, :]
-            states = part[:, None] + c
-            held = (c < n_chunks) & last[:, None]
-            chunk_m = tl.load(part_m_ptr + states, mask=held, other=float("-inf"))
-            chunk_s = tl.load(part_s_ptr + states, mask=held, other=0.0)
-            total_m = tl.max(chunk_m, 1)
-            rescale = tl.where(chunk_m == total_m[:, None], 1.0, tl.exp(chunk_m - total_m[:, None]))
-            total_s = tree_reduce_last_axis(chunk_s * rescale, chunk_s, chunk_s, ROWS, BLOCK_CHUNKS, _PLAIN)[0]
-            tl.store(out_ptr + r, finish_logsumexp(total_s, total_m, out_ptr.dtype.element_ty), mask=last)
+            chunk_s = tl.load(part_s_ptr + part[:, None] + c, mask=(c < n_chunks) & last[:, None], other=0.0)
+            total_s = tree_reduce_last_axis(chunk_s, chunk_s, chunk_s, ROWS, BLOCK_CHUNKS, _PLAIN)[0]
+            tl.store(out_ptr + r, finish_logsumexp(total_s, m, out_ptr.dtype.element_ty), mask=last)
     else:
         tl.store(out_ptr + r, finish_logsumexp(rows_s, m, out_ptr.dtype.element_ty), mask=todo)
 

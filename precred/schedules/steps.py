@@ -251,9 +251,12 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         if WRITE_MEAN:
             tl.store(dst_lo_ptr + out_index, cnt, mask=mask)
     elif STRATEGY == 10:
-        # logsumexp's fp32 filter: the rounded value and, in dst_lo (int8), whether it is certified;
-        # `divisor` carries the pass's bound on |log(s_hat) - log(s)| (precred.bounds).
+        # logsumexp's fp32 filter: the rounded value -- or, uncertified, the row's maximum m (exact in
+        # the output's format, the input's: the fp64 recompute's reference) -- and, in dst_lo (int8),
+        # whether it is certified; `divisor` carries the pass's bound on |log(s_hat) - log(s)|
+        # (precred.bounds).
         value, certified = certify_logsumexp(hi, cnt, divisor, dst_hi_ptr.dtype.element_ty)
+        value = tl.where(certified, value, round_to_output(cnt, dst_hi_ptr.dtype.element_ty))
         tl.store(dst_hi_ptr + out_index, value, mask=mask)
         tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
     elif STRATEGY == 3:
