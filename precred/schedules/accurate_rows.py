@@ -38,7 +38,8 @@ at most 2 ulp of every value within e of lse_hat -- the fp32 spacing at the smal
 interval -- so the output is within 2 ulp of the exact result (issue 4's goal for the default mode);
 results near 0 (|lse| below ~2, where 1.5 ulp is below e) are flagged and recomputed in fp64, as are
 results that would overflow fp32 (the fp64 mode's bound, within 2 ulp but for results within ~1e-7 of
-0). Non-finite results are the specials' and kept as they are.
+0). Non-finite results are the specials' and kept as they are. A flagged row's output holds its maximum
+M (finite there) until the recompute overwrites it: the recompute's reference.
 
 Specials, without branches: every element is clamped to [lower, upper] by a NaN-propagating clamp (below,
 lower is at least 256 under ref, so a clamped term flushes to 0, exactly as exp(-inf) -- or the term of
@@ -104,8 +105,10 @@ def within_two_ulp32(value, lse, e):
 def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, fp64_slack,
             RESCALED: tl.constexpr = True):
     """Write each row's fp32 result and flag from its maximum `big` and (S, R) in fp64 (module docstring)
-    -- where the bound does not keep the result, `big` itself: the fp64 recompute's reference; the flags
-    (true where kept) are returned too. RESCALED False: R is 0 (held rows; `rescaled` unread),
+    -- where the bound does not keep the result, `big` itself: the row's maximum, which the fp64
+    recompute takes as its reference (schedules/recompute.py; accurate_columns.py's columns pass their
+    lagging reference, which their own recompute never reads); the flags (true where kept) are
+    returned too. RESCALED False: R is 0 (held rows; `rescaled` unread),
     so the bound takes no division."""
     log_s = tl.log(total)
     lse = big.to(tl.float64) + log_s
