@@ -2117,8 +2117,9 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 16
 # bf16 columns are a 32-byte sector): a group with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified
 # columns is redone whole in [columns, EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are
-# sectors, not an element each; tiles of 32 rows, the fp64 exponentials of 4 elements a thread, keep
-# the kernel at ~120 registers where a group's chunk as one tile took ~250), the others one at a time
+# sectors, not an element each; tiles of 32 rows -- 64 since the one pass below --, the fp64
+# exponentials of 4-8 elements a thread, keep the kernel near 128 registers where a group's chunk as
+# one tile took ~250), the others one at a time
 # as above. H200, 2026-12-04, bench/probe_accurate_columns.py --dtype bfloat16 --dim 0, GB/s, one
 # column at a time -> groups: dense 8192^2 91 -> 370, 65536x1024 97 -> 221, 1024x65536 112 -> 367,
 # 16x262144 18 -> 109, 262144x256 41 -> 222, 64x65536 47 -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
@@ -2157,14 +2158,14 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # data, this margin leaves some outputs on most programs, and a program's group recompute (loads a step
 # on 1-2 warps, one column a thread) costs more than the launch it spares.
 EXP_RECOMPUTE_TILE = 1024
-EXP_RECOMPUTE_MIN_CHUNK = 4096
+EXP_RECOMPUTE_MIN_CHUNK = 2048
 EXP_RECOMPUTE_GROUP = 4
 EXP_RECOMPUTE_GROUP_TILE = 256
 EXP_RECOMPUTE_GROUP_MIN = 2
 EXP_RECOMPUTE_COLUMN_TILE = 512
 EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
 EXP_RECOMPUTE_COLUMN_GROUP = 16
-EXP_RECOMPUTE_COLUMN_GROUP_TILE = 32
+EXP_RECOMPUTE_COLUMN_GROUP_TILE = 64
 EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
 EXP_RECOMPUTE_MAX_CHUNKS = 256
 # One pass against the filter's maximum: the filters leave each uncertified output's row maximum in
@@ -2184,7 +2185,20 @@ EXP_RECOMPUTE_MAX_CHUNKS = 256
 # 445 / 403 / 429 / 117. Ordinary (randn) data within 1-2% either way (the flags read, nothing to do).
 # A cap of 96 (spills of 20-24 bytes): fp32 rows 893 / 939 / 928 / 735 / 481, bf16 527 / 543 / 572 /
 # 493 / 281. (The maximum pass alone in fp32 instead of fp64, before the one pass: fp32 rows 916 /
-# 869 / 916 / 682 / 506, bf16 547 / 516 / 464 / 418 / 323.)
+# 869 / 916 / 682 / 506, bf16 547 / 516 / 464 / 418 / 323.) A second run, capped -> not: fp32 rows
+# 1024x65536 / 8192^2 / 262144x256 962 / 1003 / 722 -> 749 / 1078 / 694, bf16 570 / 635 / 500 -> 624 /
+# 658 / 413: the cap costs 4-9% where ptxas stayed near 128 uncapped, and gains 4-28% elsewhere.
+# With the one pass, two constants moved (same probe, two runs each, default -> moved; randn within
+# the runs' spread): EXP_RECOMPUTE_MIN_CHUNK 4096 -> 2048 (more, shorter chunks of the long rows):
+# dense fp32 rows 1024x65536 959 / 967 -> 985 / 990, 16x262144 522 / 526 -> 588 / 590, bf16 573 / 316
+# -> 597 / 342, scattered fp32 2716 / 761 -> 2774 / 799 (at the maximum-first chunks it had lost: 919
+# -> 791); EXP_RECOMPUTE_COLUMN_GROUP_TILE 32 -> 64 (tiles of [16 columns, 64 rows], 52-92 bytes
+# spilled on 65536x1024 and 262144x256): dense bf16 over dim 0 1024x65536 / 8192^2 / 65536x1024 /
+# 262144x256 455-459 / 441-445 / 400-403 / 428-431 -> 515-516 / 479-482 / 409-412 / 442-445, 16x262144
+# 117-120 either way (at the maximum-first chunks 64 had lost on 8192^2: 255 -> 230). Measured, not
+# kept: EXP_RECOMPUTE_MAX_CHUNKS 512 (dense bf16 262144x256 over dim 0 428 -> 273), contiguous group
+# tiles of 512 (dense fp32 rows 926 / 983 / 922 against 959 / 1005 / 1015), programs per SM 8 / 16
+# (more programs: dense +5-30%, but ordinary data 1.5-7% slower -- each reads its flags and stops).
 EXP_RECOMPUTE_MAX_REGISTERS = 65536 // (EXP_RECOMPUTE_PROGRAMS_PER_SM * 4 * 32)
 
 
