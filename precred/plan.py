@@ -2157,6 +2157,7 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # recomputed 11 -> 107, 18 -> 105. Unlike the exact filter, which leaves next to nothing on ordinary
 # data, this margin leaves some outputs on most programs, and a program's group recompute (loads a step
 # on 1-2 warps, one column a thread) costs more than the launch it spares.
+EXP_RECOMPUTE_WARPS = 4
 EXP_RECOMPUTE_TILE = 1024
 EXP_RECOMPUTE_MIN_CHUNK = 2048
 EXP_RECOMPUTE_GROUP = 4
@@ -2172,8 +2173,8 @@ EXP_RECOMPUTE_MAX_CHUNKS = 256
 # the output (exact: an input value, in the input's format), so the recompute reads its rows once,
 # one fp64 exponential an element against it, and the chunks' sums merge without exponentials --
 # where the maximum-first chunks above read each chunk twice (its maximum in fp64, then the terms).
-# And ptxas's register cap EXP_RECOMPUTE_MAX_REGISTERS: the most that lets the
-# EXP_RECOMPUTE_PROGRAMS_PER_SM programs of 4 warps the grid is sized for reside on an SM (one pass
+# And ptxas's register cap EXP_RECOMPUTE_MAX_REGISTERS: the most that lets the grid's
+# EXP_RECOMPUTE_PROGRAMS_PER_SM programs of EXP_RECOMPUTE_WARPS warps reside on an SM (one pass
 # took fp32 rows of 65536 to 162 registers, 3 programs; sm_90 via bench/kernel_resources.py: capped,
 # 97-128 on every DESIGN.md shape, bf16 262144 x 256 over dim 0 with 36 bytes spilled). H200,
 # 2026-12-04, bench/probe_accurate_columns.py, GB/s, dense (log-probabilities: every output
@@ -2199,7 +2200,7 @@ EXP_RECOMPUTE_MAX_CHUNKS = 256
 # kept: EXP_RECOMPUTE_MAX_CHUNKS 512 (dense bf16 262144x256 over dim 0 428 -> 273), contiguous group
 # tiles of 512 (dense fp32 rows 926 / 983 / 922 against 959 / 1005 / 1015), programs per SM 8 / 16
 # (more programs: dense +5-30%, but ordinary data 1.5-7% slower -- each reads its flags and stops).
-EXP_RECOMPUTE_MAX_REGISTERS = 65536 // (EXP_RECOMPUTE_PROGRAMS_PER_SM * 4 * 32)
+EXP_RECOMPUTE_MAX_REGISTERS = 65536 // (EXP_RECOMPUTE_PROGRAMS_PER_SM * EXP_RECOMPUTE_WARPS * 32)
 
 
 @dataclass(frozen=True)
@@ -2270,5 +2271,6 @@ def _plan_exp_recompute(n_out: int, red: int, sm_count: int, min_chunk: int, til
     chunks = -(-red // chunk)
     block_outputs = max(group, _recompute_block_outputs(n_out, chunks, EXP_RECOMPUTE_PROGRAMS_PER_SM * sm_count))
     if chunks == 1:
-        return ExpRecomputePlan(block_outputs, block_r, red, 4, group=group, group_r=group_r, group_min=group_min)
-    return ExpRecomputePlan(block_outputs, block_r, red, 4, chunk, chunks, group, group_r, group_min)
+        return ExpRecomputePlan(block_outputs, block_r, red, EXP_RECOMPUTE_WARPS, group=group, group_r=group_r,
+                                group_min=group_min)
+    return ExpRecomputePlan(block_outputs, block_r, red, EXP_RECOMPUTE_WARPS, chunk, chunks, group, group_r, group_min)

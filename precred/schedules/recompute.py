@@ -222,6 +222,8 @@ def exp_recompute_kernel(
     once: one exponential per element against M (strategies/stable_exp.py terms_below), added along
     each lane over the chunk's tiles and then by the fixed lane tree -- no maximum to find first, no
     running maximum (whose rescales chain the exponentials), and the chunks' sums need no rescaling.
+    (Handed a non-finite reference -- the tests' cleared flags do -- terms_below's rule still gives
+    torch's answers: NaN for NaN, +inf for +inf, -inf for a row of -inf.)
 
     Rows go in groups of GROUP adjacent outputs (precred.plan.ExpRecomputePlan): a group holding at
     least GROUP_MIN uncertified rows is recomputed whole, as [GROUP, GROUP_R] tiles, and only its
