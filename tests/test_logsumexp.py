@@ -502,6 +502,12 @@ def test_filter_is_right_wherever_it_certifies(dtype, device, filter_flags):
                 assert first == float(elements.max()), (first, x.dtype)
         assert_within_bound(x, 1, "fp64", device)
     assert not all(seen[-2].tolist()[:40]), "rows next to a rounding boundary: the filter must not certify all"
+    # those rows as columns (over dim 0: the outer schedule's finish) leave their maxima too
+    pairs = _near_midpoint_rows(dtype, 40)
+    _filtered(pairs.t().contiguous(), device, 0)
+    unkept = seen[-1] == 0
+    assert unkept.any()
+    assert torch.equal(settings["left"][-1][unkept].double(), pairs.amax(1)[unkept].double())
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
