@@ -369,13 +369,19 @@ def reduce_logsumexp(x: torch.Tensor, dims: tuple, mode: Mode, plan: Plan | None
 def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool = True, key=None) -> tuple:
     """(logsumexp of the view's contiguous fp32 rows, flat fp32; the rows' int8 flags) by the `accurate`
     mode under plan p (plan_accurate_logsumexp_rows'; schedules/accurate_rows.py): the kernel keeps each
-    result its bound proves within 2 ulp (flag 1) and the fp64 recompute (exp_recompute_kernel, a
-    programmatic dependent on sm_90) redoes the others in place -- unless recompute=False (tests: the
-    first stage alone). A CUDA call leaves its launch recipe under key."""
+    result its bound proves within 2 ulp (flag 1); held rows (p.one_tile) finish the others in fp64 in
+    the same program (flag 2), streamed ones leave them (flag 0, the row's maximum in the output) to the
+    fp64 recompute (exp_recompute_kernel, a programmatic dependent on sm_90), which redoes them in place
+    -- unless recompute=False (tests: the first stage alone, its flags 1 or 0). A CUDA call leaves its
+    launch recipe under key."""
     rows, red, device = view.outer, view.red, view.source.device
     out = torch.empty(rows, dtype=torch.float32, device=device)
     flags = torch.empty(rows, dtype=torch.int8, device=device)
-    dependent = (recompute and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
+    # held rows finish what their bound does not keep themselves (flag 2); streamed rows leave it (flag 0)
+    # to the recompute launch
+    in_place = recompute and p.one_tile
+    second = recompute and not p.one_tile
+    dependent = (second and programmatic_dependent_launch(device) and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH
                  and red >= planning.ACCURATE_RECOMPUTE_PDL_MIN_ROW)
     exp_error, fp64_slack = _accurate_bound_constants(p.tiles, p.fp64_depth, red)
     make_parts = _accurate_parts_scratch(rows, p.parts, device)
@@ -386,8 +392,11 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
                      BLOCK_ROWS=p.block_rows, BLOCK_N=p.block_n, ONE_TILE=p.one_tile, LOOP_STAGES=p.loop_stages,
                      **blocked_tree_layout(view.source, p.num_warps),
                      BLOCK_PARTS=triton.next_power_of_2(p.parts) if p.parts > 1 else 0, LAUNCH_DEPENDENTS=dependent,
-                     FULL_TILES=_full_row_tiles(rows, red, p), PIECES=p.pieces)
-    if recompute:
+                     FULL_TILES=_full_row_tiles(rows, red, p), PIECES=p.pieces,
+                     FINISH_LANES=p.finish_lanes if in_place else 0)
+    if in_place and key is not None and launch[0] is not None:
+        _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts"))], {"parts": (make_parts, 4)})
+    if second:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
             _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts")),

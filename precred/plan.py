@@ -1315,6 +1315,9 @@ LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 # Not taken (H200, 2026-12-02, same sweep, --modes accurate): more rows a program, 2048 / 4096 elements:
 # 65536x1024 3113 -> 2909 / 2294, 262144x256 2323 -> 1625 / 1568 GB/s (not profiled).
 ACCURATE_ONE_TILE_MAX_ROW = 8192
+# Held rows finish the rows their bound does not keep in fp64 in the same program (reading the row
+# again, from L2), ACCURATE_FINISH_PER_THREAD fp64 terms a thread a tile: no recompute launch for them.
+ACCURATE_FINISH_PER_THREAD = 8
 ACCURATE_ONE_TILE_ELEMENTS = 512
 ACCURATE_PER_THREAD = 32
 # Held rows of at most ACCURATE_PIECES_MAX_ROW elements (and two pieces at least) are taken in pieces of
@@ -1362,6 +1365,23 @@ class AccurateExpPlan:
     def tiles(self) -> int:
         """Tiles a row takes (1 when held whole)."""
         return 1 if self.one_tile else -(-self.red // self.block_n)
+
+    @property
+    def finish_lanes(self) -> int:
+        """Held rows (one_tile): the lanes of the tiles in which a program finishes the rows its bound did
+        not keep in fp64 itself (schedules/accurate_rows.py _finish_in_fp64): ACCURATE_FINISH_PER_THREAD
+        fp64 terms a thread at a time, whole rows' tiles at most. 0 when streamed."""
+        if not self.one_tile:
+            return 0
+        per_tile = ACCURATE_FINISH_PER_THREAD * 32 * self.num_warps // self.block_rows
+        return max(1, min(self.block_n, _pow2_at_most(per_tile)))
+
+    @property
+    def finish_depth(self) -> int:
+        """The fp64 additions on a term's path in that finish: one a tile after the first along its
+        lane, then the fixed tree over the lanes."""
+        lanes = self.finish_lanes
+        return self.block_n // lanes - 1 + lanes.bit_length() - 1 if lanes else 0
 
     @property
     def fp64_depth(self) -> int:

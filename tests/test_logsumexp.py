@@ -657,6 +657,13 @@ def _accurate_rows(x, device, recompute=True, sm_count=1):
     return out.cpu().double().tolist(), flags.cpu().tolist()
 
 
+def _accurate_rows_fp64_depth(rows, n, sm_count):
+    """The fp64 depth of the rows the accurate rows' bound leaves: held rows' own finish in fp64
+    (plan.AccurateExpPlan.finish_depth), streamed ones' recompute."""
+    p = plan_module.plan_accurate_logsumexp_rows(rows, n, sm_count=sm_count)
+    return p.finish_depth if p.one_tile else plan_exp_recompute(rows, n, sm_count=1, strided=False).depth
+
+
 def _log_probability_rows(rows, n, rng):
     """Rows of log-probabilities (x - logsumexp(x) in fp64, rounded to fp32): logsumexp ~ 0, where an
     fp32 ulp is far below the kept results' bound, so the kernel must leave every row to the recompute."""
@@ -699,7 +706,7 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
                     assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
                 else:   # what the recompute takes as its reference
                     assert first == float(elements.max()), (name, n, first)
-            depth = plan_exp_recompute(rows, n, sm_count=1, strided=False).depth
+            depth = _accurate_rows_fp64_depth(rows, n, sm_count)
             rows_within_bound(x, -1, got, "accurate", depth, "rows", references)
 
 
@@ -720,8 +727,31 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     assert flags == [0] * 6
     assert left == x.amax(1).double().tolist()
     got, _ = _accurate_rows(x, device)
-    rows_within_bound(x, -1, got, "fp64", plan_exp_recompute(6, n, sm_count=1, strided=False).depth, "recompute")
+    rows_within_bound(x, -1, got, "fp64", _accurate_rows_fp64_depth(6, n, 1), "recompute")
     _assert_kept_near_powers_of_two(lambda x, recompute: _accurate_rows(x, device, recompute=recompute), n, rng, -1)
+
+
+@pytest.mark.parametrize("n", [200, 256, 1000, 3000])
+def test_accurate_held_rows_finish_in_fp64(n, device, monkeypatch):
+    """Held rows (a tile a program; in pieces up to 256) finish the rows their bound does not keep in
+    fp64 in the same program: rows of log-probabilities (every one left by the bound: flag 0 and the
+    row's maximum after the first stage alone) come back with flag 2 and within the fp64 mode's bound
+    at the finish's depth (plan.AccurateExpPlan.finish_depth), no recompute launch runs, a row the
+    bound keeps keeps its fp32 bits, and a second call gives the same bits."""
+    calls = []
+    original = launch._launch_exp_recompute
+    monkeypatch.setattr(launch, "_launch_exp_recompute", lambda *args: calls.append(args) or original(*args))
+    p = plan_module.plan_accurate_logsumexp_rows(6, n, sm_count=1)
+    assert p.one_tile and (p.pieces > 1) == (n <= 256), p
+    x = _log_probability_rows(6, n, np.random.default_rng([26, n]))
+    x[2] += 5.0   # logsumexp ~ 5: kept
+    first, first_flags = _accurate_rows(x, device, recompute=False)
+    got, flags = _accurate_rows(x, device)
+    assert first_flags == [0, 0, 1, 0, 0, 0] and flags == [2, 2, 1, 2, 2, 2], (first_flags, flags)
+    assert first[:2] == x[:2].amax(1).double().tolist() and got[2] == first[2]
+    assert not calls, "held rows launched the recompute"
+    rows_within_bound(x, -1, got, "fp64", p.finish_depth, "held rows finished in fp64")
+    assert _accurate_rows(x, device)[0] == got
 
 
 def _assert_kept_near_powers_of_two(run, n, rng, dim):

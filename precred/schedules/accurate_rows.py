@@ -53,9 +53,12 @@ import triton
 import triton.language as tl
 
 from ..strategies.compensated import two_sum
-from ..strategies.stable_exp import exp_of_exact_gap
+from ..strategies.stable_exp import exp_of_exact_gap, terms_below
+from .finish import finish_logsumexp
 from .steps import programmatic_launch_points
-from .tree import tree_sum_blocked_rows
+from .tree import tree_reduce_last_axis, tree_sum_blocked_rows
+
+_PLAIN = tl.constexpr(0)   # strategies.PLAIN: the fp64 finish's sums in the fixed lane tree
 
 _TERM_FLOOR = tl.constexpr(256.0)   # a gap below -256 gives a term below 2^-369: flushed to 0
 
@@ -131,6 +134,31 @@ def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, f
 
 
 @triton.jit
+def _finish_in_fp64(base, rows, unkept, big, red_len, dst_ptr, flags_ptr, BLOCK_N: tl.constexpr,
+                    LANES: tl.constexpr):
+    """Held rows: the rows `unkept` (their bound did not keep the fp32 result; their maximum `big` is
+    finite there) finished in fp64 by the program that holds them -- the fp64 recompute's numerics
+    (schedules/recompute.py), against the row's maximum: one fp64 exponential a term, added along
+    each of LANES lanes over the row's BLOCK_N / LANES tiles (read again: from L2, just loaded), then
+    by the fixed lane tree (depth precred.plan.AccurateExpPlan.finish_depth) -- written with flag 2.
+    Nothing runs where every row was kept (ordinary data): one reduction of the flags. The tiles are
+    loaded anew rather than kept from the first pass, which would hold the row's elements through the
+    finish's fp32 bound and raise the kernel's registers on the path every call takes."""
+    if tl.max(unkept.to(tl.int32), 0) > 0:
+        m = big.to(tl.float64)
+        lanes = tl.arange(0, LANES)
+        s = tl.zeros([unkept.shape[0], LANES], tl.float64)
+        for start in range(0, BLOCK_N, LANES):
+            j = start + lanes
+            x = tl.load(base[:, None] + j[None, :], mask=unkept[:, None] & (j < red_len)[None, :],
+                        other=float("-inf"))
+            s += terms_below(x.to(tl.float64), m[:, None])
+        total = tree_reduce_last_axis(s, s, s, unkept.shape[0], LANES, _PLAIN)[0]
+        tl.store(dst_ptr + rows, finish_logsumexp(total, m, tl.float32), mask=unkept)
+        tl.store(flags_ptr + rows, tl.full(rows.shape, 2, tl.int8), mask=unkept)
+
+
+@triton.jit
 def _merged(m, s, r):
     """(maximum, S, R) of states (m, s, r) merged against their maximum by fp64 exps (exactly 1 for the
     maximum's own; a state of -inf under a finite maximum gets 0, and one under +inf too)."""
@@ -145,7 +173,8 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
                               BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                               LOOP_STAGES: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                               BLOCK_PARTS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
-                              FULL_TILES: tl.constexpr = False, PIECES: tl.constexpr = 1):
+                              FULL_TILES: tl.constexpr = False, PIECES: tl.constexpr = 1,
+                              FINISH_LANES: tl.constexpr = 0):
     """logsumexp of n_rows contiguous fp32 rows of red_len (row r at r * stride_row): dst the fp32
     results, flags 1 where within_two_ulp32 keeps them (module docstring), 0 where the recompute must
     redo them. exp_error: c u; fp64_slack: the fp64 roundings' and flushed terms' share of rho.
@@ -162,7 +191,9 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     row and finishes that row alone: the finish (the fp64 log, the bound) is issued once for as many
     rows as a warp holds, where on the [BLOCK_ROWS, BLOCK_N] tile every thread holds a part of every
     row and finishes each. Its sum: over each piece, then over the pieces (tl.sum's orders; depth at
-    most BLOCK_N / PIECES + PIECES - 2)."""
+    most BLOCK_N / PIECES + PIECES - 2). FINISH_LANES > 0 (ONE_TILE): the rows the bound does not keep
+    are finished in fp64 by the same program (_finish_in_fp64; flag 2), so that nothing is left to the
+    recompute launch."""
     programmatic_launch_points(LAUNCH_DEPENDENTS, False)   # the recompute may start; it waits for our writes
     pid = tl.program_id(0)
     if BLOCK_PARTS > 0:
@@ -187,7 +218,9 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         ref, lower, upper = _reference(big, 1.0)
         terms = _terms(x, ref[:, None, None], lower[:, None, None], upper[:, None, None]).to(tl.float64)
         total = tl.sum(tl.sum(terms, 2), 1)
-        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
+        kept = _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
+        if FINISH_LANES > 0:
+            _finish_in_fp64(base, rows, row_ok & ~kept, big, red_len, dst_ptr, flags_ptr, BLOCK_N, FINISH_LANES)
     elif ONE_TILE:
         if FULL_TILES:   # no mask, nor its select of -inf an element
             x = tl.load(base[:, None] + cols[None, :])
@@ -198,7 +231,9 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         ref, lower, upper = _reference(big, 1.0)
         terms = _terms(x, ref[:, None], lower[:, None], upper[:, None]).to(tl.float64)
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
-        _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
+        kept = _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
+        if FINISH_LANES > 0:
+            _finish_in_fp64(base, rows, row_ok & ~kept, big, red_len, dst_ptr, flags_ptr, BLOCK_N, FINISH_LANES)
     else:
         REPEATS: tl.constexpr = BLOCK_N // (TREE_THREADS * TREE_VEC)
         s = tl.zeros([TREE_THREADS], tl.float64)
