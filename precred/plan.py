@@ -1317,6 +1317,12 @@ LOGSUMEXP_SINGLE_READ_MAX_ROW = {(8, 4): 1024, (4, 4): 8192}
 ACCURATE_ONE_TILE_MAX_ROW = 8192
 # Held rows finish the rows their bound does not keep in fp64 in the same program (reading the row
 # again, from L2), ACCURATE_FINISH_PER_THREAD fp64 terms a thread a tile: no recompute launch for them.
+# sm_90 (bench/kernel_resources.py): the kernel's registers unchanged (64 on 8192^2, 65536x1024 and
+# 4096^2, 80 on 262144x256). H200, 2026-12-04, bench/probe_accurate_columns.py --dim 1, GB/s, the
+# recompute launch -> the finish in place, 8192^2 / 65536x1024 / 262144x256 / 4096^2: randn 3392 /
+# 3132 / 3209 / 2351 -> 3449 / 3649 / 3314 / 2433 (the launch it spares: 65536x1024 5.8x -> 6.8x
+# torch), every 997th row left 3193 / 3045 / 3136 / 1992 -> 3330 / 3550 / 3128 / 2255, every row left
+# (log-probabilities) 1001 / 1023 / 720 / 820 -> 1500 / 1631 / 1411 / 1325 (the fp64 mode 1271-2249).
 ACCURATE_FINISH_PER_THREAD = 8
 ACCURATE_ONE_TILE_ELEMENTS = 512
 ACCURATE_PER_THREAD = 32

@@ -1,6 +1,7 @@
 """logsumexp's `accurate` mode over contiguous fp32 rows: fp32 exponentials of exact gaps, fp64 sums,
 and per row an a-posteriori bound that either keeps the fp32 result (within 2 ulp of the exact one) or
-flags the row for the fp64 recompute (schedules/recompute.py exp_recompute_kernel, which reads the flags).
+has the row redone in fp64: held rows (a tile a program) by the same program (_finish_in_fp64, flag 2),
+streamed rows by the fp64 recompute (schedules/recompute.py exp_recompute_kernel, which reads the flags).
 
 Why: the fp64 mode's libdevice exp runs ~61 sm_90 instructions an element, issue-bound at ~1.6 TB/s on
 an H200; `fast`'s loop takes ~14 but its error (a rounded gap times log2(e), fp32 sums, a rescaling exp
