@@ -146,6 +146,9 @@ def _finish_in_fp64(base, rows, unkept, big, red_len, dst_ptr, flags_ptr, BLOCK_
     loaded anew rather than kept from the first pass, which would hold the row's elements through the
     finish's fp32 bound and raise the kernel's registers on the path every call takes."""
     if tl.max(unkept.to(tl.int32), 0) > 0:
+        # _finish's stores to these rows came from other threads (the first pass's layout): a CTA
+        # barrier orders them before ours, which must be the last
+        tl.debug_barrier()
         m = big.to(tl.float64)
         lanes = tl.arange(0, LANES)
         s = tl.zeros([unkept.shape[0], LANES], tl.float64)
