@@ -737,21 +737,24 @@ def test_accurate_held_rows_finish_in_fp64(n, device, monkeypatch):
     fp64 in the same program: rows of log-probabilities (every one left by the bound: flag 0 and the
     row's maximum after the first stage alone) come back with flag 2 and within the fp64 mode's bound
     at the finish's depth (plan.AccurateExpPlan.finish_depth), no recompute launch runs, a row the
-    bound keeps keeps its fp32 bits, and a second call gives the same bits."""
+    bound keeps keeps its fp32 bits, and a second call gives the same bits. Rows of torch's specials
+    among them (NaN, +inf, all -inf: kept as they are) are left alone."""
     calls = []
     original = launch._launch_exp_recompute
     monkeypatch.setattr(launch, "_launch_exp_recompute", lambda *args: calls.append(args) or original(*args))
-    p = plan_module.plan_accurate_logsumexp_rows(6, n, sm_count=1)
+    p = plan_module.plan_accurate_logsumexp_rows(9, n, sm_count=1)
     assert p.one_tile and (p.pieces > 1) == (n <= 256), p
-    x = _log_probability_rows(6, n, np.random.default_rng([26, n]))
+    x = _log_probability_rows(9, n, np.random.default_rng([26, n]))
     x[2] += 5.0   # logsumexp ~ 5: kept
+    x[6, 3], x[7, 5], x[8] = math.nan, math.inf, -math.inf
     first, first_flags = _accurate_rows(x, device, recompute=False)
     got, flags = _accurate_rows(x, device)
-    assert first_flags == [0, 0, 1, 0, 0, 0] and flags == [2, 2, 1, 2, 2, 2], (first_flags, flags)
+    assert first_flags == [0, 0, 1, 0, 0, 0, 1, 1, 1] and flags == [2, 2, 1, 2, 2, 2, 1, 1, 1], (first_flags, flags)
     assert first[:2] == x[:2].amax(1).double().tolist() and got[2] == first[2]
+    assert math.isnan(got[6]) and got[7:] == [math.inf, -math.inf]
     assert not calls, "held rows launched the recompute"
     rows_within_bound(x, -1, got, "fp64", p.finish_depth, "held rows finished in fp64")
-    assert _accurate_rows(x, device)[0] == got
+    np.testing.assert_array_equal(_accurate_rows(x, device)[0], got)   # NaN where NaN
 
 
 def _assert_kept_near_powers_of_two(run, n, rng, dim):
