@@ -54,12 +54,10 @@ import triton
 import triton.language as tl
 
 from ..strategies.compensated import two_sum
-from ..strategies.stable_exp import exp_of_exact_gap, terms_below
-from .finish import finish_logsumexp
+from ..strategies.stable_exp import exp_of_exact_gap
+from .recompute import recompute_rows
 from .steps import programmatic_launch_points
-from .tree import tree_reduce_last_axis, tree_sum_blocked_rows
-
-_PLAIN = tl.constexpr(0)   # strategies.PLAIN: the fp64 finish's sums in the fixed lane tree
+from .tree import tree_sum_blocked_rows
 
 _TERM_FLOOR = tl.constexpr(256.0)   # a gap below -256 gives a term below 2^-369: flushed to 0
 
@@ -135,30 +133,24 @@ def _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, rescaled, exp_error, f
 
 
 @triton.jit
-def _finish_in_fp64(base, rows, unkept, big, red_len, dst_ptr, flags_ptr, BLOCK_N: tl.constexpr,
+def _finish_in_fp64(src_ptr, stride_row, n_rows, rows, unkept, red_len, dst_ptr, flags_ptr, BLOCK_N: tl.constexpr,
                     LANES: tl.constexpr):
-    """Held rows: the rows `unkept` (their bound did not keep the fp32 result; their maximum `big` is
-    finite there) finished in fp64 by the program that holds them -- the fp64 recompute's numerics
-    (schedules/recompute.py), against the row's maximum: one fp64 exponential a term, added along
-    each of LANES lanes over the row's BLOCK_N / LANES tiles (read again: from L2, just loaded), then
-    by the fixed lane tree (depth precred.plan.AccurateExpPlan.finish_depth) -- written with flag 2.
-    Nothing runs where every row was kept (ordinary data): one reduction of the flags. The tiles are
-    loaded anew rather than kept from the first pass, which would hold the row's elements through the
-    finish's fp32 bound and raise the kernel's registers on the path every call takes."""
+    """Held rows: the rows `unkept` (their bound did not keep the fp32 result; _finish left their
+    maximum, finite there, in dst) finished in fp64 by the program that holds them, by the fp64
+    recompute's own code (schedules/recompute.py recompute_rows, unchunked): one fp64 exponential a
+    term against the row's maximum, added along each of LANES lanes over the row's tiles (read again:
+    from L2, just loaded), then by the fixed lane tree (depth precred.plan.AccurateExpPlan.finish_depth)
+    -- written with flag 2. Nothing runs where every row was kept (ordinary data): one reduction of
+    the flags. The tiles are loaded anew rather than kept from the first pass, which would hold the
+    row's elements through the finish's fp32 bound and raise the kernel's registers on the path every
+    call takes."""
     if tl.max(unkept.to(tl.int32), 0) > 0:
         # _finish's stores to these rows came from other threads (the first pass's layout): a CTA
-        # barrier orders them before ours, which must be the last
+        # barrier orders them before the reads of the maxima and the stores here, which must be the last
         tl.debug_barrier()
-        m = big.to(tl.float64)
-        lanes = tl.arange(0, LANES)
-        s = tl.zeros([unkept.shape[0], LANES], tl.float64)
-        for start in range(0, BLOCK_N, LANES):
-            j = start + lanes
-            x = tl.load(base[:, None] + j[None, :], mask=unkept[:, None] & (j < red_len)[None, :],
-                        other=float("-inf"))
-            s += terms_below(x.to(tl.float64), m[:, None])
-        total = tree_reduce_last_axis(s, s, s, unkept.shape[0], LANES, _PLAIN)[0]
-        tl.store(dst_ptr + rows, finish_logsumexp(total, m, tl.float32), mask=unkept)
+        # every row of the program is read (the kept ones' sums unused): recompute_rows' own masks
+        recompute_rows(rows, unkept, 0, 0, red_len, src_ptr, dst_ptr, dst_ptr, flags_ptr, n_rows, 1, stride_row, 0,
+                       1, 1, False, unkept.shape[0], LANES, LANES >= BLOCK_N, 1)   # no chunks: no scratch touched
         tl.store(flags_ptr + rows, tl.full(rows.shape, 2, tl.int8), mask=unkept)
 
 
@@ -224,7 +216,8 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         total = tl.sum(tl.sum(terms, 2), 1)
         kept = _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
         if FINISH_LANES > 0:
-            _finish_in_fp64(base, rows, row_ok & ~kept, big, red_len, dst_ptr, flags_ptr, BLOCK_N, FINISH_LANES)
+            _finish_in_fp64(src_ptr, stride_row, n_rows, rows, row_ok & ~kept, red_len, dst_ptr, flags_ptr,
+                            BLOCK_N, FINISH_LANES)
     elif ONE_TILE:
         if FULL_TILES:   # no mask, nor its select of -inf an element
             x = tl.load(base[:, None] + cols[None, :])
@@ -237,7 +230,8 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
         total = tree_sum_blocked_rows(terms, BLOCK_ROWS, BLOCK_N, TREE_VEC, TREE_THREADS)
         kept = _finish(dst_ptr, flags_ptr, rows, row_ok, big, total, total, exp_error, fp64_slack, False)
         if FINISH_LANES > 0:
-            _finish_in_fp64(base, rows, row_ok & ~kept, big, red_len, dst_ptr, flags_ptr, BLOCK_N, FINISH_LANES)
+            _finish_in_fp64(src_ptr, stride_row, n_rows, rows, row_ok & ~kept, red_len, dst_ptr, flags_ptr,
+                            BLOCK_N, FINISH_LANES)
     else:
         REPEATS: tl.constexpr = BLOCK_N // (TREE_THREADS * TREE_VEC)
         s = tl.zeros([TREE_THREADS], tl.float64)

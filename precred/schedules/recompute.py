@@ -261,28 +261,29 @@ def exp_recompute_kernel(
         g = next_pending(whole, groups, -1, GROUPS)
         while g < GROUPS:
             todo = group_members(in_groups, groups, g)
-            _recompute_rows(first + g * GROUP + members, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
-                            arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
-                            n_chunks, CHUNKED, GROUP, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
+            recompute_rows(first + g * GROUP + members, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr,
+                           arrivals_ptr, n_out, inner_size, stride_outer, stride_inner, stride_red,
+                           n_chunks, CHUNKED, GROUP, GROUP_R, GROUP_ONE_TILE, BLOCK_CHUNKS)
             g = next_pending(whole, groups, g, GROUPS)
         pending = pending & (tl.reshape(tl.broadcast_to(whole[:, None], [GROUPS, GROUP]), [BLOCK_O]) == 0)
     k = next_pending(pending, slots, -1, BLOCK_O)   # the rest one at a time
     while k < BLOCK_O:
-        _recompute_rows(first + k + tl.arange(0, 1), tl.full([1], 1, tl.int1), chunk, start, end, src_ptr, out_ptr,
-                        part_s_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner,
-                        stride_red, n_chunks, CHUNKED, 1, BLOCK_R, ONE_TILE, BLOCK_CHUNKS)
+        recompute_rows(first + k + tl.arange(0, 1), tl.full([1], 1, tl.int1), chunk, start, end, src_ptr, out_ptr,
+                       part_s_ptr, arrivals_ptr, n_out, inner_size, stride_outer, stride_inner,
+                       stride_red, n_chunks, CHUNKED, 1, BLOCK_R, ONE_TILE, BLOCK_CHUNKS)
         k = next_pending(pending, slots, k, BLOCK_O)
 
 
 @triton.jit
-def _recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, arrivals_ptr, n_out,
-                    inner_size, stride_outer, stride_inner, stride_red, n_chunks, CHUNKED: tl.constexpr,
-                    ROWS: tl.constexpr, BLOCK_R: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_CHUNKS: tl.constexpr):
+def recompute_rows(r, todo, chunk, start, end, src_ptr, out_ptr, part_s_ptr, arrivals_ptr, n_out,
+                   inner_size, stride_outer, stride_inner, stride_red, n_chunks, CHUNKED: tl.constexpr,
+                   ROWS: tl.constexpr, BLOCK_R: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_CHUNKS: tl.constexpr):
     """exp_recompute_kernel's work on rows r ([ROWS] output indices; written where todo) over the
     chunk [start, end), in [ROWS, BLOCK_R] tiles: each row's terms against its reference M (the
     output's value, widened to fp64) along the BLOCK_R lanes, the lane tree, then the output -- or,
     chunked, the chunk's sum and the last arrival's merge. Rows past n_out load -inf and are never
-    written."""
+    written. (Also, unchunked, the accurate rows kernel's fp64 finish of its held rows:
+    accurate_rows._finish_in_fp64.)"""
     lanes = tl.arange(0, BLOCK_R)[None, :]
     base = (r // inner_size).to(tl.int64) * stride_outer + (r % inner_size).to(tl.int64) * stride_inner
     rows_ptr = src_ptr + base[:, None]
