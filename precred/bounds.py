@@ -30,8 +30,9 @@ import math
 
 import torch
 
-from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, norm_affine_dtype,
-                    softmax_two_part_exp)
+from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, log_softmax_splits_tail,
+                    norm_affine_dtype, softmax_two_part_exp)
+from .strategies.stable_exp import TAIL_SCALE_LOG2
 from .plan import norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
@@ -324,10 +325,11 @@ def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
 
 def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,
                         depth: int, log: bool = False, out_dtype: torch.dtype | None = None,
-                        single_read: bool = False) -> float:
+                        single_read: bool = False, log_s: float | None = None) -> float:
     """Upper bound on |computed - exact| of one element of precred.softmax (or log_softmax, `log`) in
     `mode`: the element x of a finite row with maximum m, n, s, t and plan depth as in
-    logsumexp_error_bound. inf where no bound is claimed.
+    logsumexp_error_bound. inf where no bound is claimed. log_s: log(s), where known more closely than
+    s in fp64 (next to s = 1: log_softmax's split-tail bound is relative to it).
 
     Derivation (u the accumulator's unit roundoff, c u one exp's relative error as there). The
     reduction hands over m (exact) and log(s) in fp64, within L = the log-sum error of
@@ -353,6 +355,9 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     flushed product), then the rounding to the output.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
+    if single_read and log_softmax_splits_tail(mode, dtype, out_dtype, log):
+        return _split_tail_log_softmax_bound(n, math.log(float(s)) if log_s is None else float(log_s),
+                                             float(m) - float(x), out_dtype, depth)
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)
@@ -398,6 +403,58 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     else:   # the shift is not resolved at all: the result lies in [0, exp(shift + arg) (1 + c u)]
         err = math.exp(shift + arg) * (1 + _EXP_ERROR_UNITS[acc] * u)
     err += _SMALLEST_NORMAL[acc]    # a result below the smallest normal may be flushed to 0
+    return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
+
+
+def split_tail_log_sum_error(n: int, depth: int) -> tuple[float, float]:
+    """(rho, a): the split-tail pass's scaled sums (strategies/stable_exp.py exp_scaled's terms, added by a
+    tree of depth h) are within rho of their exact value relative, plus a absolute, in units of the
+    unscaled sums (s = sum exp(x_j - m), the tail of it below m).
+
+    A term is 2^(K - g log2(e)) for the gap g = m - x_j >= 0, K = TAIL_SCALE_LOG2. Its exponent is formed
+    from the gap rounded to fp32 (u g), times log2(e) rounded to fp32 (u), by an fma rounded once on the
+    GPU, twice under the interpreter: within u (K + 4 g log2(e)) (1 + 4u) of the exact one, since the
+    formed exponent is at most K + g log2(e) (1 + 3u) in magnitude. ex2.approx adds c u
+    (_EXP_ERROR_UNITS). A term whose exponent stays above -127 has g log2(e) <= K + 127 + 1, so its
+    relative error is at most theta = expm1(u (5K + 512) (1 + 4u) ln 2) (1 + c u) + c u; a term below
+    is flushed to 0 or is subnormal: off by less than 2^-125 scaled. The tree's h roundings of positive
+    terms add gamma_h, and its subnormal partial sums at most 2^-150 an addition. So rho = theta +
+    gamma_h (1 + theta), a = n 2^-124 2^-K."""
+    u = _UNIT_ROUNDOFF[torch.float32]
+    scale = TAIL_SCALE_LOG2
+    c = _EXP_ERROR_UNITS[torch.float32]
+    theta = math.expm1(u * (5 * scale + 512) * (1 + 4 * u) * math.log(2.0)) * (1 + c * u) + c * u
+    rho = theta + gamma(max(int(depth), 1), u) * (1 + theta)
+    return rho, n * 2.0 ** (-124 - scale)
+
+
+def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: torch.dtype, depth: int) -> float:
+    """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py SPLIT_TAIL) at the
+    element whose gap to its row's maximum is `gap`, in a finite row of n values with log_s = log(sum
+    exp(x_j - m)).
+
+    Derivation. The sums s_hat, tail_hat are within rho relative and a absolute of s and tail = s - c
+    (c maxima; split_tail_log_sum_error). fp64 forms log(s) (libdevice's log: 2 u_64; 1 + tail is exact
+    or the series' t^2 / 3 < 2^-58 stands in, with its two roundings: 5 u_64 in all) as:
+    * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho) - a > 1.5), so
+      log(s) = log1p(tail), and log1p is 1-Lipschitz on [0, inf): within rho tail + a, tail = s - 1.
+      Possible only where s <= (1.5 + a) / (1 - rho).
+    * log(s_hat) elsewhere: within -log(1 - rho - a) <= (rho + a)(1 + 2 (rho + a)) (s >= 1).
+      Possible only where s >= (1.5 - a) / (1 + rho).
+    The larger of the two where both are possible. Then fp32: log(s) rounded (u log(s) + 2^-150),
+    x - m rounded (u g; exact when the gap is), their difference rounded (u |y| + 2^-150), |y| = g +
+    log(s) (both parts have y's sign: no cancellation), then the rounding to the output."""
+    u, u64 = _UNIT_ROUNDOFF[torch.float32], _UNIT_ROUNDOFF[torch.float64]
+    rho, a = split_tail_log_sum_error(n, depth)
+    s = math.exp(log_s)
+    d_log = 0.0
+    if s <= (1.5 + a) / (1 - rho):
+        d_log = max(d_log, rho * math.expm1(log_s) + a)   # rho tail + a
+    if s >= (1.5 - a) / (1 + rho):
+        d_log = max(d_log, (rho + a) * (1 + 2 * (rho + a)))
+    d_log += 5 * u64 * log_s
+    y = -gap - log_s
+    err = d_log * (1 + u) + u * (log_s + gap + abs(y)) * (1 + 2 * u) + 2 * _HALF_TINY[torch.float32]
     return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
 
 

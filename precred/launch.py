@@ -15,7 +15,7 @@ import triton.language as tl
 from . import plan as planning
 from .bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin, gamma, unit_roundoff
 from .layout import reduction_view
-from .modes import Mode, softmax_two_part_exp
+from .modes import Mode, log_softmax_splits_tail, softmax_two_part_exp
 # Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
@@ -710,13 +710,26 @@ def reduce_product(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dt
 NORMALIZE_TILE = (8, 512)
 
 
-def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype):
-    """The softmax's (and log_softmax's) plan along dim of non-empty x: a RowPlan (single-read
+def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool = False):
+    """The softmax's (and log_softmax's, `log`) plan along dim of non-empty x: a RowPlan (single-read
     kernel) where rows fit on chip, else a LoopPlan (one program reads a contiguous row twice, the
     second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
-    and log-sum, then the normalizing pass)."""
+    and log-sum, then the normalizing pass). log_softmax's split-tail pass plans its rows with the fp32
+    accumulator it runs in (_split_tail_row_plan)."""
+    split = _split_tail_row_plan(x, reduction_view(x, (dim,)), mode, out_dtype, log)
+    if split is not None:
+        return split
     row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
     return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
+
+
+def _split_tail_row_plan(x, view, mode: Mode, out_dtype: torch.dtype, log: bool) -> RowPlan | None:
+    """The single-read plan (fp32 accumulator) where log_softmax's split-tail pass takes x
+    (precred.modes.log_softmax_splits_tail and rows held on chip); None where it does not."""
+    if not log_softmax_splits_tail(mode.name, x.dtype, out_dtype, log):
+        return None
+    plan = _row_plan(x, view, torch.float32)
+    return plan if isinstance(plan, RowPlan) else None
 
 
 def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype,
@@ -755,11 +768,16 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
             return recipe.run(x)
     src = reduction_view(x, (dim,))
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
+    split_tail = log_softmax_splits_tail(mode.name, x.dtype, out_dtype, log)
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(x, src, acc)
+        plan = _split_tail_row_plan(x, src, mode, out_dtype, log) or _row_plan(x, src, acc)
         two_pass_plan = None
     else:
         two_pass_plan = plan
+    # The split-tail pass runs in fp32 on the rows a RowPlan holds; its other plans keep the mode's fp64.
+    split_tail = split_tail and isinstance(plan, RowPlan)
+    if split_tail:
+        acc = torch.float32
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     dst = reduction_view(out, (dim,))
     rows, red = src.outer * src.inner, src.red
@@ -770,7 +788,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         launch = _launch(single_read_kernel, (triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc],
-                         TWO_PART_EXP=softmax_two_part_exp(acc, out_dtype, log), J_FAST=plan.j_fast,
+                         TWO_PART_EXP=softmax_two_part_exp(acc, out_dtype, log), SPLIT_TAIL=split_tail,
+                         J_FAST=plan.j_fast,
                          BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both

@@ -115,7 +115,9 @@ EXP_MODES = {
     # input over contiguous rows or a strided axis of 1024 or more under a contiguous one of 128 or more:
     # shorter or narrower strided axes, other dtypes, softmax / log_softmax), this mode runs the fp64
     # mode's numerics --
-    # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp).
+    # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp) --
+    # except log_softmax into bf16 / fp16 over rows held on chip: the split-tail fp32 pass
+    # (log_softmax_splits_tail), within 1.01 ulp (precred.softmax_error_bound).
     "accurate": Mode("accurate", STABLE_EXP, True, False,
                      "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
                      "with a bound per row, fp64 for the rows it cannot keep (fp32 rows and wide columns; the "
@@ -165,15 +167,34 @@ def get_exp_mode(mode: str) -> Mode:
 SOFTMAX_16BIT_DEFAULT_MODE = "fast"
 
 
+# log_softmax's default into a bf16 / fp16 output is `accurate`: where the rows are held on chip (the
+# single-read kernel) it is the split-tail fp32 pass (log_softmax_splits_tail), whose bound there
+# (precred.softmax_error_bound) stays within 1.01 ulp -- the output's rounding, counted as u |y|, and
+# ~500 fp32 u of y -- where fast's and torch's fp32 log(s) lose the tail next to y = 0 (torch: bf16
+# log_softmax of [0, -30] is 0, not -9.3e-14); elsewhere `accurate` is the fp64 mode. The fp64 mode's exponentials ran bf16 rows at 0.61-0.78x torch's speed (H200,
+# docs/logsumexp.md at bb39344). tests/test_softmax.py asserts the bound's premise and the outputs.
+LOG_SOFTMAX_16BIT_DEFAULT_MODE = "accurate"
+
+
 def softmax_mode(mode: str | None, out_dtype: torch.dtype, log: bool) -> str:
     """The mode softmax (or log_softmax, `log`) runs for `mode` into out_dtype: `mode` itself, or for
-    None (the default) SOFTMAX_16BIT_DEFAULT_MODE for softmax into bf16 / fp16, else DEFAULT_EXP_MODE."""
+    None (the default) into bf16 / fp16 SOFTMAX_16BIT_DEFAULT_MODE (softmax) or
+    LOG_SOFTMAX_16BIT_DEFAULT_MODE (log_softmax), else DEFAULT_EXP_MODE."""
     if mode is not None:
         get_exp_mode(mode)
         return mode
-    if not log and out_dtype in (torch.bfloat16, torch.float16):
-        return SOFTMAX_16BIT_DEFAULT_MODE
+    if out_dtype in (torch.bfloat16, torch.float16):
+        return LOG_SOFTMAX_16BIT_DEFAULT_MODE if log else SOFTMAX_16BIT_DEFAULT_MODE
     return DEFAULT_EXP_MODE
+
+
+def log_softmax_splits_tail(mode: str, input_dtype: torch.dtype, out_dtype: torch.dtype, log: bool) -> bool:
+    """Whether log_softmax in `mode` from input_dtype into out_dtype runs the split-tail fp32 pass where
+    its rows are held on chip (schedules/single_read.py, SPLIT_TAIL; precred.launch.softmax_rows): the
+    `accurate` mode into a bf16 / fp16 output from anything but fp64. Its other paths (rows too long for
+    registers), every other output, and softmax run the fp64 mode's numerics under `accurate`."""
+    return (log and mode == "accurate" and out_dtype in (torch.bfloat16, torch.float16)
+            and input_dtype != torch.float64)
 
 
 # How logsumexp's fp64 mode runs on bf16 / fp16 inputs: the fp32 pass (fast's numerics, on the fp32

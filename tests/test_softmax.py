@@ -72,7 +72,7 @@ def softmax_by_path(x, dim, mode, log, out_dtype, path):
     """(output, plan) of precred's softmax along dim of x (on its device) through `path`."""
     m = get_exp_mode(mode)
     if PATHS[path] is None:
-        plan = plan_softmax(x, dim, m, out_dtype)
+        plan = plan_softmax(x, dim, m, out_dtype, log)
         assert isinstance(plan, RowPlan), plan
     elif PATHS[path] == "loop":
         plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(),
@@ -113,7 +113,7 @@ def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, whe
                 continue
             bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
                                                 depth=plan.depth, log=log, out_dtype=out_dtype,
-                                                single_read=single_read)
+                                                single_read=single_read, log_s=float(row.lse - Fraction(row.m)))
             # The data here stay where every mode claims a bound (the fast mode claims none once its
             # sum error is beyond first order): an element without one would be an element untested.
             assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"
@@ -245,8 +245,8 @@ FP32_SMALLEST_NORMAL = 2.0 ** -126
 
 
 def test_default_mode_of_16_bit_softmax_is_fast_within_two_ulp(device):
-    """softmax's default into bf16 / fp16 is `fast` (precred.modes.softmax_mode), every other output
-    and log_softmax keep fp64: the bits say which kernel ran. Its premise: fast's bound into a 16-bit
+    """softmax's default into bf16 / fp16 is `fast` (precred.modes.softmax_mode), log_softmax's
+    `accurate` there, every other output keeps fp64: the bits say which kernel ran. Its premise: fast's bound into a 16-bit
     output is at most 1/16 ulp above the fp64 mode's, plus 2^-124 (fp32 terms and products below 2^-126
     may be flushed) -- over rows of n values at plan depths h >= log2(n), row sums s in [1, n], t / s up
     to ln(n) (the most any row has, bounds.certified_log_sum_margin), gaps up to where the output
@@ -257,12 +257,12 @@ def test_default_mode_of_16_bit_softmax_is_fast_within_two_ulp(device):
     from validation.oracle import ulp
     for dtype in (torch.bfloat16, torch.float16):
         assert softmax_mode(None, dtype, False) == "fast"
-        assert softmax_mode(None, dtype, True) == "fp64" == softmax_mode("fp64", dtype, False)
-        assert softmax_mode(None, torch.float32, False) == "fp64"
+        assert softmax_mode(None, dtype, True) == "accurate" and softmax_mode("fp64", dtype, False) == "fp64"
+        assert softmax_mode(None, torch.float32, False) == "fp64" == softmax_mode(None, torch.float32, True)
         x = family("normal", 3, 700, np.random.default_rng(4), dtype).to(device)
         bits = torch.int16
         assert torch.equal(precred.softmax(x, 1).view(bits), precred.softmax(x, 1, mode="fast").view(bits))
-        assert torch.equal(precred.log_softmax(x, 1).view(bits), precred.log_softmax(x, 1, mode="fp64").view(bits))
+        assert torch.equal(precred.log_softmax(x, 1).view(bits), precred.log_softmax(x, 1, mode="accurate").view(bits))
         assert torch.equal(precred.softmax(x, 0, dtype=torch.float32),
                            precred.softmax(x, 0, dtype=torch.float32, mode="fp64"))
         for n in (2, 1000, 2 ** 16, 2 ** 24, 2 ** 31):
@@ -364,8 +364,95 @@ def test_torch_compile_fullgraph(device):
 
 @pytest.mark.parametrize("log", [False, True])
 def test_accurate_is_the_fp64_mode(log, device):
-    """softmax / log_softmax in the `accurate` mode are the fp64 mode's bits (rows and dim 0)."""
+    """softmax / log_softmax in the `accurate` mode are the fp64 mode's bits (rows and dim 0) -- but for
+    log_softmax into bf16 / fp16 over rows held on chip (the split-tail pass, tested below): there only
+    where the rows are not (the row loop, the two-pass path)."""
+    from precred.launch import plan_softmax
     op = precred.log_softmax if log else precred.softmax
     x = torch.randn(37, 300, device=device) * 6
     for dim in (-1, 0):
         assert torch.equal(op(x, dim, mode="accurate"), op(x, dim, mode="fp64"))
+        assert torch.equal(op(x, dim, mode="accurate", dtype=torch.float64),
+                           op(x, dim, mode="fp64", dtype=torch.float64))
+    if log:
+        xb = x.bfloat16()
+        for path in ("row-loop", "two-pass"):
+            fp64, accurate = (softmax_by_path(xb, 1, mode, True, torch.bfloat16, path) for mode in ("fp64", "accurate"))
+            assert torch.equal(fp64[0], accurate[0]), path
+        assert isinstance(plan_softmax(xb, 1, get_exp_mode("accurate"), torch.bfloat16, True), RowPlan)
+        peak = torch.tensor([[0.0, -60.5, -61.0]], dtype=torch.bfloat16, device=device)   # fp64's s rounds to 1
+        assert op(peak, 1, mode="accurate")[0, 0] < 0 == op(peak, 1, mode="fp64")[0, 0]
+
+
+def peaked(rows, n, rng, dtype, maxima=1):
+    """Rows whose maximum (0, at `maxima` random places) dominates: the others lie at gaps G + Exp(2),
+    G from 0.5 to 130 over the rows, so the sum of the terms below the maximum, tail = s - maxima, runs
+    from ~n to below 2^-170 -- log_softmax's y = -log1p(tail) of the maximum from -log(n) to where it
+    rounds to 0 in every format. fp32 log(1 + tail) loses it below 2^-24."""
+    top = np.array([0.5, 3.0, 10.0, 17.0, 25.0, 40.0, 60.0, 85.0, 100.0, 108.0, 120.0, 130.0])
+    gaps = top[np.arange(rows) % len(top)][:, None] + rng.exponential(2.0, (rows, n))
+    a = -gaps
+    for r in range(rows):
+        a[r, rng.choice(n, maxima, replace=False)] = 0.0
+    return torch.from_numpy(a).to(dtype)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_accurate_log_softmax_into_16_bits_within_bound(out_dtype, device):
+    """log_softmax `accurate` into bf16 / fp16 (the default there): on rows held on chip the split-tail
+    fp32 pass (schedules/single_read.py SPLIT_TAIL), elsewhere the fp64 mode -- every element within
+    precred.softmax_error_bound of mpmath, rows of one and of two maxima next to y = 0 included, from
+    16-bit and from fp32 input, over dim 1 and dim 0 (strided single-read rows up to 64)."""
+    rng = np.random.default_rng([21, out_dtype.itemsize])
+    for in_dtype in (out_dtype, torch.float32):
+        for n in (37, 700):
+            for maxima in (1, 2):
+                x = peaked(12, n, rng, in_dtype, maxima)
+                assert_elements_within_bound(x, "accurate", True, device, out_dtype)
+        for name in ["normal", "spread1e4", "huge", "tiny", "close", "one_finite"]:
+            if name == "huge" and out_dtype == torch.float16:   # beyond fp16's range: inf, no bound claimed
+                continue
+            assert_elements_within_bound(family(name, 3, 37, rng, in_dtype), "accurate", True, device, out_dtype)
+
+
+def test_split_tail_bound_is_within_one_ulp():
+    """The premise of log_softmax's 16-bit default (precred.modes.LOG_SOFTMAX_16BIT_DEFAULT_MODE): the
+    split-tail pass's bound is within 1.01 ulp of the exact y (plus the output's smallest subnormal)
+    over rows of n values, plan depths h >= log2(n), row sums s from 1 (tails down to 2^-100) through
+    the branch at 1.5 to n, and gaps up to 3e4 -- while fast's, and fp64's once the tail is below
+    2^-53, are not bounded relative to y next to 0."""
+    from precred.bounds import softmax_error_bound, _HALF_TINY
+    from validation.oracle import ulp
+    for dtype in (torch.bfloat16, torch.float16):
+        for n in (2, 1000, 2 ** 15, 2 ** 20):
+            for depth in (d for d in (1, 10, 15, 20, 24) if 2 ** d >= n):
+                for s in (1.0, 1 + 2.0 ** -100, 1 + 2.0 ** -40, 1 + 2.0 ** -20, 1.1, 1.4999, 1.5, 1.5001, 2.0,
+                          math.sqrt(n), float(n)):
+                    if s > n:
+                        continue
+                    for gap in (0.0, 1e-3, 0.5, 10.0, 90.0, 1e3, 3e4):
+                        y = -gap - math.log(s)
+                        if y == 0 or (dtype == torch.float16 and abs(y) > 6e4):
+                            continue
+                        got = softmax_error_bound("accurate", n, s, 0.0, 0.0, -gap, dtype, depth=depth, log=True,
+                                                  out_dtype=dtype, single_read=True)
+                        assert got <= 1.01 * float(ulp(y, dtype)) + 2 * _HALF_TINY[dtype], (dtype, n, depth, s, gap)
+    # next to y = 0 the fp64 mode's bound is absolute: many bf16 ulps of a y of -2^-60
+    fp64 = softmax_error_bound("fp64", 1000, 1 + 2.0 ** -60, 0.0, 0.0, 0.0, torch.bfloat16, depth=10, log=True,
+                               single_read=True)
+    assert fp64 > 4 * float(ulp(-(2.0 ** -60), torch.bfloat16))
+
+
+def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
+    """The maximum's log_softmax -log1p(tail) of a bf16 row [0, -30, -40, ...] comes back within half
+    an ulp and a bit, where torch's (and fast's fp32 sum) give 0 and fp64's loses tails below 2^-53."""
+    x = torch.tensor([[0.0, -30.0, -40.0, -41.0], [0.0, -60.5, -61.0, -62.0], [0.0, 0.0, -60.0, -70.0]],
+                     dtype=torch.bfloat16)
+    got = precred.log_softmax(x.to(device), 1).cpu()
+    assert torch.equal(got, precred.log_softmax(x.to(device), 1, mode="accurate").cpu())
+    exact_rows = reference(x, True)
+    for (row, exact), values in zip(exact_rows, got.double().tolist()):
+        e = exact[0]
+        assert e != 0 and ulp_error(values[0], e, torch.bfloat16) <= 0.51, (values[0], float(e))
+    assert precred.log_softmax(x.to(device), 1, mode="fast")[0, 0].item() == 0.0
+    assert precred.log_softmax(x.to(device), 1, mode="fp64")[1, 0].item() == 0.0

@@ -14,7 +14,7 @@ from .. import eager
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
-from ..modes import DEFAULT_EXP_MODE, DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
+from ..modes import DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
 
 def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
@@ -167,10 +167,13 @@ def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
 
 
 def log_softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
-                mode: str = DEFAULT_EXP_MODE) -> torch.Tensor:
-    """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax,
-    but the default mode is "fp64" into every output (None means it too): x - lse cancels next to 0,
-    where fast's absolute error in lse is many 16-bit ulps of y (precred.modes.softmax_mode).
+                mode: str | None = None) -> torch.Tensor:
+    """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax.
+    mode None (the default): "fp64" into fp32 / fp64 outputs, "accurate" into bf16 / fp16 ones
+    (precred.modes.softmax_mode): there, over rows held on chip, an fp32 pass that keeps the sum of
+    the terms below the maximum apart, so y = (x - m) - log1p(tail) keeps its relative error next to
+    y = 0 -- where fast's fp32 sum (and torch's) rounds the tail away and fp64's once it is below
+    2^-53 -- within 1.01 ulp (precred.softmax_error_bound); the fp64 mode's numerics elsewhere.
 
     The gradient, as torch's, is formed from the output alone (g - exp(y) sum(g), in fp32): for a
     16-bit output exp(y) then carries a relative error up to about |y| 2^-9 (|y| 2^-12 for fp16), more

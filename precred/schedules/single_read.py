@@ -24,6 +24,13 @@ Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for
   log_softmax: y_j = (x_j - m) - log(s) formed in ACC_DTYPE, log(s) taken in fp64 per row (the
   normalizing pass forms it in fp64 for both modes; the fp32 accumulator's three roundings here cost
   about one more ulp of y and spare two fp64 additions and three conversions an element).
+* log_softmax with SPLIT_TAIL (the `accurate` mode into bf16 / fp16, in fp32:
+  precred.modes.log_softmax_splits_tail): terms exp(x_j - m) 2^32 (strategies/stable_exp.py
+  exp_scaled), two sums by the same tree -- s of every term, tail of those strictly below m --, then
+  log(s) in fp64 as log1p(tail) where s < 1.5 (the row has one maximum) else log(s)
+  (log_of_split_sum), and y_j = (x_j - m) - log(s) in fp32: both parts <= 0, so y's relative error is
+  log(s)'s (the tail sum's, a few hundred fp32 u) and a few u, even for the maximum's y = -log1p(tail)
+  next to 0, where fast's fp32 s rounds the tail away (torch's too).
 Bounds: precred.softmax_error_bound (single_read=True). Specials without branches, torch's: a NaN in
 the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gives -inf - -inf = NaN:
 every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
@@ -39,7 +46,7 @@ import triton.language as tl
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
 from ..strategies.compensated import two_sum
-from ..strategies.stable_exp import exp_two_part, terms_below
+from ..strategies.stable_exp import exp_scaled, exp_two_part, log_of_split_sum, terms_below
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -50,7 +57,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
-                       J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                       SPLIT_TAIL: tl.constexpr, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
@@ -67,20 +74,31 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x_max, 1)[:, None].to(ACC_DTYPE)
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
-    if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
-        gap_hi, gap_lo = two_sum(x, -m_tile)
-        e = exp_two_part(gap_hi, gap_lo)
+    if SPLIT_TAIL:   # log_softmax's split-tail fp32 pass (precred.modes.log_softmax_splits_tail)
+        e = exp_scaled(x - m_tile)
+        below = tl.where(x < m_tile, e, 0.0)
+        if J_FAST:
+            s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+            tail = tree_sum_blocked_rows(below, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+        else:
+            s, tail, _ = tree_reduce_first_axis(e, below, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+            s, tail = s[None, :], tail[None, :]
+        y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
     else:
-        e = tl.exp(x - m_tile)
-    if J_FAST:
-        s_tile = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS).to(tl.float64)[:, None]
-    else:
-        s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
-        s_tile = s.to(tl.float64)[None, :]
-    if LOG:   # in ACC_DTYPE: fp32 for `fast` (three roundings), fp64 for `fp64` (x and m exact there)
-        y = (x - m_tile) - tl.log(s_tile).to(ACC_DTYPE)
-    else:
-        y = e * (1.0 / s_tile).to(ACC_DTYPE)
+        if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
+            gap_hi, gap_lo = two_sum(x, -m_tile)
+            e = exp_two_part(gap_hi, gap_lo)
+        else:
+            e = tl.exp(x - m_tile)
+        if J_FAST:
+            s_tile = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS).to(tl.float64)[:, None]
+        else:
+            s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+            s_tile = s.to(tl.float64)[None, :]
+        if LOG:   # in ACC_DTYPE: fp32 for `fast` (three roundings), fp64 for `fp64` (x and m exact there)
+            y = (x - m_tile) - tl.log(s_tile).to(ACC_DTYPE)
+        else:
+            y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
              round_to_output(y, dst_ptr.dtype.element_ty), mask=mask)
 

@@ -171,3 +171,42 @@ def stable_exp_combine(s_a, lo_a, m_a, s_b, lo_b, m_b):
     s = tl.where(a_on_top, s_a + s_b * e, s_b + s_a * e)
     m = tl.where(a_on_top, m_a, m_b)
     return s, lo_a, m
+
+
+# The split-tail log-sum (log_softmax's `accurate` pass into 16-bit outputs, schedules/single_read.py):
+# its terms are exp(x - m) 2^TAIL_SCALE_LOG2, so that a term is flushed only below 2^-(126 + 32) of the
+# maximum's (the flushed terms' sum stays below n 2^-158, under every 16-bit output's smallest
+# subnormal), while n 2^32 cannot overflow fp32. precred.bounds.split_tail_log_sum_error uses it.
+TAIL_SCALE_LOG2 = 32
+_TAIL_EXPONENT = tl.constexpr(float(TAIL_SCALE_LOG2))
+_TAIL_UNSCALE = tl.constexpr(2.0 ** -TAIL_SCALE_LOG2)
+# 1 + t is exact in fp64 for an fp32 t >= 2^-29 (t's last bit is >= 2^-52); below, log1p(t) = t - t^2 / 2
+# within t^2 / 3 < 2^-58 relative.
+_LOG1P_SERIES_BELOW = tl.constexpr(2.0 ** -29)
+
+
+@triton.jit
+def exp_scaled(gap):
+    """exp(gap) 2^TAIL_SCALE_LOG2 in fp32 for a gap x - m <= 0: 2^(gap log2(e) + 32), the exponent by one
+    fma (rounded twice under the interpreter, whose fma is x * y + z in numpy), then ex2.approx.ftz on the
+    GPU (results below 2^-126 flushed). Error: precred.bounds.split_tail_log_sum_error."""
+    a = tl.fma(gap, 1.4426950408889634, _TAIL_EXPONENT)
+    if _COMPILED:
+        return libdevice.exp2(a)
+    else:
+        return tl.exp2(a)
+
+
+@triton.jit
+def log_of_split_sum(s_scaled, tail_scaled):
+    """log(s) in fp64 of a row's s = sum exp(x - m) from its two scaled fp32 sums (exp_scaled's terms):
+    s_scaled of every term, tail_scaled of the terms strictly below the maximum m. Where s < 1.5 the row
+    has one maximum (two would make s >= 2), so s = 1 + tail exactly, and log(s) is log1p(tail): its
+    relative error is the tail sum's, however small the tail -- where log(1 + tail) in fp32 would lose
+    it (y = 0 for the maximum's log_softmax when tail < 2^-24). Elsewhere log(s) >= 0.4 absorbs s's
+    relative error. A NaN s (a NaN or +inf in the row, or a row of -inf) stays NaN (s < 1.5 is false)."""
+    s = s_scaled.to(tl.float64) * _TAIL_UNSCALE      # exact: a power of two, in fp64's range
+    tail = tail_scaled.to(tl.float64) * _TAIL_UNSCALE
+    one_maximum = s < 1.5
+    log_s = tl.log(tl.where(one_maximum, 1.0 + tail, s))   # one fp64 log a row
+    return tl.where(one_maximum & (tail < _LOG1P_SERIES_BELOW), tail - 0.5 * tail * tail, log_s)
