@@ -108,8 +108,9 @@ def compile_exp_recompute_variants() -> int:
     return cases
 
 
-def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps):
-    """softmax's kernels: the single-read one and the normalizing pass (log(s) and max in fp64)."""
+def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps, split_tail=False):
+    """softmax's kernels: the single-read one (split_tail: log_softmax's split-tail pass) and the
+    normalizing pass (log(s) and max in fp64)."""
     sig = {}
     for name in kernel.arg_names:
         if name.endswith("_ptr"):
@@ -119,6 +120,8 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
     consts = dict(LOG=log, ACC_DTYPE=tl.float64 if acc == "fp64" else tl.float32, **blocks)
     if "J_FAST" in kernel.arg_names:
         consts["J_FAST"] = j_fast
+    if "SPLIT_TAIL" in kernel.arg_names:
+        consts["SPLIT_TAIL"] = split_tail
     compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
                               options={"num_warps": warps})
     ptx = compiled.asm["ptx"]
@@ -178,11 +181,15 @@ def main():
             continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
         if only_strategies is not None:
             continue   # --strategies: the reduction kernels of those strategies only
-        started = time.time()
-        compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps)
-        cases += 1
-        print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast}: "
-              f"{time.time() - started:.1f}s", flush=True)
+        # log_softmax's split-tail pass: the single-read and row-loop kernels, fp32, into a 16-bit output
+        splits = [False, True] if kernel is not normalize_kernel and log and acc == "fp32" and dst_ty != "fp32" \
+            else [False]
+        for split_tail in splits:
+            started = time.time()
+            compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, warps, split_tail)
+            cases += 1
+            print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} log={log} j_fast={j_fast} "
+                  f"split_tail={split_tail}: {time.time() - started:.1f}s", flush=True)
     for (kernel, blocks), (src_ty, dst_ty, acc), strategy, (src_state, dst_state) in itertools.product(
             [(inner_kernel, dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4, MERGE_LANES=0, **_CHAINS)),
              (inner_kernel, dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1, MERGE_LANES=0, **_CHAINS)),

@@ -325,7 +325,7 @@ def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
 
 def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,
                         depth: int, log: bool = False, out_dtype: torch.dtype | None = None,
-                        single_read: bool = False, log_s: float | None = None) -> float:
+                        single_read: bool = False, row_loop: bool = False, log_s: float | None = None) -> float:
     """Upper bound on |computed - exact| of one element of precred.softmax (or log_softmax, `log`) in
     `mode`: the element x of a finite row with maximum m, n, s, t and plan depth as in
     logsumexp_error_bound. inf where no bound is claimed. log_s: log(s), where known more closely than
@@ -355,9 +355,12 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     flushed product), then the rounding to the output.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
-    if single_read and log_softmax_splits_tail(mode, dtype, out_dtype, log):
-        return _split_tail_log_softmax_bound(n, math.log(float(s)) if log_s is None else float(log_s),
-                                             float(m) - float(x), out_dtype, depth)
+    if (single_read or row_loop) and log_softmax_splits_tail(mode, dtype, out_dtype, log):
+        log_s = math.log(float(s)) if log_s is None else float(log_s)
+        # the row loop's s is its fp32 online state's (fast's numerics); the single-read kernel's the
+        # scaled sum's, as its tail
+        rho_s = _sum_relative_error("fast", n, s, t, dtype, torch.float32, depth) if row_loop else None
+        return _split_tail_log_softmax_bound(n, log_s, float(m) - float(x), out_dtype, depth, rho_s)
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)
@@ -428,30 +431,36 @@ def split_tail_log_sum_error(n: int, depth: int) -> tuple[float, float]:
     return rho, n * 2.0 ** (-124 - scale)
 
 
-def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: torch.dtype, depth: int) -> float:
-    """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py SPLIT_TAIL) at the
-    element whose gap to its row's maximum is `gap`, in a finite row of n values with log_s = log(sum
-    exp(x_j - m)).
+def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: torch.dtype, depth: int,
+                                  rho_s: float | None = None) -> float:
+    """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py and row_loop.py,
+    SPLIT_TAIL) at the element whose gap to its row's maximum is `gap`, in a finite row of n values with
+    log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat where it is not the scaled sum's
+    (the row loop's fp32 online state: fast's, _sum_relative_error); no bound where it is inf.
 
-    Derivation. The sums s_hat, tail_hat are within rho relative and a absolute of s and tail = s - c
-    (c maxima; split_tail_log_sum_error). fp64 forms log(s) (libdevice's log: 2 u_64; 1 + tail is exact
-    or the series' t^2 / 3 < 2^-58 stands in, with its two roundings: 5 u_64 in all) as:
-    * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho) - a > 1.5), so
+    Derivation. The tail sum tail_hat is within rho relative and a absolute of tail = s - c (c maxima;
+    split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative (rho and a, the single-read
+    kernel's scaled sum). fp64 forms log(s) (libdevice's log: 2 u_64; 1 + tail is exact or the series'
+    t^2 / 3 < 2^-58 stands in, with its two roundings: 5 u_64 in all) as:
+    * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho_s) - a > 1.5), so
       log(s) = log1p(tail), and log1p is 1-Lipschitz on [0, inf): within rho tail + a, tail = s - 1.
-      Possible only where s <= (1.5 + a) / (1 - rho).
-    * log(s_hat) elsewhere: within -log(1 - rho - a) <= (rho + a)(1 + 2 (rho + a)) (s >= 1).
-      Possible only where s >= (1.5 - a) / (1 + rho).
+      Possible only where s <= (1.5 + a) / (1 - rho_s).
+    * log(s_hat) elsewhere: within -log(1 - rho_s - a) <= (rho_s + a)(1 + 2 (rho_s + a)) (s >= 1).
+      Possible only where s >= (1.5 - a) / (1 + rho_s).
     The larger of the two where both are possible. Then fp32: log(s) rounded (u log(s) + 2^-150),
     x - m rounded (u g; exact when the gap is), their difference rounded (u |y| + 2^-150), |y| = g +
     log(s) (both parts have y's sign: no cancellation), then the rounding to the output."""
     u, u64 = _UNIT_ROUNDOFF[torch.float32], _UNIT_ROUNDOFF[torch.float64]
     rho, a = split_tail_log_sum_error(n, depth)
+    rho_s = rho if rho_s is None else rho_s
+    if math.isinf(rho_s) or rho_s >= 0.25:
+        return math.inf
     s = math.exp(log_s)
     d_log = 0.0
-    if s <= (1.5 + a) / (1 - rho):
+    if s <= (1.5 + a) / (1 - rho_s):
         d_log = max(d_log, rho * math.expm1(log_s) + a)   # rho tail + a
-    if s >= (1.5 - a) / (1 + rho):
-        d_log = max(d_log, (rho + a) * (1 + 2 * (rho + a)))
+    if s >= (1.5 - a) / (1 + rho_s):
+        d_log = max(d_log, (rho_s + a) * (1 + 2 * (rho_s + a)))
     d_log += 5 * u64 * log_s
     y = -gap - log_s
     err = d_log * (1 + u) + u * (log_s + gap + abs(y)) * (1 + 2 * u) + 2 * _HALF_TINY[torch.float32]

@@ -723,13 +723,12 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
 
 
-def _split_tail_row_plan(x, view, mode: Mode, out_dtype: torch.dtype, log: bool) -> RowPlan | None:
-    """The single-read plan (fp32 accumulator) where log_softmax's split-tail pass takes x
-    (precred.modes.log_softmax_splits_tail and rows held on chip); None where it does not."""
+def _split_tail_row_plan(x, view, mode: Mode, out_dtype: torch.dtype, log: bool) -> RowPlan | LoopPlan | None:
+    """The single-read or row-loop plan (fp32 accumulator) where log_softmax's split-tail pass takes x
+    (precred.modes.log_softmax_splits_tail, on rows those kernels take); None where it does not."""
     if not log_softmax_splits_tail(mode.name, x.dtype, out_dtype, log):
         return None
-    plan = _row_plan(x, view, torch.float32)
-    return plan if isinstance(plan, RowPlan) else None
+    return _row_plan(x, view, torch.float32)
 
 
 def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype,
@@ -774,8 +773,9 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         two_pass_plan = None
     else:
         two_pass_plan = plan
-    # The split-tail pass runs in fp32 on the rows a RowPlan holds; its other plans keep the mode's fp64.
-    split_tail = split_tail and isinstance(plan, RowPlan)
+    # The split-tail pass runs in fp32 on the single-read and row-loop kernels; the two-pass path keeps
+    # the mode's fp64.
+    split_tail = split_tail and isinstance(plan, (RowPlan, LoopPlan))
     if split_tail:
         acc = torch.float32
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
@@ -796,7 +796,8 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         tree_vec = 16 // x.element_size()
         launch = _launch(row_loop_kernel, (rows,), [wire(src.source), wire(dst.source)],
                          [red, src.stride_outer, dst.stride_outer], plan.num_warps,
-                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], BLOCK_N=plan.block_n, TREE_VEC=tree_vec,
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], SPLIT_TAIL=split_tail, BLOCK_N=plan.block_n,
+                         TREE_VEC=tree_vec,
                          VECTORS=planning.stable_exp_vectors(acc.itemsize, x.element_size(), None)
                          and plan.block_n >= 2 * tree_vec,
                          FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)

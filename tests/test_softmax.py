@@ -113,7 +113,8 @@ def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, whe
                 continue
             bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
                                                 depth=plan.depth, log=log, out_dtype=out_dtype,
-                                                single_read=single_read, log_s=float(row.lse - Fraction(row.m)))
+                                                single_read=single_read, row_loop=isinstance(plan, LoopPlan),
+                                                log_s=float(row.lse - Fraction(row.m)))
             # The data here stay where every mode claims a bound (the fast mode claims none once its
             # sum error is beyond first order): an element without one would be an element untested.
             assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"
@@ -365,8 +366,8 @@ def test_torch_compile_fullgraph(device):
 @pytest.mark.parametrize("log", [False, True])
 def test_accurate_is_the_fp64_mode(log, device):
     """softmax / log_softmax in the `accurate` mode are the fp64 mode's bits (rows and dim 0) -- but for
-    log_softmax into bf16 / fp16 over rows held on chip (the split-tail pass, tested below): there only
-    where the rows are not (the row loop, the two-pass path)."""
+    log_softmax into bf16 / fp16 through the single-read and row-loop kernels (the split-tail pass,
+    tested below): there only on the two-pass path."""
     from precred.launch import plan_softmax
     op = precred.log_softmax if log else precred.softmax
     x = torch.randn(37, 300, device=device) * 6
@@ -376,9 +377,8 @@ def test_accurate_is_the_fp64_mode(log, device):
                            op(x, dim, mode="fp64", dtype=torch.float64))
     if log:
         xb = x.bfloat16()
-        for path in ("row-loop", "two-pass"):
-            fp64, accurate = (softmax_by_path(xb, 1, mode, True, torch.bfloat16, path) for mode in ("fp64", "accurate"))
-            assert torch.equal(fp64[0], accurate[0]), path
+        fp64, accurate = (softmax_by_path(xb, 1, mode, True, torch.bfloat16, "two-pass") for mode in ("fp64", "accurate"))
+        assert torch.equal(fp64[0], accurate[0])
         assert isinstance(plan_softmax(xb, 1, get_exp_mode("accurate"), torch.bfloat16, True), RowPlan)
         peak = torch.tensor([[0.0, -60.5, -61.0]], dtype=torch.bfloat16, device=device)   # fp64's s rounds to 1
         assert op(peak, 1, mode="accurate")[0, 0] < 0 == op(peak, 1, mode="fp64")[0, 0]
@@ -399,10 +399,11 @@ def peaked(rows, n, rng, dtype, maxima=1):
 
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 def test_accurate_log_softmax_into_16_bits_within_bound(out_dtype, device):
-    """log_softmax `accurate` into bf16 / fp16 (the default there): on rows held on chip the split-tail
-    fp32 pass (schedules/single_read.py SPLIT_TAIL), elsewhere the fp64 mode -- every element within
-    precred.softmax_error_bound of mpmath, rows of one and of two maxima next to y = 0 included, from
-    16-bit and from fp32 input, over dim 1 and dim 0 (strided single-read rows up to 64)."""
+    """log_softmax `accurate` into bf16 / fp16 (the default there): through the single-read and row-loop
+    kernels the split-tail fp32 pass (SPLIT_TAIL; the row loop's third read where s < 1.5), on the
+    two-pass path the fp64 mode -- every element within precred.softmax_error_bound of mpmath, rows of
+    one and of two maxima next to y = 0 included, from 16-bit and from fp32 input, over dim 1 and dim 0
+    (strided single-read rows up to 64)."""
     rng = np.random.default_rng([21, out_dtype.itemsize])
     for in_dtype in (out_dtype, torch.float32):
         for n in (37, 700):

@@ -11,6 +11,14 @@ normalizing pass (schedules/inner.py, schedules/normalize.py): BLOCK_N lanes of 
 reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.stable_exp_vectors) --, merged by
 the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound
 with the plan's depth (precred.plan.LoopPlan).
+
+SPLIT_TAIL (log_softmax `accurate` into bf16 / fp16, fp32 state: precred.modes.log_softmax_splits_tail):
+after that state, a row whose s < 1.5 -- it has one maximum, and log(s) = log1p(tail) next to 0, where
+fp32's s would lose the tail -- is read a third time for tail = the sum of its terms below m, scaled
+as the single-read kernel's (strategies/stable_exp.py exp_scaled), over BLOCK_N lanes then the same
+fixed tree (depth: the plan's); log(s) is then log1p(tail) (log_of_split_sum). Rows with s >= 1.5
+(randn rows: all of them) keep log(s) of the fp32 state, whose relative error log(s) >= 0.4 absorbs.
+Bound: precred.softmax_error_bound (row_loop=True).
 """
 import triton
 import triton.language as tl
@@ -19,14 +27,16 @@ from .finish import to_accumulator
 from .inner import stable_exp_vector_part
 from .normalize import normalized
 from .steps import accumulate_tile
+from ..strategies.stable_exp import exp_scaled, log_of_split_sum, unscaled
 from .tree import tree_reduce_last_axis
 
 _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
+_PLAIN = tl.constexpr(0)        # strategies.PLAIN: the tail's lanes, by the same fixed tree
 
 
 @triton.jit
 def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
-                    LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+                    LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, SPLIT_TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
                     VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr):
     # FIRST_READ_EVICTION: the first read's L2 policy (precred.plan.ROW_LOOP_FIRST_READ_EVICTION).
     row = tl.program_id(0).to(tl.int64)
@@ -46,7 +56,21 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
             s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
                                       False, False)
         row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_N, _STABLE_EXP)
-    log_s = tl.log(row_s.to(tl.float64))[:, None]
+    if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_splits_tail), fp32 state
+        # A row whose s < 1.5 has one maximum (module docstring): it is read once more for the sum of its
+        # terms below the maximum, against m (the loop runs no trip for every other row).
+        tail_end = tl.where(tl.max(row_s, 0) < 1.5, red_len, 0)
+        t = tl.zeros([1, BLOCK_N], tl.float32)
+        m_row = row_m[:, None]
+        for start in range(0, tail_end, BLOCK_N):
+            mask = ((start + lanes) < red_len)[None, :]
+            x = tl.where(mask, to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0),
+                                              tl.float32), float("-inf"))
+            t += tl.where(x < m_row, exp_scaled(x - m_row), 0.0)
+        tail, _, _ = tree_reduce_last_axis(t, t, t, 1, BLOCK_N, _PLAIN)
+        log_s = log_of_split_sum(row_s.to(tl.float64), unscaled(tail))[:, None]
+    else:
+        log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]
     dst_row = dst_ptr + row * dst_stride_row
     for start in range(0, red_len, BLOCK_N):

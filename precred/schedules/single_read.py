@@ -46,7 +46,7 @@ import triton.language as tl
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
 from ..strategies.compensated import two_sum
-from ..strategies.stable_exp import exp_scaled, exp_two_part, log_of_split_sum, terms_below
+from ..strategies.stable_exp import exp_scaled, exp_two_part, log_of_split_sum, terms_below, unscaled
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -83,7 +83,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         else:
             s, tail, _ = tree_reduce_first_axis(e, below, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
             s, tail = s[None, :], tail[None, :]
-        y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
+        y = (x - m_tile) - log_of_split_sum(unscaled(s), unscaled(tail)).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
             gap_hi, gap_lo = two_sum(x, -m_tile)

@@ -198,15 +198,19 @@ def exp_scaled(gap):
 
 
 @triton.jit
-def log_of_split_sum(s_scaled, tail_scaled):
-    """log(s) in fp64 of a row's s = sum exp(x - m) from its two scaled fp32 sums (exp_scaled's terms):
-    s_scaled of every term, tail_scaled of the terms strictly below the maximum m. Where s < 1.5 the row
-    has one maximum (two would make s >= 2), so s = 1 + tail exactly, and log(s) is log1p(tail): its
-    relative error is the tail sum's, however small the tail -- where log(1 + tail) in fp32 would lose
-    it (y = 0 for the maximum's log_softmax when tail < 2^-24). Elsewhere log(s) >= 0.4 absorbs s's
-    relative error. A NaN s (a NaN or +inf in the row, or a row of -inf) stays NaN (s < 1.5 is false)."""
-    s = s_scaled.to(tl.float64) * _TAIL_UNSCALE      # exact: a power of two, in fp64's range
-    tail = tail_scaled.to(tl.float64) * _TAIL_UNSCALE
+def unscaled(v):
+    """An exp_scaled sum in fp64, unscaled: exact (a power of two, within fp64's range)."""
+    return v.to(tl.float64) * _TAIL_UNSCALE
+
+
+@triton.jit
+def log_of_split_sum(s, tail):
+    """log(s) in fp64 of a row's s = sum exp(x - m) (fp64) from s and tail (fp64), the sum of the terms
+    strictly below the maximum m. Where s < 1.5 the row has one maximum (two would make s >= 2 but for
+    s's error), so s = 1 + tail exactly, and log(s) is log1p(tail): its relative error is the tail sum's,
+    however small the tail -- where log(1 + tail) in fp32 would lose it (y = 0 for the maximum's
+    log_softmax when tail < 2^-24). Elsewhere log(s) >= 0.4 absorbs s's relative error. A NaN s (a NaN
+    or +inf in the row, or a row of -inf) stays NaN (s < 1.5 is false)."""
     one_maximum = s < 1.5
     log_s = tl.log(tl.where(one_maximum, 1.0 + tail, s))   # one fp64 log a row
     return tl.where(one_maximum & (tail < _LOG1P_SERIES_BELOW), tail - 0.5 * tail * tail, log_s)
