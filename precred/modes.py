@@ -121,7 +121,8 @@ EXP_MODES = {
     "accurate": Mode("accurate", STABLE_EXP, True, False,
                      "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
                      "with a bound per row, fp64 for the rows it cannot keep (fp32 rows and wide columns; the "
-                     "fp64 mode elsewhere)"),
+                     "fp64 mode elsewhere); log_softmax into 16 bits: fp32 with the tail below the maximum "
+                     "summed apart, log1p(tail)"),
 }
 
 # The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of

@@ -566,10 +566,10 @@ def test_softmax_within_bound_on_gpu_sized_plans(device, path, dtype):
                      | {int(j) for j in x[picked].argmax(1)})
     xd = x.to(device)
     for mode in precred.EXP_MODES:
-        plan = plan_softmax(xd, 1, get_exp_mode(mode), dtype)
-        assert isinstance(plan, LoopPlan if path == "row-loop" else Plan), plan
-        assert path == "row-loop" or plan.passes[0].parts > 1 or not xd.is_cuda, plan   # split on a GPU
-        for log in (False, True):
+        for log in (False, True):   # the plan of the kernel that runs (log_softmax's split-tail pass: fp32's)
+            plan = plan_softmax(xd, 1, get_exp_mode(mode), dtype, log)
+            assert isinstance(plan, LoopPlan if path == "row-loop" else Plan), plan
+            assert path == "row-loop" or plan.passes[0].parts > 1 or not xd.is_cuda, plan   # split on a GPU
             got = (precred.log_softmax if log else precred.softmax)(xd, 1, mode=mode)[picked]
             assert_rows_within_bound(x[picked], got, plan, reference(x[picked], log, columns), mode, log, dtype,
                                      f"{path} {rows}x{n}", columns)

@@ -418,15 +418,16 @@ def test_accurate_log_softmax_into_16_bits_within_bound(out_dtype, device):
 
 def test_split_tail_bound_is_within_one_ulp():
     """The premise of log_softmax's 16-bit default (precred.modes.LOG_SOFTMAX_16BIT_DEFAULT_MODE): the
-    split-tail pass's bound is within 1.01 ulp of the exact y (plus the output's smallest subnormal)
-    over rows of n values, plan depths h >= log2(n), row sums s from 1 (tails down to 2^-100) through
+    split-tail pass's bound (single-read and row-loop kernels) is within 1.01 ulp of the exact y (plus
+    the output's smallest subnormal) over rows of n values, plan depths h >= log2(n) up to 48 (the row
+    loop's rows of 2^17 bf16 on 4096 lanes: 31 + 12), row sums s from 1 (tails down to 2^-100) through
     the branch at 1.5 to n, and gaps up to 3e4 -- while fast's, and fp64's once the tail is below
     2^-53, are not bounded relative to y next to 0."""
     from precred.bounds import softmax_error_bound, _HALF_TINY
     from validation.oracle import ulp
     for dtype in (torch.bfloat16, torch.float16):
         for n in (2, 1000, 2 ** 15, 2 ** 20):
-            for depth in (d for d in (1, 10, 15, 20, 24) if 2 ** d >= n):
+            for depth in (d for d in (1, 10, 15, 20, 24, 48) if 2 ** d >= n):
                 for s in (1.0, 1 + 2.0 ** -100, 1 + 2.0 ** -40, 1 + 2.0 ** -20, 1.1, 1.4999, 1.5, 1.5001, 2.0,
                           math.sqrt(n), float(n)):
                     if s > n:
@@ -435,9 +436,14 @@ def test_split_tail_bound_is_within_one_ulp():
                         y = -gap - math.log(s)
                         if y == 0 or (dtype == torch.float16 and abs(y) > 6e4):
                             continue
-                        got = softmax_error_bound("accurate", n, s, 0.0, 0.0, -gap, dtype, depth=depth, log=True,
-                                                  out_dtype=dtype, single_read=True)
-                        assert got <= 1.01 * float(ulp(y, dtype)) + 2 * _HALF_TINY[dtype], (dtype, n, depth, s, gap)
+                        # the row loop's s is fast's fp32 state, whose bound grows with t / s <= ln(n)
+                        # (bounds.certified_log_sum_margin): at its largest
+                        t = 0.999 * s * math.log(n)
+                        for loop in (False, True):
+                            got = softmax_error_bound("accurate", n, s, t, 0.0, -gap, dtype, depth=depth, log=True,
+                                                      out_dtype=dtype, single_read=not loop, row_loop=loop)
+                            assert got <= 1.01 * float(ulp(y, dtype)) + 2 * _HALF_TINY[dtype], (
+                                dtype, n, depth, s, gap, loop)
     # next to y = 0 the fp64 mode's bound is absolute: many bf16 ulps of a y of -2^-60
     fp64 = softmax_error_bound("fp64", 1000, 1 + 2.0 ** -60, 0.0, 0.0, 0.0, torch.bfloat16, depth=10, log=True,
                                single_read=True)
