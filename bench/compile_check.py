@@ -181,8 +181,9 @@ def main():
             continue   # beyond SINGLE_READ_MAX_ROW for an fp64 accumulator
         if only_strategies is not None:
             continue   # --strategies: the reduction kernels of those strategies only
-        # log_softmax's split-tail pass: the single-read and row-loop kernels, fp32, into a 16-bit output
-        splits = [False, True] if kernel is not normalize_kernel and log and acc == "fp32" and dst_ty != "fp32" \
+        # log_softmax's split-tail pass: the single-read and row-loop kernels, in fp64, or in fp32 into a
+        # 16-bit output
+        splits = [False, True] if kernel is not normalize_kernel and log and (acc == "fp64" or dst_ty != "fp32") \
             else [False]
         for split_tail in splits:
             started = time.time()

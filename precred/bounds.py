@@ -30,7 +30,7 @@ import math
 
 import torch
 
-from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, log_softmax_splits_tail,
+from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, log_softmax_split_tail,
                     norm_affine_dtype, softmax_two_part_exp)
 from .strategies.stable_exp import TAIL_SCALE_LOG2
 from .plan import norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean
@@ -355,12 +355,14 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     flushed product), then the rounding to the output.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
-    if (single_read or row_loop) and log_softmax_splits_tail(mode, dtype, out_dtype, log):
+    split = log_softmax_split_tail(mode, dtype, out_dtype, log) if (single_read or row_loop) else None
+    if split is not None:
         log_s = math.log(float(s)) if log_s is None else float(log_s)
-        # the row loop's s is its fp32 online state's (fast's numerics); the single-read kernel's the
-        # scaled sum's, as its tail
-        rho_s = _sum_relative_error("fast", n, s, t, dtype, torch.float32, depth) if row_loop else None
-        return _split_tail_log_softmax_bound(n, log_s, float(m) - float(x), out_dtype, depth, rho_s)
+        # the row loop's s is its online state's (fast's numerics in fp32, the fp64 mode's in fp64); the
+        # single-read kernel sums s as its tail. The fp64 mode's log_softmax has no split (log(s) below).
+        state_mode = "fast" if split == torch.float32 else "fp64"
+        rho_s = _sum_relative_error(state_mode, n, s, t, dtype, out_dtype, depth) if row_loop else None
+        return _split_tail_log_softmax_bound(n, log_s, float(m) - float(x), out_dtype, depth, split, rho_s)
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)
@@ -409,49 +411,64 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
 
 
-def split_tail_log_sum_error(n: int, depth: int) -> tuple[float, float]:
-    """(rho, a): the split-tail pass's scaled sums (strategies/stable_exp.py exp_scaled's terms, added by a
-    tree of depth h) are within rho of their exact value relative, plus a absolute, in units of the
-    unscaled sums (s = sum exp(x_j - m), the tail of it below m).
+def split_tail_log_sum_error(n: int, depth: int, acc: torch.dtype = torch.float32) -> tuple[float, float]:
+    """(rho, a): the split-tail pass's sums of terms exp(x_j - m) (s of all, the tail of those below m),
+    each added by a tree of depth h in the accumulator acc, are within rho of their exact value
+    relative, plus a absolute (in units of the unscaled sums).
 
-    A term is 2^(K - g log2(e)) for the gap g = m - x_j >= 0, K = TAIL_SCALE_LOG2. Its exponent is formed
-    from the gap rounded to fp32 (u g), times log2(e) rounded to fp32 (u), by an fma rounded once on the
-    GPU, twice under the interpreter: within u (K + 4 g log2(e)) (1 + 4u) of the exact one, since the
-    formed exponent is at most K + g log2(e) (1 + 3u) in magnitude. ex2.approx adds c u
-    (_EXP_ERROR_UNITS). A term whose exponent stays above -127 has g log2(e) <= K + 127 + 1, so its
-    relative error is at most theta = expm1(u (5K + 512) (1 + 4u) ln 2) (1 + c u) + c u; a term below
-    is flushed to 0 or is subnormal: off by less than 2^-125 scaled. The tree's h roundings of positive
-    terms add gamma_h, and its subnormal partial sums at most 2^-150 an addition. So rho = theta +
-    gamma_h (1 + theta), a = n 2^-124 2^-K."""
-    u = _UNIT_ROUNDOFF[torch.float32]
-    scale = TAIL_SCALE_LOG2
-    c = _EXP_ERROR_UNITS[torch.float32]
-    theta = math.expm1(u * (5 * scale + 512) * (1 + 4 * u) * math.log(2.0)) * (1 + c * u) + c * u
-    rho = theta + gamma(max(int(depth), 1), u) * (1 + theta)
-    return rho, n * 2.0 ** (-124 - scale)
+    fp32: a term is 2^(K - g log2(e)) for the gap g = m - x_j >= 0, K = TAIL_SCALE_LOG2
+    (strategies/stable_exp.py exp_scaled). Its exponent is formed from the gap rounded to fp32 (u g),
+    times log2(e) rounded to fp32 (u), by an fma rounded once on the GPU, twice under the interpreter:
+    within u (K + 4 g log2(e)) (1 + 4u) of the exact one, since the formed exponent is at most K + g
+    log2(e) (1 + 3u) in magnitude. ex2.approx adds c u (_EXP_ERROR_UNITS). A term whose exponent stays
+    above -127 has g log2(e) <= K + 127 + 1, so its relative error is at most theta = expm1(u (5K + 512)
+    (1 + 4u) ln 2) (1 + c u) + c u; a term below is flushed to 0 or is subnormal: off by less than
+    2^-125 scaled. The tree's subnormal partial sums add at most 2^-150 an addition: a = n 2^-124 2^-K.
+    fp64: libdevice's exp (c_64 u_64) of the gap rounded to fp64 (u_64 g): theta = expm1(746 u_64) (1 +
+    c_64 u_64) + c_64 u_64 for every term above fp64's subnormals (g < 746); a term or partial sum
+    there is off by less than 2^-1074: a = n 2^-1072.
+    Either way the tree's h roundings of positive terms add gamma_h: rho = theta + gamma_h (1 + theta)."""
+    u = _UNIT_ROUNDOFF[acc]
+    c = _EXP_ERROR_UNITS[acc]
+    if acc == torch.float32:
+        scale = TAIL_SCALE_LOG2
+        theta = math.expm1(u * (5 * scale + 512) * (1 + 4 * u) * math.log(2.0)) * (1 + c * u) + c * u
+        a = n * 2.0 ** (-124 - scale)
+    else:
+        theta = math.expm1(746 * u) * (1 + c * u) + c * u
+        a = n * 2.0 ** -1072
+    return theta + gamma(max(int(depth), 1), u) * (1 + theta), a
+
+
+# log1p(t) = log(w) + d (2 - w) (strategies/stable_exp.py log_of_split_sum, where the derivation is:
+# 4.1) and log(s), with libdevice's 1-ulp log: relative error in u_64.
+_LOG1P_ERROR_UNITS = 8.0
 
 
 def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: torch.dtype, depth: int,
-                                  rho_s: float | None = None) -> float:
+                                  acc: torch.dtype, rho_s: float | None = None) -> float:
     """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py and row_loop.py,
-    SPLIT_TAIL) at the element whose gap to its row's maximum is `gap`, in a finite row of n values with
-    log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat where it is not the scaled sum's
-    (the row loop's fp32 online state: fast's, _sum_relative_error); no bound where it is inf.
+    SPLIT_TAIL) in the accumulator acc at the element whose gap to its row's maximum is `gap`, in a
+    finite row of n values with log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat where
+    it is not summed as the tail is (the row loop's online state: _sum_relative_error of fast's fp32 or
+    of the fp64 mode's); no bound where it is inf.
 
     Derivation. The tail sum tail_hat is within rho relative and a absolute of tail = s - c (c maxima;
-    split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative (rho and a, the single-read
-    kernel's scaled sum). fp64 forms log(s) (libdevice's log: 2 u_64; 1 + tail is exact or the series'
-    t^2 / 3 < 2^-58 stands in, with its two roundings: 5 u_64 in all) as:
+    split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative (rho and a in the
+    single-read kernel, whose s is summed as its tail). fp64 forms log(s) (within _LOG1P_ERROR_UNITS u_64
+    of it, log1p or log) as:
     * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho_s) - a > 1.5), so
       log(s) = log1p(tail), and log1p is 1-Lipschitz on [0, inf): within rho tail + a, tail = s - 1.
       Possible only where s <= (1.5 + a) / (1 - rho_s).
     * log(s_hat) elsewhere: within -log(1 - rho_s - a) <= (rho_s + a)(1 + 2 (rho_s + a)) (s >= 1).
       Possible only where s >= (1.5 - a) / (1 + rho_s).
-    The larger of the two where both are possible. Then fp32: log(s) rounded (u log(s) + 2^-150),
-    x - m rounded (u g; exact when the gap is), their difference rounded (u |y| + 2^-150), |y| = g +
-    log(s) (both parts have y's sign: no cancellation), then the rounding to the output."""
-    u, u64 = _UNIT_ROUNDOFF[torch.float32], _UNIT_ROUNDOFF[torch.float64]
-    rho, a = split_tail_log_sum_error(n, depth)
+    The larger of the two where both are possible. Then in the accumulator (u): log(s) rounded (u
+    log(s) + its half subnormal), x - m rounded (u g; exact when the gap is), their difference rounded
+    (u |y| + its half subnormal), |y| = g + log(s) (both parts have y's sign: no cancellation); the row
+    loop forms the difference in fp64 first, then rounds it to the accumulator (fewer roundings). Then
+    the rounding to the output."""
+    u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
+    rho, a = split_tail_log_sum_error(n, depth, acc)
     rho_s = rho if rho_s is None else rho_s
     if math.isinf(rho_s) or rho_s >= 0.25:
         return math.inf
@@ -461,9 +478,9 @@ def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: t
         d_log = max(d_log, rho * math.expm1(log_s) + a)   # rho tail + a
     if s >= (1.5 - a) / (1 + rho_s):
         d_log = max(d_log, (rho_s + a) * (1 + 2 * (rho_s + a)))
-    d_log += 5 * u64 * log_s
+    d_log += _LOG1P_ERROR_UNITS * u64 * log_s
     y = -gap - log_s
-    err = d_log * (1 + u) + u * (log_s + gap + abs(y)) * (1 + 2 * u) + 2 * _HALF_TINY[torch.float32]
+    err = d_log * (1 + u) + u * (log_s + gap + abs(y)) * (1 + 2 * u) + 2 * _HALF_TINY[acc]
     return _rounded_to_output(err, y, out_dtype) * (1.0 + 16 * u64)
 
 

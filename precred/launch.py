@@ -15,7 +15,7 @@ import triton.language as tl
 from . import plan as planning
 from .bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin, gamma, unit_roundoff
 from .layout import reduction_view
-from .modes import Mode, log_softmax_splits_tail, softmax_two_part_exp
+from .modes import Mode, log_softmax_split_tail, softmax_two_part_exp
 # Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
@@ -714,21 +714,17 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     """The softmax's (and log_softmax's, `log`) plan along dim of non-empty x: a RowPlan (single-read
     kernel) where rows fit on chip, else a LoopPlan (one program reads a contiguous row twice, the
     second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
-    and log-sum, then the normalizing pass). log_softmax's split-tail pass plans its rows with the fp32
-    accumulator it runs in (_split_tail_row_plan)."""
-    split = _split_tail_row_plan(x, reduction_view(x, (dim,)), mode, out_dtype, log)
-    if split is not None:
-        return split
-    row_plan = _row_plan(x, reduction_view(x, (dim,)), mode.accumulator_dtype(x.dtype, out_dtype))
+    and log-sum, then the normalizing pass). The first two are sized for the accumulator those kernels
+    run in (_row_accumulator: log_softmax's split-tail pass's)."""
+    row_plan = _row_plan(x, reduction_view(x, (dim,)), _row_accumulator(x, mode, out_dtype, log))
     return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
 
 
-def _split_tail_row_plan(x, view, mode: Mode, out_dtype: torch.dtype, log: bool) -> RowPlan | LoopPlan | None:
-    """The single-read or row-loop plan (fp32 accumulator) where log_softmax's split-tail pass takes x
-    (precred.modes.log_softmax_splits_tail, on rows those kernels take); None where it does not."""
-    if not log_softmax_splits_tail(mode.name, x.dtype, out_dtype, log):
-        return None
-    return _row_plan(x, view, torch.float32)
+def _row_accumulator(x, mode: Mode, out_dtype: torch.dtype, log: bool) -> torch.dtype:
+    """The accumulator of the single-read and row-loop kernels for this call: log_softmax's split-tail
+    pass's where it runs one (precred.modes.log_softmax_split_tail: fp32 for `accurate` into 16 bits),
+    else the mode's."""
+    return log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) or mode.accumulator_dtype(x.dtype, out_dtype)
 
 
 def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype,
@@ -766,18 +762,16 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         if recipe is not None:
             return recipe.run(x)
     src = reduction_view(x, (dim,))
-    acc = mode.accumulator_dtype(x.dtype, out_dtype)
-    split_tail = log_softmax_splits_tail(mode.name, x.dtype, out_dtype, log)
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _split_tail_row_plan(x, src, mode, out_dtype, log) or _row_plan(x, src, acc)
+        plan = _row_plan(x, src, _row_accumulator(x, mode, out_dtype, log))
         two_pass_plan = None
     else:
         two_pass_plan = plan
-    # The split-tail pass runs in fp32 on the single-read and row-loop kernels; the two-pass path keeps
-    # the mode's fp64.
-    split_tail = split_tail and isinstance(plan, (RowPlan, LoopPlan))
-    if split_tail:
-        acc = torch.float32
+    # log_softmax's split-tail pass runs on the single-read and row-loop kernels, in its own accumulator;
+    # the two-pass path keeps the mode's (fp64 where the pass would be fp32: `accurate` into 16 bits).
+    on_chip = isinstance(plan, (RowPlan, LoopPlan))
+    split_tail = on_chip and log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) is not None
+    acc = _row_accumulator(x, mode, out_dtype, log) if on_chip else mode.accumulator_dtype(x.dtype, out_dtype)
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     dst = reduction_view(out, (dim,))
     rows, red = src.outer * src.inner, src.red

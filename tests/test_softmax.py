@@ -364,24 +364,37 @@ def test_torch_compile_fullgraph(device):
 
 
 @pytest.mark.parametrize("log", [False, True])
-def test_accurate_is_the_fp64_mode(log, device):
-    """softmax / log_softmax in the `accurate` mode are the fp64 mode's bits (rows and dim 0) -- but for
-    log_softmax into bf16 / fp16 through the single-read and row-loop kernels (the split-tail pass,
-    tested below): there only on the two-pass path."""
-    from precred.launch import plan_softmax
+def test_accurate_is_the_fp64_mode(log, device, monkeypatch):
+    """softmax in the `accurate` mode is the fp64 mode's bits (rows and dim 0); log_softmax on the
+    two-pass path. Through the single-read and row-loop kernels `accurate` log_softmax runs the
+    split-tail pass (tested below) -- in fp32 into bf16, in fp64 into fp32 -- and the fp64 mode does not:
+    the launches say so."""
+    from precred import launch
     op = precred.log_softmax if log else precred.softmax
     x = torch.randn(37, 300, device=device) * 6
-    for dim in (-1, 0):
-        assert torch.equal(op(x, dim, mode="accurate"), op(x, dim, mode="fp64"))
-        assert torch.equal(op(x, dim, mode="accurate", dtype=torch.float64),
-                           op(x, dim, mode="fp64", dtype=torch.float64))
-    if log:
-        xb = x.bfloat16()
-        fp64, accurate = (softmax_by_path(xb, 1, mode, True, torch.bfloat16, "two-pass") for mode in ("fp64", "accurate"))
+    if not log:
+        for dim in (-1, 0):
+            assert torch.equal(op(x, dim, mode="accurate"), op(x, dim, mode="fp64"))
+            assert torch.equal(op(x, dim, mode="accurate", dtype=torch.float64),
+                               op(x, dim, mode="fp64", dtype=torch.float64))
+        return
+    launched = []
+    real = launch._launch
+    monkeypatch.setattr(launch, "_launch", lambda kernel, *a, **k: launched.append((kernel, k)) or real(kernel, *a, **k))
+    launch._RECIPES.clear()
+    for dtype, acc in ((torch.bfloat16, "fp32"), (torch.float32, "fp64")):
+        xt = x.to(dtype)
+        fp64, accurate = (softmax_by_path(xt, 1, mode, True, dtype, "two-pass") for mode in ("fp64", "accurate"))
         assert torch.equal(fp64[0], accurate[0])
-        assert isinstance(plan_softmax(xb, 1, get_exp_mode("accurate"), torch.bfloat16, True), RowPlan)
-        peak = torch.tensor([[0.0, -60.5, -61.0]], dtype=torch.bfloat16, device=device)   # fp64's s rounds to 1
-        assert op(peak, 1, mode="accurate")[0, 0] < 0 == op(peak, 1, mode="fp64")[0, 0]
+        for path in ("single-read", "row-loop"):
+            for mode in ("accurate", "fp64"):
+                launched.clear()
+                softmax_by_path(xt, 1, mode, True, dtype, path)
+                ((kernel, consts),) = launched
+                if mode == "accurate":
+                    assert consts["SPLIT_TAIL"] and str(consts["ACC_DTYPE"]) == acc, (dtype, path, kernel, consts)
+                else:
+                    assert not consts["SPLIT_TAIL"] and str(consts["ACC_DTYPE"]) == "fp64", (dtype, path, consts)
 
 
 def peaked(rows, n, rng, dtype, maxima=1):
@@ -416,13 +429,28 @@ def test_accurate_log_softmax_into_16_bits_within_bound(out_dtype, device):
             assert_elements_within_bound(family(name, 3, 37, rng, in_dtype), "accurate", True, device, out_dtype)
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64])
+def test_accurate_log_softmax_fp64_split_tail_within_bound(out_dtype, device):
+    """log_softmax `accurate` into fp32 / fp64: the single-read and row-loop kernels' fp64 split-tail
+    pass, every element of peaked rows (one and two maxima) within precred.softmax_error_bound of mpmath
+    -- relative to y next to 0 --, every path (the two-pass one with the fp64 mode's bound); the fp64
+    mode on the same rows within its own."""
+    rng = np.random.default_rng([23, out_dtype.itemsize])
+    for n in (37, 700):
+        for maxima in (1, 2):
+            x = peaked(12, n, rng, out_dtype, maxima)
+            for mode in ("accurate", "fp64"):
+                assert_elements_within_bound(x, mode, True, device, out_dtype)
+
+
 def test_split_tail_bound_is_within_one_ulp():
     """The premise of log_softmax's 16-bit default (precred.modes.LOG_SOFTMAX_16BIT_DEFAULT_MODE): the
     split-tail pass's bound (single-read and row-loop kernels) is within 1.01 ulp of the exact y (plus
     the output's smallest subnormal) over rows of n values, plan depths h >= log2(n) up to 48 (the row
     loop's rows of 2^17 bf16 on 4096 lanes: 31 + 12), row sums s from 1 (tails down to 2^-100) through
-    the branch at 1.5 to n, and gaps up to 3e4 -- while fast's, and fp64's once the tail is below
-    2^-53, are not bounded relative to y next to 0."""
+    the branch at 1.5 to n, and gaps up to 3e4; `accurate` into fp32 (the fp64 split-tail pass)
+    likewise -- while fast's, and the fp64 mode's once the tail is below 2^-53, are not bounded
+    relative to y next to 0."""
     from precred.bounds import softmax_error_bound, _HALF_TINY
     from validation.oracle import ulp
     for dtype in (torch.bfloat16, torch.float16):
@@ -444,22 +472,41 @@ def test_split_tail_bound_is_within_one_ulp():
                                                       out_dtype=dtype, single_read=not loop, row_loop=loop)
                             assert got <= 1.01 * float(ulp(y, dtype)) + 2 * _HALF_TINY[dtype], (
                                 dtype, n, depth, s, gap, loop)
-    # next to y = 0 the fp64 mode's bound is absolute: many bf16 ulps of a y of -2^-60
-    fp64 = softmax_error_bound("fp64", 1000, 1 + 2.0 ** -60, 0.0, 0.0, 0.0, torch.bfloat16, depth=10, log=True,
-                               single_read=True)
+    # `accurate` into fp32 through the same kernels: its fp64 split-tail pass
+    for n in (2, 1000, 2 ** 15, 2 ** 20):
+        for depth in (d for d in (1, 15, 24, 48) if 2 ** d >= n):
+            for s in (1.0, 1 + 2.0 ** -100, 1 + 2.0 ** -60, 1 + 2.0 ** -20, 1.4999, 1.5001, float(n)):
+                for gap in (0.0, 1e-3, 10.0, 1e3, 1e30):
+                    y = -gap - math.log(s)
+                    if y == 0 or s > n:
+                        continue
+                    for loop in (False, True):
+                        got = softmax_error_bound("accurate", n, s, 0.999 * s * math.log(n), 0.0, -gap, torch.float32,
+                                                  depth=depth, log=True, single_read=not loop, row_loop=loop)
+                        assert got <= 1.01 * float(ulp(y, torch.float32)) + 2 * _HALF_TINY[torch.float32], (
+                            n, depth, s, gap, loop)
+    # next to y = 0 the two-pass path's fp64 bound is absolute: many bf16 ulps of a y of -2^-60
+    fp64 = softmax_error_bound("fp64", 1000, 1 + 2.0 ** -60, 0.0, 0.0, 0.0, torch.bfloat16, depth=10, log=True)
     assert fp64 > 4 * float(ulp(-(2.0 ** -60), torch.bfloat16))
 
 
 def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
-    """The maximum's log_softmax -log1p(tail) of a bf16 row [0, -30, -40, ...] comes back within half
-    an ulp and a bit, where torch's (and fast's fp32 sum) give 0 and fp64's loses tails below 2^-53."""
-    x = torch.tensor([[0.0, -30.0, -40.0, -41.0], [0.0, -60.5, -61.0, -62.0], [0.0, 0.0, -60.0, -70.0]],
-                     dtype=torch.bfloat16)
-    got = precred.log_softmax(x.to(device), 1).cpu()
-    assert torch.equal(got, precred.log_softmax(x.to(device), 1, mode="accurate").cpu())
-    exact_rows = reference(x, True)
-    for (row, exact), values in zip(exact_rows, got.double().tolist()):
-        e = exact[0]
-        assert e != 0 and ulp_error(values[0], e, torch.bfloat16) <= 0.51, (values[0], float(e))
-    assert precred.log_softmax(x.to(device), 1, mode="fast")[0, 0].item() == 0.0
-    assert precred.log_softmax(x.to(device), 1, mode="fp64")[1, 0].item() == 0.0
+    """The maximum's log_softmax -log1p(tail) of a row [0, -30, -40, ...] comes back within half an ulp
+    and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one), where
+    torch's (and fast's fp32 sum) give 0, and the fp64 mode (fp32's default) and the two-pass path lose
+    tails below 2^-53."""
+    x = torch.tensor([[0.0, -30.0, -40.0, -41.0], [0.0, -60.5, -61.0, -62.0], [0.0, 0.0, -60.0, -70.0],
+                      [0.0, -45.0, -50.0, -51.0]])
+    for dtype in (torch.bfloat16, torch.float32):
+        xd = x.to(dtype)
+        got = precred.log_softmax(xd.to(device), 1, mode="accurate").cpu()
+        if dtype == torch.bfloat16:
+            assert torch.equal(got, precred.log_softmax(xd.to(device), 1).cpu())
+        for (row, exact), values in zip(reference(xd, True), got.double().tolist()):
+            e = exact[0]
+            assert e != 0 and ulp_error(values[0], e, dtype) <= 0.51, (dtype, values[0], float(e))
+        assert precred.log_softmax(xd.to(device), 1, mode="fast")[0, 0].item() == 0.0
+        assert torch.log_softmax(xd, 1)[0, 0].item() == 0.0
+        assert precred.log_softmax(xd.to(device), 1, mode="fp64")[1, 0].item() == 0.0
+        two_pass, _ = softmax_by_path(xd.to(device), 1, "accurate", True, dtype, "two-pass")
+        assert two_pass[1, 0].item() == 0.0

@@ -12,13 +12,13 @@ reduction keeps them (VECTORS: inner.stable_exp_vector_part, plan.stable_exp_vec
 the fixed tree, log(s) in fp64, then (x - m) - log(s) per element. Bounds: precred.softmax_error_bound
 with the plan's depth (precred.plan.LoopPlan).
 
-SPLIT_TAIL (log_softmax `accurate` into bf16 / fp16, fp32 state: precred.modes.log_softmax_splits_tail):
-after that state, a row whose s < 1.5 -- it has one maximum, and log(s) = log1p(tail) next to 0, where
-fp32's s would lose the tail -- is read a third time for tail = the sum of its terms below m, scaled
-as the single-read kernel's (strategies/stable_exp.py exp_scaled), over BLOCK_N lanes then the same
-fixed tree (depth: the plan's); log(s) is then log1p(tail) (log_of_split_sum). Rows with s >= 1.5
-(randn rows: all of them) keep log(s) of the fp32 state, whose relative error log(s) >= 0.4 absorbs.
-Bound: precred.softmax_error_bound (row_loop=True).
+SPLIT_TAIL (log_softmax in `accurate`: with the fp32 state into bf16 / fp16, else fp64's;
+precred.modes.log_softmax_split_tail): after that state, a row whose s < 1.5 -- it has one maximum, and
+log(s) = log1p(tail) next to 0, where s would lose the tail -- is read a third time for tail = the sum
+of its terms below m (in fp32 scaled as the single-read kernel's, strategies/stable_exp.py
+exp_scaled), over BLOCK_N lanes then the same fixed tree (depth: the plan's); log(s) is then
+log1p(tail) (log_of_split_sum). Rows with s >= 1.5 (randn rows: all of them) keep log(s) of the
+state, whose relative error log(s) >= 0.4 absorbs. Bound: precred.softmax_error_bound (row_loop=True).
 """
 import triton
 import triton.language as tl
@@ -56,19 +56,25 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
             s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
                                       False, False)
         row_s, _, row_m = tree_reduce_last_axis(s, s, m, 1, BLOCK_N, _STABLE_EXP)
-    if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_splits_tail), fp32 state
+    if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_split_tail)
         # A row whose s < 1.5 has one maximum (module docstring): it is read once more for the sum of its
         # terms below the maximum, against m (the loop runs no trip for every other row).
         tail_end = tl.where(tl.max(row_s, 0) < 1.5, red_len, 0)
-        t = tl.zeros([1, BLOCK_N], tl.float32)
+        t = tl.zeros([1, BLOCK_N], ACC_DTYPE)
         m_row = row_m[:, None]
         for start in range(0, tail_end, BLOCK_N):
             mask = ((start + lanes) < red_len)[None, :]
             x = tl.where(mask, to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0),
-                                              tl.float32), float("-inf"))
-            t += tl.where(x < m_row, exp_scaled(x - m_row), 0.0)
+                                              ACC_DTYPE), float("-inf"))
+            if ACC_DTYPE == tl.float32:
+                term = exp_scaled(x - m_row)
+            else:
+                term = tl.exp(x - m_row)
+            t += tl.where(x < m_row, term, 0.0)
         tail, _, _ = tree_reduce_last_axis(t, t, t, 1, BLOCK_N, _PLAIN)
-        log_s = log_of_split_sum(row_s.to(tl.float64), unscaled(tail))[:, None]
+        if ACC_DTYPE == tl.float32:
+            tail = unscaled(tail)
+        log_s = log_of_split_sum(row_s.to(tl.float64), tail)[:, None]
     else:
         log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]

@@ -24,13 +24,12 @@ Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for
   log_softmax: y_j = (x_j - m) - log(s) formed in ACC_DTYPE, log(s) taken in fp64 per row (the
   normalizing pass forms it in fp64 for both modes; the fp32 accumulator's three roundings here cost
   about one more ulp of y and spare two fp64 additions and three conversions an element).
-* log_softmax with SPLIT_TAIL (the `accurate` mode into bf16 / fp16, in fp32:
-  precred.modes.log_softmax_splits_tail): terms exp(x_j - m) 2^32 (strategies/stable_exp.py
-  exp_scaled), two sums by the same tree -- s of every term, tail of those strictly below m --, then
+* log_softmax with SPLIT_TAIL (precred.modes.log_softmax_split_tail: the `accurate` mode -- into
+  bf16 / fp16 in fp32, with terms exp(x_j - m) 2^32, strategies/stable_exp.py exp_scaled; else in fp64): two sums by the same tree -- s of every term, tail of those strictly below m --, then
   log(s) in fp64 as log1p(tail) where s < 1.5 (the row has one maximum) else log(s)
-  (log_of_split_sum), and y_j = (x_j - m) - log(s) in fp32: both parts <= 0, so y's relative error is
-  log(s)'s (the tail sum's, a few hundred fp32 u) and a few u, even for the maximum's y = -log1p(tail)
-  next to 0, where fast's fp32 s rounds the tail away (torch's too).
+  (log_of_split_sum), and y_j = (x_j - m) - log(s) in ACC_DTYPE: both parts <= 0, so y's relative
+  error is log(s)'s (the tail sum's) and a few u, even for the maximum's y = -log1p(tail) next to 0,
+  where log(s) rounds the tail away (fp32's below 2^-24: fast's and torch's; fp64's below 2^-53).
 Bounds: precred.softmax_error_bound (single_read=True). Specials without branches, torch's: a NaN in
 the row makes s NaN; +inf makes m = +inf and inf - inf = NaN; an all -inf row gives -inf - -inf = NaN:
 every such row is NaN throughout. A -inf element among finite ones gives e = 0 (softmax 0, log
@@ -74,16 +73,21 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x_max, 1)[:, None].to(ACC_DTYPE)
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
-    if SPLIT_TAIL:   # log_softmax's split-tail fp32 pass (precred.modes.log_softmax_splits_tail)
-        e = exp_scaled(x - m_tile)
-        below = tl.where(x < m_tile, e, 0.0)
+    if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_split_tail)
+        # Both sums, branch-free: computing the tail only in programs holding a row with s < 1.5 (the
+        # terms again inside the branch) took more registers, not fewer (sm_90: fp64 rows of 1024 80 ->
+        # 118 against 110 branch-free, bf16 over dim 0 of 16 x 262144 788 bytes spilled).
+        e = _split_tail_terms(x, m_tile, ACC_DTYPE)
         if J_FAST:
             s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
-            tail = tree_sum_blocked_rows(below, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+            tail = tree_sum_blocked_rows(tl.where(x < m_tile, e, 0.0), BLOCK_ROWS, BLOCK_J, TREE_VEC,
+                                         TREE_THREADS)[:, None]
         else:
-            s, tail, _ = tree_reduce_first_axis(e, below, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+            s, tail, _ = tree_reduce_first_axis(e, tl.where(x < m_tile, e, 0.0), e, BLOCK_J, BLOCK_ROWS, _PLAIN)
             s, tail = s[None, :], tail[None, :]
-        y = (x - m_tile) - log_of_split_sum(unscaled(s), unscaled(tail)).to(ACC_DTYPE)
+        if ACC_DTYPE == tl.float32:
+            s, tail = unscaled(s), unscaled(tail)
+        y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
             gap_hi, gap_lo = two_sum(x, -m_tile)
@@ -101,6 +105,16 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
             y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
              round_to_output(y, dst_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _split_tail_terms(x, m_tile, ACC_DTYPE: tl.constexpr):
+    """The split-tail pass's terms exp(x - m): in fp32 scaled by 2^TAIL_SCALE_LOG2 (exp_scaled), in fp64
+    as they are."""
+    if ACC_DTYPE == tl.float32:
+        return exp_scaled(x - m_tile)
+    else:
+        return tl.exp(x - m_tile)
 
 
 @triton.jit

@@ -180,9 +180,6 @@ def stable_exp_combine(s_a, lo_a, m_a, s_b, lo_b, m_b):
 TAIL_SCALE_LOG2 = 32
 _TAIL_EXPONENT = tl.constexpr(float(TAIL_SCALE_LOG2))
 _TAIL_UNSCALE = tl.constexpr(2.0 ** -TAIL_SCALE_LOG2)
-# 1 + t is exact in fp64 for an fp32 t >= 2^-29 (t's last bit is >= 2^-52); below, log1p(t) = t - t^2 / 2
-# within t^2 / 3 < 2^-58 relative.
-_LOG1P_SERIES_BELOW = tl.constexpr(2.0 ** -29)
 
 
 @triton.jit
@@ -208,9 +205,18 @@ def log_of_split_sum(s, tail):
     """log(s) in fp64 of a row's s = sum exp(x - m) (fp64) from s and tail (fp64), the sum of the terms
     strictly below the maximum m. Where s < 1.5 the row has one maximum (two would make s >= 2 but for
     s's error), so s = 1 + tail exactly, and log(s) is log1p(tail): its relative error is the tail sum's,
-    however small the tail -- where log(1 + tail) in fp32 would lose it (y = 0 for the maximum's
-    log_softmax when tail < 2^-24). Elsewhere log(s) >= 0.4 absorbs s's relative error. A NaN s (a NaN
-    or +inf in the row, or a row of -inf) stays NaN (s < 1.5 is false)."""
+    however small the tail -- where log(s) loses it (y = 0 for the maximum's log_softmax once tail <
+    2^-24 in fp32, 2^-53 in fp64). Elsewhere log(s) >= 0.4 absorbs s's relative error. A NaN s (a NaN
+    or +inf in the row, or a row of -inf) stays NaN (s < 1.5 is false).
+    log1p(t) for 0 <= t <= 1/2: w = fl(1 + t), whose rounding error d = t - (w - 1) is exact (w - 1 by
+    Sterbenz, d by Fast2Sum), and log1p(t) = log(w) + log(1 + d / w), the second part taken as d (2 - w):
+    off by |d| (w - 1)^2 / w + d^2 / 2 <= 0.31 u_64 of log1p(t) (|d| <= u_64 w, log1p(t) >= 0.81 (w - 1)),
+    and where w = 1 (t < 2^-53) it is t itself. With libdevice's log (1 ulp) and the three roundings:
+    within 4.1 u_64 relative, counted as 8 (precred.bounds._LOG1P_ERROR_UNITS). One fp64 log a row, no
+    division (Goldberg's log(w) t / (w - 1) cost an fp64 division a row: sm_90, bf16 rows of 256, 64 ->
+    84 registers)."""
     one_maximum = s < 1.5
-    log_s = tl.log(tl.where(one_maximum, 1.0 + tail, s))   # one fp64 log a row
-    return tl.where(one_maximum & (tail < _LOG1P_SERIES_BELOW), tail - 0.5 * tail * tail, log_s)
+    w = 1.0 + tail
+    log_w = tl.log(tl.where(one_maximum, w, s))
+    log1p_tail = log_w + (tail - (w - 1.0)) * (2.0 - w)
+    return tl.where(one_maximum, log1p_tail, log_w)
