@@ -27,7 +27,7 @@ from .finish import to_accumulator
 from .inner import stable_exp_vector_part
 from .normalize import normalized
 from .steps import accumulate_tile
-from ..strategies.stable_exp import exp_scaled, log_of_split_sum, unscaled
+from ..strategies.stable_exp import log_of_split_sum, split_tail_sum, split_tail_terms
 from .tree import tree_reduce_last_axis
 
 _STABLE_EXP = tl.constexpr(3)   # strategies.STABLE_EXP
@@ -66,15 +66,9 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
             mask = ((start + lanes) < red_len)[None, :]
             x = tl.where(mask, to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0),
                                               ACC_DTYPE), float("-inf"))
-            if ACC_DTYPE == tl.float32:
-                term = exp_scaled(x - m_row)
-            else:
-                term = tl.exp(x - m_row)
-            t += tl.where(x < m_row, term, 0.0)
+            t += tl.where(x < m_row, split_tail_terms(x - m_row), 0.0)
         tail, _, _ = tree_reduce_last_axis(t, t, t, 1, BLOCK_N, _PLAIN)
-        if ACC_DTYPE == tl.float32:
-            tail = unscaled(tail)
-        log_s = log_of_split_sum(row_s.to(tl.float64), tail)[:, None]
+        log_s = log_of_split_sum(row_s.to(tl.float64), split_tail_sum(tail))[:, None]
     else:
         log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]

@@ -45,7 +45,7 @@ import triton.language as tl
 from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
 from ..strategies.compensated import two_sum
-from ..strategies.stable_exp import exp_scaled, exp_two_part, log_of_split_sum, terms_below, unscaled
+from ..strategies.stable_exp import exp_two_part, log_of_split_sum, split_tail_sum, split_tail_terms, terms_below
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -75,9 +75,9 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
     if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_split_tail)
         # Both sums, branch-free: computing the tail only in programs holding a row with s < 1.5 (the
-        # terms again inside the branch) took more registers, not fewer (sm_90: fp64 rows of 1024 80 ->
-        # 118 against 110 branch-free, bf16 over dim 0 of 16 x 262144 788 bytes spilled).
-        e = _split_tail_terms(x, m_tile, ACC_DTYPE)
+        # terms again inside the branch) took more registers, not fewer (sm_90: the fp64 pass on fp32
+        # rows of 1024, 118 against 108 branch-free; bf16 over dim 0 of 16 x 262144, 788 bytes spilled).
+        e = split_tail_terms(x - m_tile)
         if J_FAST:
             s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
             tail = tree_sum_blocked_rows(tl.where(x < m_tile, e, 0.0), BLOCK_ROWS, BLOCK_J, TREE_VEC,
@@ -85,9 +85,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         else:
             s, tail, _ = tree_reduce_first_axis(e, tl.where(x < m_tile, e, 0.0), e, BLOCK_J, BLOCK_ROWS, _PLAIN)
             s, tail = s[None, :], tail[None, :]
-        if ACC_DTYPE == tl.float32:
-            s, tail = unscaled(s), unscaled(tail)
-        y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
+        y = (x - m_tile) - log_of_split_sum(split_tail_sum(s), split_tail_sum(tail)).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
             gap_hi, gap_lo = two_sum(x, -m_tile)
@@ -105,16 +103,6 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
             y = e * (1.0 / s_tile).to(ACC_DTYPE)
     tl.store(dst_ptr + _offsets(rows, j, dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red),
              round_to_output(y, dst_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _split_tail_terms(x, m_tile, ACC_DTYPE: tl.constexpr):
-    """The split-tail pass's terms exp(x - m): in fp32 scaled by 2^TAIL_SCALE_LOG2 (exp_scaled), in fp64
-    as they are."""
-    if ACC_DTYPE == tl.float32:
-        return exp_scaled(x - m_tile)
-    else:
-        return tl.exp(x - m_tile)
 
 
 @triton.jit

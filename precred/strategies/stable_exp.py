@@ -195,9 +195,22 @@ def exp_scaled(gap):
 
 
 @triton.jit
-def unscaled(v):
-    """An exp_scaled sum in fp64, unscaled: exact (a power of two, within fp64's range)."""
-    return v.to(tl.float64) * _TAIL_UNSCALE
+def split_tail_terms(gap):
+    """The split-tail pass's terms exp(gap) of gaps x - m <= 0 in their accumulator: fp32 ones scaled
+    (exp_scaled), fp64 ones as they are (libdevice's exp)."""
+    if gap.dtype == tl.float32:
+        return exp_scaled(gap)
+    else:
+        return tl.exp(gap)
+
+
+@triton.jit
+def split_tail_sum(total):
+    """A sum of split_tail_terms in fp64, unscaled: exact (a power of two, within fp64's range)."""
+    if total.dtype == tl.float32:
+        return total.to(tl.float64) * _TAIL_UNSCALE
+    else:
+        return total
 
 
 @triton.jit
