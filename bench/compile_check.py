@@ -25,6 +25,7 @@ from precred.schedules.outer import outer_kernel  # noqa: E402
 from precred.schedules.recompute import exp_recompute_kernel  # noqa: E402
 from precred.schedules.row_loop import row_loop_kernel  # noqa: E402
 from precred.schedules.single_read import single_read_kernel  # noqa: E402
+from precred.schedules.split_tail import split_tail_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -132,6 +133,20 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
         assert "cvt.rn.bf16.f32" in ptx and "cvt.rz" not in ptx, "bf16 output not rounded to nearest"
 
 
+def compile_split_tail_variants() -> int:
+    """log_softmax's split-tail kernel of the two-pass path (fp64 log(s) and max per row), both layouts."""
+    cases = 0
+    for src_ty, j_fast in itertools.product(["fp32", "i16", "fp16", "fp64"], [True, False]):
+        sig = {name: ("*" + src_ty if name == "src_ptr" else "*fp64" if name.endswith("_ptr") else
+                      "constexpr" if name.isupper() else "i32") for name in split_tail_kernel.arg_names}
+        blocks = dict(BLOCK_ROWS=1, BLOCK_J=2048) if j_fast else dict(BLOCK_ROWS=128, BLOCK_J=16)
+        triton.compile(ASTSource(fn=split_tail_kernel, signature=sig, constexprs=dict(J_FAST=j_fast, **blocks)),
+                       target=TARGET, options={"num_warps": 4})
+        cases += 1
+        print(f"split_tail_kernel {src_ty} j_fast={j_fast}", flush=True)
+    return cases
+
+
 def compile_atomic_variants() -> int:
     """The extrema's atomic schedule: the streaming kernel (max / min over fp32, bf16 bits, fp16) and
     the finishing gather."""
@@ -164,7 +179,7 @@ _COUNTER = dict(TILE_COUNTER=True, TREE_VEC=4, TREE_THREADS=128, STATE_TREE_VEC=
 def main():
     only_strategies = [int(s) for s in sys.argv[sys.argv.index("--strategies") + 1].split(",")] \
         if "--strategies" in sys.argv else None
-    cases = compile_atomic_variants() + compile_exp_recompute_variants()
+    cases = compile_atomic_variants() + compile_exp_recompute_variants() + compile_split_tail_variants()
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384, TREE_VEC=4, TREE_THREADS=512), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256, TREE_VEC=4, TREE_THREADS=256), 8),

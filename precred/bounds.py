@@ -325,11 +325,15 @@ def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
 
 def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,
                         depth: int, log: bool = False, out_dtype: torch.dtype | None = None,
-                        single_read: bool = False, row_loop: bool = False, log_s: float | None = None) -> float:
+                        single_read: bool = False, row_loop: bool = False, log_s: float | None = None,
+                        tail_depth: int | None = None) -> float:
     """Upper bound on |computed - exact| of one element of precred.softmax (or log_softmax, `log`) in
     `mode`: the element x of a finite row with maximum m, n, s, t and plan depth as in
     logsumexp_error_bound. inf where no bound is claimed. log_s: log(s), where known more closely than
-    s in fp64 (next to s = 1: log_softmax's split-tail bound is relative to it).
+    s in fp64 (next to s = 1: log_softmax's split-tail bound is relative to it). tail_depth: on the
+    two-pass path (neither single_read nor row_loop), the split-tail kernel's depth
+    (precred.plan.split_tail_depth) where the mode runs it; without it that path's bound is the
+    reduction's alone.
 
     Derivation (u the accumulator's unit roundoff, c u one exp's relative error as there). The
     reduction hands over m (exact) and log(s) in fp64, within L = the log-sum error of
@@ -355,8 +359,14 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     flushed product), then the rounding to the output.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
-    split = log_softmax_split_tail(mode, dtype, out_dtype, log) if (single_read or row_loop) else None
-    if split is not None:
+    split = log_softmax_split_tail(mode, dtype, out_dtype, log)
+    if split is not None and not (single_read or row_loop) and tail_depth is not None:
+        # the two-pass path: the mode's fp64 reduction for s, whose log(s) < log(1.5) (within 2 u_64 of
+        # s < 1.5: 4 u_64 more in rho_s) sends the row to the fp64 tail kernel (schedules/split_tail.py)
+        rho_s = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth) + 4 * _UNIT_ROUNDOFF[torch.float64]
+        return _split_tail_log_softmax_bound(n, math.log(float(s)) if log_s is None else float(log_s),
+                                             float(m) - float(x), out_dtype, tail_depth, torch.float64, rho_s)
+    if split is not None and (single_read or row_loop):
         log_s = math.log(float(s)) if log_s is None else float(log_s)
         # the row loop's s is its online state's (fast's numerics in fp32, the fp64 mode's in fp64); the
         # single-read kernel sums s as its tail. The fp64 mode's log_softmax has no split (log(s) below).

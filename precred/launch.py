@@ -30,6 +30,7 @@ from .schedules.outer import outer_kernel
 from .schedules.recompute import exp_recompute_kernel, recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
+from .schedules.split_tail import split_tail_kernel
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -799,13 +800,20 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         output = Output(with_mean=True)
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan, acc)
         j_fast = src.stride_red == 1
+        tail_launch = None
+        if log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) is not None:
+            # rows with one maximum and s < 1.5: log(s) = log1p(tail), the tail read again (split_tail.py)
+            tail_rows, _ = planning.SPLIT_TAIL_TILE[j_fast]
+            tail_launch = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows),),
+                                  [_bits_if_bf16(src.source), log_s, row_max], scalars[:6], 4, J_FAST=j_fast,
+                                  BLOCK_ROWS=tail_rows, BLOCK_J=planning.split_tail_block_j(red, j_fast))
         block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
         block_j = min(block_j, triton.next_power_of_2(red))
         grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
         launch = _launch(normalize_kernel, grid, [_bits_if_bf16(src.source), log_s, row_max,
                                                   _bits_if_bf16(dst.source)], scalars, 4,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j)
-        wire, reduction = _bits_if_bf16, (dim, mode, output, acc)
+        wire, reduction = _bits_if_bf16, (dim, mode, output, acc, tail_launch)
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
@@ -834,7 +842,8 @@ def _launch(kernel, grid, pointers, scalars, num_warps, **consts):
 
 class _SoftmaxRecipe:
     """A softmax call signature's launches, replayed on new tensors of that signature: the single-read
-    kernel, or the reduction (through reduce's own recipe) and the normalizing pass."""
+    kernel, or the reduction (through reduce's own recipe), log_softmax's split-tail kernel where it
+    runs, and the normalizing pass."""
 
     def __init__(self, wire, out_dtype, reduction, launch):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
@@ -846,10 +855,14 @@ class _SoftmaxRecipe:
     def run(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.empty(x.shape, dtype=self.out_dtype, device=x.device)
         pointers = [self.wire(x), self.wire(out)]
+        stream = self.get_stream(x.device.index)
         if self.reduction is not None:
-            dim, mode, output, acc = self.reduction
+            dim, mode, output, acc, tail_launch = self.reduction
             pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output, acc_dtype=acc)
-        _replay(self.compiled, self.grid, self.get_stream(x.device.index), pointers, self.trailing)
+            if tail_launch is not None:
+                compiled, grid, trailing = tail_launch
+                _replay(compiled, grid, stream, pointers[:3], trailing)
+        _replay(self.compiled, self.grid, stream, pointers, self.trailing)
         return out
 
 

@@ -116,14 +116,15 @@ EXP_MODES = {
     # shorter or narrower strided axes, other dtypes, softmax / log_softmax), this mode runs the fp64
     # mode's numerics --
     # within its 2 ulp a fortiori (precred.bounds.logsumexp_error_bound; launch.reduce_logsumexp) --
-    # except log_softmax through the single-read and row-loop kernels: the split-tail pass
-    # (log_softmax_split_tail; in fp32 into bf16 / fp16, in fp64 into fp32 / fp64), within 1.01 ulp
-    # of y even next to 0 (precred.softmax_error_bound).
+    # except log_softmax's log(s): the split-tail pass (log_softmax_split_tail; through the single-read
+    # and row-loop kernels in fp32 into bf16 / fp16, else in fp64; on the two-pass path the fp64
+    # reduction, then schedules/split_tail.py), within 1.01 ulp of y even next to 0
+    # (precred.softmax_error_bound).
     "accurate": Mode("accurate", STABLE_EXP, True, False,
                      "within 2 ulp (the fp64 mode's bound next to 0): fp32 exps of exact gaps summed in fp64 "
                      "with a bound per row, fp64 for the rows it cannot keep (fp32 rows and wide columns; the "
                      "fp64 mode elsewhere); log_softmax: the tail below the maximum summed apart, "
-                     "log1p(tail) (fp32 into 16 bits, else fp64; the fp64 mode on the two-pass path)"),
+                     "log1p(tail) (fp32 into 16 bits on rows held on chip or looped, else fp64)"),
 }
 
 # The default meets "<= 2 ulp" for fp32 whatever the row: the fp32 mode's error is a few fp32 ulps of
@@ -173,7 +174,8 @@ SOFTMAX_16BIT_DEFAULT_MODE = "fast"
 # kernels it is the split-tail fp32 pass (log_softmax_split_tail), whose bound there
 # (precred.softmax_error_bound) stays within 1.01 ulp -- the output's rounding, counted as u |y|, and
 # ~500 fp32 u of y -- where fast's and torch's fp32 log(s) lose the tail next to y = 0 (torch: bf16
-# log_softmax of [0, -30] is 0, not -9.3e-14); elsewhere `accurate` is the fp64 mode. The fp64 mode's
+# log_softmax of [0, -30] is 0, not -9.3e-14); on the two-pass path the fp64 reduction and the fp64
+# split-tail kernel (within the same 1.01 ulp). The fp64 mode's
 # exponentials ran bf16 rows at 0.61-0.78x torch's speed (H200, docs/logsumexp.md at bb39344).
 # tests/test_softmax.py asserts the bound's premise and the outputs.
 LOG_SOFTMAX_16BIT_DEFAULT_MODE = "accurate"
@@ -192,14 +194,15 @@ def softmax_mode(mode: str | None, out_dtype: torch.dtype, log: bool) -> str:
 
 
 def log_softmax_split_tail(mode: str, input_dtype: torch.dtype, out_dtype: torch.dtype, log: bool) -> torch.dtype | None:
-    """The accumulator of log_softmax's split-tail pass in `mode` from input_dtype into out_dtype, where
+    """The accumulator of log_softmax's split-tail pass in `mode` from input_dtype into out_dtype where
     the single-read and row-loop kernels run it (schedules/single_read.py, row_loop.py: SPLIT_TAIL;
-    precred.launch.softmax_rows), or None where they do not (softmax; the `fast` and fp64 modes). The
-    pass keeps the sum of the terms below the row's maximum apart, so that log(s) = log1p(tail) keeps
-    its relative error next to s = 1, where y = x - m - log(s) is next to 0: `accurate` only -- in fp32
-    (scaled terms) into a bf16 / fp16 output from anything but fp64, else in fp64. The two-pass path
-    (rows too long for either kernel, strided rows beyond the single-read limit) runs the fp64 mode's
-    log(s). Not the fp64 mode itself: the second fp64 sum costs its single-read kernel 13-15% more
+    precred.launch.softmax_rows), or None where no split-tail pass runs (softmax; the `fast` and fp64
+    modes). The pass keeps the sum of the terms below the row's maximum apart, so that log(s) =
+    log1p(tail) keeps its relative error next to s = 1, where y = x - m - log(s) is next to 0: `accurate`
+    only -- in fp32 (scaled terms) into a bf16 / fp16 output from anything but fp64, else in fp64. The
+    two-pass path (rows too long for either kernel, strided rows beyond the single-read limit) runs the
+    fp64 reduction, then the split-tail kernel in fp64 (schedules/split_tail.py) for rows whose s <
+    1.5. Not the fp64 mode itself: the second fp64 sum costs its single-read kernel 13-15% more
     instructions (sm_90: fp32 rows of 256 / 1024, 976 / 896 -> 1120 / 1016; rows of 8192 116 -> 296
     bytes spilled), and that kernel is issue-bound (log_softmax's fp32 default; 0.85-0.87x torch)."""
     if not log or mode != "accurate":

@@ -1658,6 +1658,26 @@ class LoopPlan:
         return (-(-self.red // self.block_n) - 1) + (self.block_n.bit_length() - 1)
 
 
+# log_softmax's split-tail kernel on the two-pass path (schedules/split_tail.py, `accurate`): a program's
+# (rows, reduced elements) tile by whether the reduced dim is the contiguous one. It reads only rows with
+# one maximum and s < 1.5 (none of randn's), a program per contiguous row -- the two-pass path's rows are
+# few and long (16 x 262144: 16 programs); a row is not split across programs -- or 128 strided rows
+# side by side. 2048 fp64 lanes a program on 4 warps. Not timed.
+SPLIT_TAIL_TILE = {True: (1, 2048), False: (128, 16)}
+
+
+def split_tail_block_j(red: int, j_fast: bool) -> int:
+    """The split-tail kernel's lanes along the reduced dim of length red."""
+    return min(SPLIT_TAIL_TILE[j_fast][1], _pow2_at_least(red))
+
+
+def split_tail_depth(red: int) -> int:
+    """Roundings of a row's tail sum in the split-tail kernel, whichever the layout: the lane chain over
+    the tiles, then the fixed tree over the lanes (precred.softmax_error_bound's tail_depth)."""
+    return max(-(-red // block_j) - 1 + block_j.bit_length() - 1
+               for block_j in (split_tail_block_j(red, True), split_tail_block_j(red, False)))
+
+
 # Rows of at most this many bytes are read twice by one program (beyond the single-read limits), the
 # second read partly from L2 (schedules/row_loop.py). Below ROW_LOOP_MIN_ROWS_PER_SM
 # rows per SM the two-pass path (whose reduction splits rows across programs) is used instead.

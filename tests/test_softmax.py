@@ -13,7 +13,7 @@ import precred
 from precred.bounds import EXP_TWO_PART_ERROR_UNITS
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
-from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
+from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop, split_tail_depth
 from validation.oracle import mpf_to_fraction, round_to, ulp_error
 from validation.stable_exp import WORK_BITS, reference_logsumexp
 
@@ -114,7 +114,8 @@ def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, whe
             bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
                                                 depth=plan.depth, log=log, out_dtype=out_dtype,
                                                 single_read=single_read, row_loop=isinstance(plan, LoopPlan),
-                                                log_s=float(row.lse - Fraction(row.m)))
+                                                log_s=float(row.lse - Fraction(row.m)),
+                                                tail_depth=split_tail_depth(row.n))
             # The data here stay where every mode claims a bound (the fast mode claims none once its
             # sum error is beyond first order): an element without one would be an element untested.
             assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"
@@ -366,9 +367,9 @@ def test_torch_compile_fullgraph(device):
 @pytest.mark.parametrize("log", [False, True])
 def test_accurate_is_the_fp64_mode(log, device, monkeypatch):
     """softmax in the `accurate` mode is the fp64 mode's bits (rows and dim 0); log_softmax on the
-    two-pass path. Through the single-read and row-loop kernels `accurate` log_softmax runs the
-    split-tail pass (tested below) -- in fp32 into bf16, in fp64 into fp32 -- and the fp64 mode does not:
-    the launches say so."""
+    two-pass path where no row has s < 1.5 (randn's), though the split-tail kernel is launched there.
+    Through the single-read and row-loop kernels `accurate` log_softmax runs the split-tail pass (tested
+    below) -- in fp32 into bf16, in fp64 into fp32 -- and the fp64 mode does not: the launches say so."""
     from precred import launch
     op = precred.log_softmax if log else precred.softmax
     x = torch.randn(37, 300, device=device) * 6
@@ -382,10 +383,16 @@ def test_accurate_is_the_fp64_mode(log, device, monkeypatch):
     real = launch._launch
     monkeypatch.setattr(launch, "_launch", lambda kernel, *a, **k: launched.append((kernel, k)) or real(kernel, *a, **k))
     launch._RECIPES.clear()
+    from precred.schedules.split_tail import split_tail_kernel
     for dtype, acc in ((torch.bfloat16, "fp32"), (torch.float32, "fp64")):
         xt = x.to(dtype)
-        fp64, accurate = (softmax_by_path(xt, 1, mode, True, dtype, "two-pass") for mode in ("fp64", "accurate"))
-        assert torch.equal(fp64[0], accurate[0])
+        for mode in ("fp64", "accurate"):
+            launched.clear()
+            got, _ = softmax_by_path(xt, 1, mode, True, dtype, "two-pass")
+            assert (split_tail_kernel in [k for k, _ in launched]) == (mode == "accurate"), (dtype, mode)
+            if mode == "fp64":
+                fp64 = got
+        assert torch.equal(fp64, got)
         for path in ("single-read", "row-loop"):
             for mode in ("accurate", "fp64"):
                 launched.clear()
@@ -492,9 +499,9 @@ def test_split_tail_bound_is_within_one_ulp():
 
 def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
     """The maximum's log_softmax -log1p(tail) of a row [0, -30, -40, ...] comes back within half an ulp
-    and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one), where
-    torch's (and fast's fp32 sum) give 0, and the fp64 mode (fp32's default) and the two-pass path lose
-    tails below 2^-53."""
+    and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one; on the
+    two-pass path the split-tail kernel), where torch's (and fast's fp32 sum) give 0, and the fp64 mode
+    (fp32's default) loses tails below 2^-53."""
     x = torch.tensor([[0.0, -30.0, -40.0, -41.0], [0.0, -60.5, -61.0, -62.0], [0.0, 0.0, -60.0, -70.0],
                       [0.0, -45.0, -50.0, -51.0]])
     for dtype in (torch.bfloat16, torch.float32):
@@ -508,5 +515,6 @@ def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
         assert precred.log_softmax(xd.to(device), 1, mode="fast")[0, 0].item() == 0.0
         assert torch.log_softmax(xd, 1)[0, 0].item() == 0.0
         assert precred.log_softmax(xd.to(device), 1, mode="fp64")[1, 0].item() == 0.0
-        two_pass, _ = softmax_by_path(xd.to(device), 1, "accurate", True, dtype, "two-pass")
-        assert two_pass[1, 0].item() == 0.0
+        for path in ("row-loop", "two-pass", "two-pass-split"):
+            other, _ = softmax_by_path(xd.to(device), 1, "accurate", True, dtype, path)
+            assert ulp_error(other[1, 0].item(), reference(xd[1:2], True)[0][1][0], dtype) <= 0.51, path

@@ -174,7 +174,8 @@ def log_softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
     sum of the terms below the maximum apart (in fp32 into 16 bits, else fp64), so y = (x - m) -
     log1p(tail) keeps its relative error next to y = 0 -- where fast's fp32 sum (and torch's) rounds the
     tail away and fp64's once it is below 2^-53 -- within 1.01 ulp (precred.softmax_error_bound;
-    precred.modes.log_softmax_split_tail); the fp64 mode's numerics on the two-pass path.
+    precred.modes.log_softmax_split_tail); on the two-pass path the fp64 reduction, then a kernel that
+    reads again only rows with s < 1.5 for their tail (schedules/split_tail.py).
 
     The gradient, as torch's, is formed from the output alone (g - exp(y) sum(g), in fp32): for a
     16-bit output exp(y) then carries a relative error up to about |y| 2^-9 (|y| 2^-12 for fp16), more

@@ -231,5 +231,18 @@ def log_of_split_sum(s, tail):
     one_maximum = s < 1.5
     w = 1.0 + tail
     log_w = tl.log(tl.where(one_maximum, w, s))
-    log1p_tail = log_w + (tail - (w - 1.0)) * (2.0 - w)
-    return tl.where(one_maximum, log1p_tail, log_w)
+    return tl.where(one_maximum, _log1p_of(tail, w, log_w), log_w)
+
+
+@triton.jit
+def _log1p_of(t, w, log_w):
+    """log1p(t) from w = fl(1 + t) and log(w) (log_of_split_sum's derivation)."""
+    return log_w + (t - (w - 1.0)) * (2.0 - w)
+
+
+@triton.jit
+def log1p_small(t):
+    """log1p(t) in fp64 for 0 <= t <= 1/2, within precred.bounds._LOG1P_ERROR_UNITS u_64 (log_of_split_sum's
+    derivation): the split-tail kernel's log(s) of rows with one maximum (schedules/split_tail.py)."""
+    w = 1.0 + t
+    return _log1p_of(t, w, tl.log(w))
