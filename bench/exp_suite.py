@@ -7,7 +7,10 @@ near 0: where the certified fp32 pass of `fp64` / `accurate` certifies nothing a
 recomputed in fp64, the slow case of those modes).
 
     python3 bench/exp_suite.py --out DIR [--ops logsumexp,softmax,log_softmax,logsumexp_logprobs] [--no-gems]
-                               [--only REGEX]
+                               [--only REGEX] [--tests [--tests-timeout S]]
+
+--tests first runs the exponentials' tests on CUDA (TESTS below; DIR/tests.log), so that one device
+call checks the kernels and times them.
 
 Each result is checked against torch's op on an fp64 copy (worst error in ulps of the output, relative
 to max(|reference|, eps) -- log_softmax and logsumexp_logprobs: max(|reference|, 1); printed) before it
@@ -29,8 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 for _path in (REPO, REPO / "bench"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-from gpu_suite import SHAPES_2D, checked_timing, log, measure_copy, suite_args  # noqa: E402
+from gpu_suite import SHAPES_2D, checked_timing, log, measure_copy, run_tests, suite_args  # noqa: E402
 from report_versions import versions  # noqa: E402
+
+# --tests: softmax / log_softmax's test file, and logsumexp's and the GPU-only tests of the exponentials
+# (the recompute, the filters, the accurate kernels, the replays)
+TESTS = ("tests/test_softmax.py", "tests/test_logsumexp.py", "tests/test_gpu_only.py", "tests/test_plan.py", "-k",
+         "test_softmax or softmax or recompute or filter or certified or accurate or specials or determin or replay")
 
 
 def label(op, shape, dim, dtype) -> str:
@@ -90,14 +98,20 @@ def peer_cases(report, cases, fns, torch_ms, impl, peer_fn, context):
 
 
 def main(argv=None) -> int:
-    args = suite_args(__doc__.split("\n")[0], argv, extra=lambda ap: ap.add_argument(
-        "--ops", default="logsumexp,softmax,log_softmax,logsumexp_logprobs", help="comma-separated"))
+    def options(ap) -> None:
+        ap.add_argument("--ops", default="logsumexp,softmax,log_softmax,logsumexp_logprobs", help="comma-separated")
+        ap.add_argument("--tests", action="store_true", help="run the exponentials' tests on CUDA first")
+        ap.add_argument("--tests-timeout", type=float, default=360.0)
+
+    args = suite_args(__doc__.split("\n")[0], argv, extra=options)
 
     import torch
     import precred
+    tests = run_tests(args.out, args.tests_timeout, TESTS) if args.tests else None
     modes = list(precred.EXP_MODES)
     report = {"device": torch.cuda.get_device_name(0), "versions": versions(), "modes": modes,
-              "protocol": "GB/s = (input + output bytes) / median do_bench time (L2 flushed)", "records": []}
+              "protocol": "GB/s = (input + output bytes) / median do_bench time (L2 flushed)", "records": [],
+              "tests": tests}
     start = time.monotonic()
     report["copy"] = measure_copy()
     cases = [(op, s, d, t) for op in args.ops.split(",") for t in ("float32", "bfloat16") for d in (-1, 0)

@@ -344,6 +344,20 @@ def test_bitwise_deterministic(mode, device):
         assert torch.equal(f(x, 0, mode=mode), f(x, 0, mode=mode))
 
 
+def test_accurate_log_softmax_bitwise_deterministic(device):
+    """`accurate` log_softmax (its split-tail passes: fp32 into bf16, fp64 into fp32; every path) twice
+    on the same peaked rows gives the same bits."""
+    x = peaked(6, 1500, np.random.default_rng(5), torch.float32).to(device)
+    for dtype in (torch.bfloat16, torch.float32):
+        xd = x.to(dtype)
+        for dim, xx in ((1, xd), (0, xd.t().contiguous())):
+            assert torch.equal(precred.log_softmax(xx, dim, mode="accurate"), precred.log_softmax(xx, dim, mode="accurate"))
+        for path in ("row-loop", "two-pass"):
+            a, _ = softmax_by_path(xd, 1, "accurate", True, dtype, path)
+            b, _ = softmax_by_path(xd, 1, "accurate", True, dtype, path)
+            assert torch.equal(a, b), (dtype, path)
+
+
 def test_autograd(device):
     x = torch.randn(3, 7, dtype=torch.float64, device=device, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: precred.softmax(t, 1), (x,))
