@@ -360,19 +360,22 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
     """
     out_dtype = dtype if out_dtype is None else out_dtype
     split = log_softmax_split_tail(mode, dtype, out_dtype, log)
-    if split is not None and not (single_read or row_loop) and tail_depth is not None:
-        # the two-pass path: the mode's fp64 reduction for s, whose log(s) < log(1.5) (within 2 u_64 of
-        # s < 1.5: 4 u_64 more in rho_s) sends the row to the fp64 tail kernel (schedules/split_tail.py)
-        rho_s = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth) + 4 * _UNIT_ROUNDOFF[torch.float64]
+    if split is not None and (single_read or row_loop or tail_depth is not None):
+        # s_hat's error: the single-read kernel sums s as its tail; the row loop's s is its online
+        # state's (fast's numerics in fp32, the fp64 mode's in fp64); the two-pass path's is the mode's
+        # fp64 reduction, whose log(s) < log(1.5) (within 2 u_64 of s < 1.5: 4 u_64 more) sends the row to
+        # the fp64 tail kernel (schedules/split_tail.py), at its own depth. The fp64 mode's log_softmax
+        # has no split (log(s) below).
+        if single_read:
+            acc, tail_h, rho_s = split, depth, None
+        elif row_loop:
+            acc, tail_h = split, depth
+            rho_s = _sum_relative_error("fast" if split == torch.float32 else "fp64", n, s, t, dtype, out_dtype, depth)
+        else:
+            acc, tail_h = torch.float64, tail_depth
+            rho_s = _sum_relative_error(mode, n, s, t, dtype, out_dtype, depth) + 4 * _UNIT_ROUNDOFF[torch.float64]
         return _split_tail_log_softmax_bound(n, math.log(float(s)) if log_s is None else float(log_s),
-                                             float(m) - float(x), out_dtype, tail_depth, torch.float64, rho_s)
-    if split is not None and (single_read or row_loop):
-        log_s = math.log(float(s)) if log_s is None else float(log_s)
-        # the row loop's s is its online state's (fast's numerics in fp32, the fp64 mode's in fp64); the
-        # single-read kernel sums s as its tail. The fp64 mode's log_softmax has no split (log(s) below).
-        state_mode = "fast" if split == torch.float32 else "fp64"
-        rho_s = _sum_relative_error(state_mode, n, s, t, dtype, out_dtype, depth) if row_loop else None
-        return _split_tail_log_softmax_bound(n, log_s, float(m) - float(x), out_dtype, depth, split, rho_s)
+                                             float(m) - float(x), out_dtype, tail_h, acc, rho_s)
     acc = get_exp_mode(mode).accumulator_dtype(dtype, out_dtype)
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     gap = float(m) - float(x)

@@ -717,15 +717,16 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     second time from L2) where rows fit in L2, else the reduction's Plan (one pass for each row's max
     and log-sum, then the normalizing pass). The first two are sized for the accumulator those kernels
     run in (_row_accumulator: log_softmax's split-tail pass's)."""
-    row_plan = _row_plan(x, reduction_view(x, (dim,)), _row_accumulator(x, mode, out_dtype, log))
+    split = log_softmax_split_tail(mode.name, x.dtype, out_dtype, log)
+    row_plan = _row_plan(x, reduction_view(x, (dim,)), _row_accumulator(x, mode, out_dtype, split))
     return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
 
 
-def _row_accumulator(x, mode: Mode, out_dtype: torch.dtype, log: bool) -> torch.dtype:
+def _row_accumulator(x, mode: Mode, out_dtype: torch.dtype, split: torch.dtype | None) -> torch.dtype:
     """The accumulator of the single-read and row-loop kernels for this call: log_softmax's split-tail
-    pass's where it runs one (precred.modes.log_softmax_split_tail: fp32 for `accurate` into 16 bits),
-    else the mode's."""
-    return log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) or mode.accumulator_dtype(x.dtype, out_dtype)
+    pass's where it runs one (`split`: precred.modes.log_softmax_split_tail, fp32 for `accurate` into 16
+    bits), else the mode's."""
+    return split or mode.accumulator_dtype(x.dtype, out_dtype)
 
 
 def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype,
@@ -763,16 +764,18 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         if recipe is not None:
             return recipe.run(x)
     src = reduction_view(x, (dim,))
+    split = log_softmax_split_tail(mode.name, x.dtype, out_dtype, log)   # its accumulator, or None
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(x, src, _row_accumulator(x, mode, out_dtype, log))
+        plan = _row_plan(x, src, _row_accumulator(x, mode, out_dtype, split))
         two_pass_plan = None
     else:
         two_pass_plan = plan
     # log_softmax's split-tail pass runs on the single-read and row-loop kernels, in its own accumulator;
-    # the two-pass path keeps the mode's (fp64 where the pass would be fp32: `accurate` into 16 bits).
+    # the two-pass path keeps the mode's (fp64 where the pass would be fp32: `accurate` into 16 bits) and
+    # adds the split-tail kernel.
     on_chip = isinstance(plan, (RowPlan, LoopPlan))
-    split_tail = on_chip and log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) is not None
-    acc = _row_accumulator(x, mode, out_dtype, log) if on_chip else mode.accumulator_dtype(x.dtype, out_dtype)
+    split_tail = on_chip and split is not None
+    acc = _row_accumulator(x, mode, out_dtype, split) if on_chip else mode.accumulator_dtype(x.dtype, out_dtype)
     out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     dst = reduction_view(out, (dim,))
     rows, red = src.outer * src.inner, src.red
@@ -801,7 +804,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan, acc)
         j_fast = src.stride_red == 1
         tail_launch = None
-        if log_softmax_split_tail(mode.name, x.dtype, out_dtype, log) is not None:
+        if split is not None:
             # rows with one maximum and s < 1.5: log(s) = log1p(tail), the tail read again (split_tail.py)
             tail_rows, _ = planning.SPLIT_TAIL_TILE[j_fast]
             tail_launch = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows),),
