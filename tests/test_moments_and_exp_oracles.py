@@ -77,6 +77,26 @@ def test_logsumexp_reference_against_an_unshifted_sum(dtype):
         assert row.s == pytest.approx(float(s), rel=2.0 ** -52) and row.t == pytest.approx(float(t), rel=2.0 ** -52)
 
 
+@pytest.mark.parametrize("dtype, top", [(torch.float32, 3e38), (torch.float64, 1e300), (torch.float64, -1e300)],
+                         ids=["fp32-3e38", "fp64-1e300", "fp64--1e300"])
+def test_logsumexp_reference_keeps_log_s_next_to_a_huge_maximum(dtype, top):
+    """Rows of k copies of a huge maximum among values far below it (a spacing there is ~1e284 in fp64:
+    their terms are 0, log(s) = log(k)): lse - m (log(s), and so log_softmax's values x - lse) within
+    exact_to of log(sum(exp(x - m))) at 2 WORK_BITS bits, exact_to far below any ulp -- a WORK_BITS-bit
+    lse would keep none of log(s) next to 1e300 (its spacing there ~1e252); the longer rows' numpy
+    path too."""
+    for n, k in ((5, 2), (5000, 3)):
+        below = torch.linspace(2.0 ** -10, 0.5, n - k, dtype=torch.float64) * abs(top)
+        x = torch.cat([torch.full((k,), top, dtype=torch.float64), top - below]).to(dtype).reshape(1, n)
+        row = reference_logsumexp(x, 1)[0][0]
+        got = row.lse - Fraction(row.m)
+        with mpmath.workprec(2 * WORK_BITS):
+            log_s = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v) - mpmath.mpf(row.m)) for v in x.double().tolist()[0]))
+            assert abs(mpmath.mpf(got.numerator) / got.denominator - log_s) <= row.exact_to
+        assert row.m == float(x.max()) and float(got) == pytest.approx(math.log(k), rel=1e-15)
+        assert row.exact_to < (1e-40 if n <= 4096 else 1e-15)
+
+
 def test_logsumexp_reference_specials_follow_torch():
     inf, nan = math.inf, math.nan
     x = torch.tensor([[1.0, -inf, 2.0], [-inf, -inf, -inf], [0.0, inf, 1.0], [nan, 0.0, inf], [-inf, 3.0, -inf]])

@@ -14,40 +14,14 @@ from precred.bounds import EXP_TWO_PART_ERROR_UNITS
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
 from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop, split_tail_depth
-from validation.oracle import mpf_to_fraction, round_to, ulp_error
-from validation.stable_exp import WORK_BITS, reference_logsumexp
+from validation.oracle import round_to, ulp_error
+from validation.stable_exp import reference_softmax as reference
 
 from test_logsumexp import PLANNER_SETTINGS, _exp_of_difference_kernel, family
 
 # softmax's `accurate` is the fp64 mode (modes.EXP_MODES): test_accurate_is_the_fp64_mode checks that.
 EXP_MODES = [m for m in precred.EXP_MODES if m != "accurate"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
-
-
-def reference(x: torch.Tensor, log: bool, columns=None):
-    """Per row of a 2-D x (dim 1): the row's reference and its exact outputs (Fractions, or None for
-    rows with specials) -- of the elements in `columns` only, when given (every row's reference still
-    reads the whole row)."""
-    rows, _, _ = reference_logsumexp(x, 1)
-    out = []
-    for row, values in zip(rows, x.double().tolist()):
-        if row.lse is None:
-            out.append((row, None))
-            continue
-        with mpmath.workprec(WORK_BITS):
-            lse = mpmath.mpf(row.lse.numerator) / row.lse.denominator
-            ys = []
-            for v in (values if columns is None else [values[j] for j in columns]):
-                z = mpmath.mpf(v) - lse if v != -math.inf else None
-                if log:
-                    ys.append(Fraction(v) - row.lse if z is not None else -math.inf)
-                else:
-                    # Below e^-1100 every format (fp64 subnormals included) rounds to 0: the exact value
-                    # is taken as 0 there (off by < 2^-1580, far below any bound) instead of a Fraction
-                    # with a 2^-(10^30) denominator.
-                    ys.append(mpf_to_fraction(mpmath.exp(z)) if z is not None and z > -1100 else Fraction(0))
-        out.append((row, ys))
-    return out
 
 
 # The kernels a softmax can take: the single-read kernel (rows on chip), and the reduction + normalizing

@@ -1,11 +1,13 @@
 """Reference for logsumexp along dims: high-precision values of m (the row's maximum, exact),
-s = sum exp(x_i - m), t = sum exp(x_i - m) (m - x_i) and lse = m + log(s).
+s = sum exp(x_i - m), t = sum exp(x_i - m) (m - x_i) and lse = m + log(s), the sum m + log(s) exact
+(a Fraction): log(s) keeps its precision whatever |m| (a row of fp64 values near 1e300, whose lse
+rounded to WORK_BITS bits would have lost log(s) entirely).
 
 Rows up to MPMATH_MAX_N values: every exp and log in mpmath at WORK_BITS bits, the sums exact over
-those values, so lse is within about n 2^-(WORK_BITS - 2) relative of the true value -- far below
+those values, so log(s) is within n 2^-(WORK_BITS - 2) max(1, |log(s)|) of the true value -- far below
 any format's rounding, except for a result within that distance of a rounding boundary.
 Longer rows (the GPU error report): numpy's float64 exp, whose results are within 1 ulp (relative
-2^-52), summed exactly: lse is then within 2^-51 (absolute) of the true value, which is far below an
+2^-52), summed exactly: log(s) is then within 2^-51 (absolute) of the true value, which is far below an
 fp32 ulp of any result but is not enough to certify the correct rounding of fp64 outputs.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 
 from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction
 
-__all__ = ["RowLogSumExp", "reference_logsumexp", "WORK_BITS", "MPMATH_MAX_N"]
+__all__ = ["RowLogSumExp", "reference_logsumexp", "reference_softmax", "WORK_BITS", "MPMATH_MAX_N"]
 
 WORK_BITS = 160
 MPMATH_MAX_N = 1 << 12
@@ -32,9 +34,9 @@ class RowLogSumExp:
     m: float            # the maximum (exact); +-inf / NaN for rows with specials
     s: float            # sum exp(x_i - m), rounded to float64 (for bounds)
     t: float            # sum exp(x_i - m) (m - x_i), rounded to float64 (for bounds)
-    lse: Fraction | None   # m + log(s) to WORK_BITS bits; None for rows with inf / NaN
+    lse: Fraction | None   # m + log(s), log(s) to WORK_BITS bits, the sum exact; None for rows with inf / NaN
     special: float | None  # torch's result for rows with inf / NaN: -inf, +inf or NaN
-    exact_to: float     # the reference's own absolute error bound on lse
+    exact_to: float     # the reference's own absolute error bound on lse (its log(s)'s)
 
 
 def _row(row: np.ndarray) -> RowLogSumExp:
@@ -53,16 +55,15 @@ def _row(row: np.ndarray) -> RowLogSumExp:
             terms = [mpmath.exp(-mpmath.mpf(float(g))) for g in gaps]
             s = mpmath.fsum(terms)
             t = mpmath.fsum(e * mpmath.mpf(float(g)) for e, g in zip(terms, gaps))
-            lse = mpmath.mpf(m) + mpmath.log(s)
-            return RowLogSumExp(n, m, float(s), float(t), mpf_to_fraction(lse), None,
-                                n * 2.0 ** -(WORK_BITS - 2) * max(1.0, abs(float(lse))))
+            log_s = mpf_to_fraction(mpmath.log(s))
+        return RowLogSumExp(n, m, float(s), float(t), Fraction(m) + log_s, None,
+                            n * 2.0 ** -(WORK_BITS - 2) * max(1.0, abs(float(log_s))))
     e = np.exp(-gaps)
     s_exact, t_exact = _exact_row_sums(np.stack([e, e * gaps]))   # e * gaps rounded: t is for bounds only
     with mpmath.workprec(WORK_BITS):
-        s_mp = mpmath.mpf(s_exact.numerator) / s_exact.denominator
-        lse = mpmath.mpf(m) + mpmath.log(s_mp)
-        return RowLogSumExp(n, m, float(s_exact), float(t_exact) * (1 + 2.0 ** -50), mpf_to_fraction(lse),
-                            None, 2.0 ** -51 + 2.0 ** -(WORK_BITS - 4) * abs(float(lse)))
+        log_s = mpf_to_fraction(mpmath.log(mpmath.mpf(s_exact.numerator) / s_exact.denominator))
+    return RowLogSumExp(n, m, float(s_exact), float(t_exact) * (1 + 2.0 ** -50), Fraction(m) + log_s, None,
+                        2.0 ** -51 + 2.0 ** -(WORK_BITS - 4) * abs(float(log_s)))
 
 
 def reference_logsumexp(x: torch.Tensor, dim) -> tuple[list[RowLogSumExp], list[int], list[int]]:
@@ -71,6 +72,35 @@ def reference_logsumexp(x: torch.Tensor, dim) -> tuple[list[RowLogSumExp], list[
     a, out_shape, keep_shape = _reduced_rows(_finite_view(x), dim)
     rows = [_row(r) for r in _restore_specials(a, x, dim)]
     return rows, out_shape, keep_shape
+
+def reference_softmax(x: torch.Tensor, log: bool, columns=None):
+    """softmax (log_softmax, `log`) of each row of a 2-D x (dim 1): the row's RowLogSumExp and its exact
+    outputs (Fractions; 0 / -inf for elements of -inf), or None for rows with +inf or NaN, whose outputs
+    are NaN -- of the elements in `columns` only, when given (every row's reference still
+    reads the whole row)."""
+    rows, _, _ = reference_logsumexp(x, 1)
+    out = []
+    for row, values in zip(rows, x.double().tolist()):
+        if row.lse is None:
+            out.append((row, None))
+            continue
+        with mpmath.workprec(WORK_BITS):
+            ys = []
+            for v in (values if columns is None else [values[j] for j in columns]):
+                if v == -math.inf:
+                    ys.append(-math.inf if log else Fraction(0))
+                    continue
+                z = Fraction(v) - row.lse   # exact: log_softmax's value
+                if log:
+                    ys.append(z)
+                    continue
+                # z rounded once to WORK_BITS bits (relative to z itself). Below e^-1100 every format
+                # (fp64 subnormals included) rounds to 0: the exact value is taken as 0 there (off by
+                # < 2^-1580, far below any bound) instead of a Fraction with a 2^-(10^30) denominator.
+                z_mp = mpmath.mpf(z.numerator) / z.denominator
+                ys.append(mpf_to_fraction(mpmath.exp(z_mp)) if z_mp > -1100 else Fraction(0))
+        out.append((row, ys))
+    return out
 
 
 def _finite_view(x: torch.Tensor) -> torch.Tensor:
