@@ -743,7 +743,8 @@ def _norm_statistics_error(mode, dtype, out_dtype, parameter_dtypes, rms, n, dep
         c_max = float(np.max(centered)) + float(np.max(dc)) if centered.size else 0.0
         dc = dc + (tiny * c_max if c_max >= 1.0 else 0.0)
         big_e = float(np.max(dc))
-        perturbation = (2 * big_e * abs_centered_sum + n * big_e ** 2) / n
+        # (products, not ** 2: Python's float power raises where it overflows; these give inf, no claim)
+        perturbation = (2 * big_e * abs_centered_sum + n * big_e * big_e) / n
         e_v = gamma(D + 1, u) * (var + perturbation) + perturbation
     else:
         if row_m2 is None:
@@ -752,7 +753,7 @@ def _norm_statistics_error(mode, dtype, out_dtype, parameter_dtypes, rms, n, dep
         e_mu = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="mean", **moments)
         e_v = moments_error_bound("fp64", n, row_m2, radius, row_mean, dtype, op="var", correction=0.0, **moments)
         if rms:   # mean(x^2) = var + mean^2 in fp64
-            e_v += 2 * abs(row_mean) * e_mu + e_mu ** 2 + 2 * u64 * var
+            e_v += 2 * abs(row_mean) * e_mu + e_mu * e_mu + 2 * u64 * var
             dc = np.zeros_like(centered)
             mean_error = 0.0
         else:   # the mean as hi + lo in the accumulator: lo may land on its subnormal grid

@@ -412,3 +412,21 @@ def test_eps_outside_the_fp32_steps_range_within_bounds(eps, rms, mode, device):
     rows = plan_norm_forward(8, 100, accumulator_size=4 if mode == "fast" else 8, element_size=2).block_rows
     x, _ = rows_of("offset1e2", rows, 100, torch.bfloat16)
     check_forward_and_backward(x, eps, mode, rms, device, "on-chip")
+
+
+@pytest.mark.parametrize("depth", [3, None], ids=["single-read", "streamed"])
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_bound_claims_nothing_where_its_own_terms_overflow(rms, depth):
+    """fp64 rows spanning the exponent range (precred-report's `wide` family): the bound's second-order
+    terms (the perturbation E^2, the streamed mean's e_mu^2) leave fp64's range; norm_error_bound
+    returns inf for every output -- no claim -- instead of raising OverflowError."""
+    values = np.array([1e200, -1e200, 3.0, 1e-300, -2e199])
+    mean = 0.0 if rms else float(values.mean())
+    centered = np.abs(values - mean)
+    # the row's exact statistics (rounded up): its variance and m2 ~4e399 are beyond fp64 (inf)
+    bound = precred.norm_error_bound("precise", torch.float64, rms=rms, n=5, depth=depth, var=math.inf, eps=1e-5,
+                                     radius=2e200 * (1 + 2.0 ** -52), abs_dev_mean=1.04e200 * (1 + 2.0 ** -40),
+                                     abs_centered_sum=float(centered.sum()) * (1 + 2.0 ** -40), centered=centered,
+                                     xhat=centered / 6.4e199,   # |c| rstd, rstd = 1 / sqrt(~4.1e399)
+                                     row_mean=mean, row_m2=math.inf)
+    assert bound.shape == (5,) and np.all(np.isinf(bound))
