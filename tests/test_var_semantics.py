@@ -15,7 +15,6 @@ from test_var_accuracy import assert_rows_within_bound
 from conftest import equal_with_nan
 
 VAR_MODES = list(precred.VAR_MODES)
-FUNCTIONS = {"var": precred.var, "std": precred.std}
 
 
 def _randn(shape, device, dtype=torch.float32, seed=0, offset=0.0):

@@ -9,7 +9,6 @@ floating point cannot happen here. The standard deviation comes from mpmath at 2
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -17,7 +16,7 @@ import mpmath
 import numpy as np
 import torch
 
-from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction, round_to
+from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction
 
 __all__ = ["RowMoments", "reference_moments", "exact_sqrt"]
 
@@ -65,18 +64,3 @@ def reference_moments(x: torch.Tensor, dim=None) -> tuple[list[RowMoments], list
         radius = float(np.max(np.abs(row - shift))) * (1 + 2.0 ** -52)
         rows.append(RowMoments(row.size, mean, m2, shift, radius))
     return rows, out_shape, keep_shape
-
-
-def rounded_outputs(rows: list[RowMoments], correction: float, dtype: torch.dtype):
-    """Correctly rounded (var, std, mean) in dtype per row, as float lists (NaN/inf where torch gives them)."""
-    var, std, mean = [], [], []
-    for r in rows:
-        v = r.variance(correction)
-        if v is None:
-            var.append(math.nan if r.m2 == 0 else math.inf)
-            std.append(var[-1])
-        else:
-            var.append(round_to(v, dtype))
-            std.append(round_to(exact_sqrt(v), dtype))
-        mean.append(round_to(r.mean, dtype))
-    return var, std, mean
