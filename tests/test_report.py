@@ -13,7 +13,7 @@ import precred
 from precred.report.cli import main, parse_args, cell_input
 from precred.report.inputs import family_generator
 from precred.report.render import CSV_FIELDS, cell_text, fmt
-from validation.oracle import round_to
+from validation.oracle import mpf_to_fraction, round_to
 
 from conftest import DEVICE
 
@@ -116,6 +116,122 @@ def test_reported_errors_match_a_direct_computation(report_run, op):
     assert checked == (6 if op == "sum" else 4) * len(impls)
 
 
+ELEMENT_RUN = ["--ops", "softmax,log_softmax,layer_norm,rms_norm", "--families", "normal,offset:1e3,wide",
+               "--lengths", "16,45", "--rows", "3", "--dtypes", "float32,bfloat16", "--seed", "5", "--device", DEVICE]
+ELEMENT_OPS = {"softmax": precred.EXP_MODES, "log_softmax": precred.EXP_MODES, "layer_norm": precred.NORM_MODES,
+               "rms_norm": precred.NORM_MODES}
+
+
+@pytest.fixture(scope="module")
+def element_run(tmp_path_factory):
+    """One run over the per-element ops (an output an element); returns (exit code, out folder, report)."""
+    out = tmp_path_factory.mktemp("element_report")
+    import io
+    from contextlib import redirect_stdout
+    with redirect_stdout(io.StringIO()):
+        code = main(ELEMENT_RUN + ["--out", str(out)])
+    return code, out, json.loads((out / "report.json").read_text())
+
+
+def test_per_element_ops_run_within_their_bounds(element_run):
+    """Every cell of softmax, log_softmax, layer_norm and rms_norm ran (torch, torch-fp64, each mode) at
+    the lengths given, and every precred mode kept every element within its bound."""
+    code, _, report = element_run
+    assert code == 0
+    recs = report["records"]
+    assert not [r for r in recs if r.get("error")]
+    # 4 ops x 2 dtypes x 3 families x 2 lengths, each with torch, torch-fp64 and every mode of the op
+    assert len(recs) == 2 * 3 * 2 * sum(2 + len(modes) for modes in ELEMENT_OPS.values())
+    assert {r["n"] for r in recs} == {16, 45} and {r["rows"] for r in recs} == {3}
+    for r in recs:
+        assert r["rows_measured"] == 3 and r["rows_skipped"] == 0
+        if r["mode"] is not None:
+            assert r["rows_beyond_bound"] == 0, r
+            assert r["bound_ulp_worst"] is not None and r["bound_ulp_worst"] > 0, r
+    # the fp64 modes round once: within half an ulp of the exact value, plus what the bound allows
+    fp64_like = [r for r in recs if r["impl"] in ("fp64", "accurate", "precise") and r["family"] == "normal"]
+    assert fp64_like and all(r["ulp"]["max"] <= r["bound_ulp_worst"] for r in fp64_like)
+
+
+def _element_exact(op: str, row: list[float]) -> list[Fraction]:
+    """The exact outputs of one row, here from mpmath at 200 bits (not validation's references)."""
+    import mpmath
+    with mpmath.workprec(200):
+        xs = [mpmath.mpf(v) for v in row]
+        if op in ("softmax", "log_softmax"):
+            m = max(xs)
+            lse = m + mpmath.log(mpmath.fsum(mpmath.exp(v - m) for v in xs))
+            ys = [v - lse if op == "log_softmax" else mpmath.exp(v - lse) for v in xs]
+        else:
+            n = len(xs)
+            mean = mpmath.fsum(xs) / n if op == "layer_norm" else 0
+            var = mpmath.fsum((v - mean) ** 2 for v in xs) / n
+            rstd = 1 / mpmath.sqrt(var + mpmath.mpf(1e-5))
+            ys = [(v - mean) * rstd for v in xs]
+        return [mpf_to_fraction(mpmath.mpf(y)) for y in ys]
+
+
+def _element_direct(op, impl, x):
+    """Per-row worst ulp error and whether the row is correctly rounded, from _element_exact."""
+    xd = x.to(DEVICE)
+    if impl == "torch":
+        out = {"softmax": lambda: torch.softmax(xd, -1), "log_softmax": lambda: torch.log_softmax(xd, -1),
+               "layer_norm": lambda: torch.nn.functional.layer_norm(xd, [x.shape[-1]], eps=1e-5),
+               "rms_norm": lambda: torch.nn.functional.rms_norm(xd, [x.shape[-1]], eps=1e-5)}[op]()
+    else:
+        out = {"softmax": lambda: precred.softmax(xd, -1, mode=impl),
+               "log_softmax": lambda: precred.log_softmax(xd, -1, mode=impl),
+               "layer_norm": lambda: precred.layer_norm(xd, [x.shape[-1]], eps=1e-5, mode=impl),
+               "rms_norm": lambda: precred.rms_norm(xd, [x.shape[-1]], eps=1e-5, mode=impl)}[op]()
+    worst, correct = [], []
+    for row, values in zip(x.double().tolist(), out.double().cpu().tolist()):
+        exact = _element_exact(op, row)
+        worst.append(max(float(abs(Fraction(v) - e) / _independent_ulp(e, x.dtype)) if e else
+                         (0.0 if v == 0 else math.inf) for v, e in zip(values, exact)))
+        correct.append(all(v == round_to(e, x.dtype) for v, e in zip(values, exact)))
+    return worst, sum(correct) / len(correct)
+
+
+@pytest.mark.parametrize("op", list(ELEMENT_OPS))
+def test_reported_element_errors_match_a_direct_computation(element_run, op):
+    """The normal and offset cells' worst ulp error per row (max and median over rows) and fraction of
+    rows correctly rounded, recomputed from mpmath here: equal up to the two references' own
+    difference (2^-190 relative, far below the 1e-9 the comparison allows)."""
+    _, _, report = element_run
+    args = parse_args(ELEMENT_RUN)
+    checked = 0
+    for rec in report["records"]:
+        if rec["op"] != op or rec["impl"] == "torch-fp64" or rec["family"] == "wide" or rec["dtype"] != "float32":
+            continue
+        cell = {k: rec[k] for k in ("op", "sweep", "family", "n", "cond")}
+        x = cell_input(cell, args, torch.float32, None)
+        worst, frac = _element_direct(op, rec["impl"], x)
+        assert rec["ulp"]["max"] == pytest.approx(max(worst), rel=1e-9, abs=1e-12), (rec, worst)
+        assert rec["ulp"]["median"] == pytest.approx(float(np.median(worst)), rel=1e-9, abs=1e-12), (rec, worst)
+        assert rec["correctly_rounded"] == frac
+        checked += 1
+    assert checked == 2 * 2 * (1 + len(ELEMENT_OPS[op]))
+
+
+def test_an_element_beyond_its_bound_fails_the_run(tmp_path, monkeypatch):
+    """A mode whose outputs were off by more than its bound (here softmax's fp64 mode scaled by 1 + 2^-12,
+    ~2000 fp32 ulps) is reported: rows beyond the bound, exit code 1."""
+    import dataclasses
+    from precred.report.ops import OPS
+    wrong = dataclasses.replace(OPS["softmax"], precred_run=lambda x, m: precred.softmax(x, -1, mode=m)
+                                * (1 + 2.0 ** -12) if m == "fp64" else precred.softmax(x, -1, mode=m))
+    monkeypatch.setitem(OPS, "softmax", wrong)
+    import io
+    from contextlib import redirect_stdout
+    with redirect_stdout(io.StringIO()):
+        code = main(["--ops", "softmax", "--families", "normal", "--lengths", "16", "--rows", "2",
+                     "--out", str(tmp_path), "--device", DEVICE])
+    recs = json.loads((tmp_path / "report.json").read_text())["records"]
+    assert code == 1
+    assert [r["rows_beyond_bound"] for r in recs if r["mode"] == "fp64"] == [2]
+    assert all(r["rows_beyond_bound"] == 0 for r in recs if r["mode"] not in (None, "fp64"))
+
+
 def test_user_tensor_from_npy_and_pt(tmp_path):
     rng = np.random.default_rng(3)
     a = (1e3 + rng.standard_normal((2, 3, 20))).astype(np.float32)
@@ -193,3 +309,26 @@ def test_bound_depth_is_the_plan_that_runs():
     assert OPS["logsumexp"].plan_depth(short16, "fast") == plan_for(short16, (1,), get_exp_mode("fast"),
                                                                     torch.bfloat16)[1].depth
     assert OPS["var"].plan_depth(short, "fast") == plan_for(short, (1,), get_var_mode("fast"), torch.float32)[1].depth
+
+
+def test_per_element_ops_bound_the_plan_that_runs():
+    """softmax / log_softmax: the path precred.launch.plan_softmax picks (the single-read kernel's RowPlan
+    for short rows, else the row loop's LoopPlan or the two passes' Plan); layer_norm / rms_norm: the
+    single-read forward plan, or None where rows stream (the Welford statistics' bound)."""
+    from precred.launch import plan_softmax
+    from precred.modes import get_exp_mode, get_norm_mode
+    from precred.plan import RowPlan, plan_norm_forward
+    from precred.report.ops import OPS
+    short, long = torch.zeros(3, 100), torch.zeros(2, 1 << 17)
+    for op, log in (("softmax", False), ("log_softmax", True)):
+        for mode in precred.EXP_MODES:
+            assert isinstance(OPS[op].plan(short, mode), RowPlan)
+            assert OPS[op].plan(long, mode) == plan_softmax(long, 1, get_exp_mode(mode), torch.float32, log)
+        assert not isinstance(OPS[op].plan(long, "fast"), RowPlan)   # the row loop's or the two passes'
+    for op in ("layer_norm", "rms_norm"):
+        for mode in precred.NORM_MODES:
+            acc = get_norm_mode(mode).accumulator_dtype(torch.float32, torch.float32)
+            assert OPS[op].plan(short, mode) == plan_norm_forward(3, 100, accumulator_size=acc.itemsize,
+                                                                  element_size=4)
+            assert OPS[op].plan_depth(short, mode) == OPS[op].plan(short, mode).depth
+        assert OPS[op].plan(long, "fast") is None and OPS[op].plan_depth(long, "fast") is None

@@ -26,14 +26,19 @@ import time
 import warnings
 from pathlib import Path
 
-DEFAULTS = {   # per device: sizes that finish in under a minute on 2 CPU cores under the interpreter
-    "cpu": dict(ops="sum,var", lengths="64,256,1024", rows=8, families="normal,uniform,offset:1e4,wide",
-                conds="1e2,1e6,1e10,1e14", cond_n=256),
-    "cuda": dict(ops="sum,var,logsumexp", lengths="1024,16384,262144,4194304", rows=64,
+DEFAULT_OPS = "sum,var,logsumexp,softmax,log_softmax,layer_norm,rms_norm"
+DEFAULTS = {   # per device: the CPU's sizes finish in under a minute on 2 cores under the interpreter
+    "cpu": dict(ops=DEFAULT_OPS, lengths="64,256,1024", element_lengths="64,256,1024", rows=8,
+                families="normal,uniform,offset:1e4,wide", conds="1e2,1e6,1e10,1e14", cond_n=256),
+    "cuda": dict(ops=DEFAULT_OPS, lengths="1024,16384,262144,4194304", element_lengths="1024,16384", rows=64,
                  families="normal,uniform,offset:1e4,wide", conds="1e2,1e5,1e8,1e11,1e14,1e17,1e20",
                  cond_n=4096),
 }
-ROW_ELEMENTS = 1 << 22   # rows per cell = min(--rows, ROW_ELEMENTS // n): long rows come fewer at a time
+# Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops' oracle
+# (an exact value an element, mpmath's exp or 256-bit arithmetic) takes fewer elements a cell, and
+# their default lengths are shorter (element_lengths; --lengths sets both).
+ROW_ELEMENTS = 1 << 22
+ELEMENT_ROW_ELEMENTS = 1 << 16
 
 
 def _csv(text: str) -> list[str]:
@@ -46,11 +51,12 @@ def parse_args(argv):
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cpu (default: the kernels run in Triton's interpreter) or cuda")
-    ap.add_argument("--ops", help="comma-separated: sum, mean, var, std, logsumexp (default sum,var; cuda "
-                                  "adds logsumexp)")
+    ap.add_argument("--ops", help="comma-separated: sum, mean, var, std, logsumexp, softmax, log_softmax, "
+                                  "layer_norm, rms_norm (default all but mean and std)")
     ap.add_argument("--dtypes", help="comma-separated: float32, bfloat16, float16, float64 (default float32, "
                                      "or the --input tensor's dtype)")
-    ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^22)")
+    ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^22, "
+                                      "and 2^10, 2^14 for softmax, log_softmax, layer_norm, rms_norm)")
     ap.add_argument("--rows", type=int, help="rows per cell (cpu default 8, cuda 64; fewer for long rows)")
     ap.add_argument("--families", help="comma-separated input families (default normal,uniform,offset:1e4,wide): "
                                        "normal, uniform, offset:X, ill:COND, wide, alternating")
@@ -67,6 +73,7 @@ def parse_args(argv):
         ap.error("--page and --from go together")
     if args.dtypes is None:
         args.dtypes = "float32" if args.input is None else ""   # "": the input's own dtype (run())
+    args.element_lengths = args.lengths
     for key, value in DEFAULTS[args.device].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -133,7 +140,8 @@ def cells(args, dtypes) -> list[dict]:
             raise ValueError(f"--ops: unknown op {op!r}; expected some of {sorted(OPS)}")
         for dtype in dtypes:
             for family in _csv(args.families):
-                for n in (int(v) for v in _csv(args.lengths)):
+                lengths = args.element_lengths if OPS[op].per_element else args.lengths
+                for n in (int(v) for v in _csv(lengths)):
                     if n < 2:
                         raise ValueError(f"--lengths: rows need at least 2 elements, got {n}")
                     out.append(dict(op=op, dtype=dtype, sweep="length", family=family, n=n, cond=None))
@@ -153,7 +161,9 @@ def cell_input(cell: dict, args, dtype, user_rows):
     if cell["family"].startswith("file:"):
         return user_rows.to(dtype)
     n = cell["n"]
-    rows = max(1, min(args.rows, ROW_ELEMENTS // n))
+    from .ops import OPS
+    budget = ELEMENT_ROW_ELEMENTS if OPS[cell["op"]].per_element else ROW_ELEMENTS
+    rows = max(1, min(args.rows, budget // n))
     seed = [args.seed, sum(map(ord, cell["family"])), n, int(cell["cond"] or 0) % (1 << 62)]
     return generate_rows(cell["family"], rows, n, dtype, seed)
 
@@ -192,7 +202,12 @@ def run(args, argv) -> int:
                   "ulp": "|result - exact| / ulp(exact) in the output dtype (validation.oracle.ulp_error)",
                   "err_over_scale": {op: OPS[op].scale_name for op in _csv(args.ops)},
                   "correctly_rounded": "result == the exact value rounded to the output dtype",
-                  "bound_ulp_worst": "the largest bound the mode promises over the cell's rows, in ulps",
+                  "bound_ulp_worst": "the largest bound the mode promises over the cell's rows, in ulps "
+                                     "(per-element ops: over outputs of normal magnitude)",
+                  "per_element": "softmax, log_softmax, layer_norm, rms_norm: a row's error is its worst "
+                                 "element's; correctly rounded where every element is; beyond its bound where "
+                                 "any element is. layer_norm / rms_norm: no weight or bias, eps "
+                                 "precred.report.ops.NORM_EPS",
                   "rows_beyond_bound": "rows whose error exceeds the promised bound (must be 0)",
                   "torch-fp64": "torch's op on an fp64 copy of the input, rounded back to the input dtype"},
               "records": []}

@@ -1,37 +1,49 @@
 """The operations the error report measures: how each one runs (precred's modes, torch's own), its exact
 value per row (validation's oracle), the scale its error is normalized by, and the bound each mode promises.
 
-Every op reduces a (rows, n) tensor over its last dim. Adding an op to the report is one `ReportOp`
-entry in `OPS`; nothing else in the report knows which ops exist.
+Every op works on a (rows, n) tensor along its last dim: the reductions (sum, mean, var, std, logsumexp)
+give a value a row; softmax, log_softmax, layer_norm and rms_norm (`per_element`) a value an element,
+each with its own exact value and bound, and a row's figures are those of its worst element. Adding an
+op to the report is one `ReportOp` entry in `OPS`; nothing else in the report knows which ops exist.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
-from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound
-from ..launch import plan_for, row_plan_for
-from ..modes import DEFAULT_LOGSUMEXP_MODE, EXP_MODES, MODES, VAR_MODES, sum_mode
-from ..plan import plan_logsumexp_rows, plan_moments_rows
-from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, std as precred_std, sum as precred_sum
-from ..ops import var as precred_var
+from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound
+from ..launch import plan_for, plan_softmax, row_plan_for
+from ..modes import EXP_MODES, MODES, NORM_MODES, VAR_MODES, sum_mode
+from ..plan import LoopPlan, RowPlan, plan_logsumexp_rows, plan_moments_rows, plan_norm_forward, split_tail_depth
+from ..ops import layer_norm as precred_layer_norm, log_softmax as precred_log_softmax
+from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm as precred_rms_norm
+from ..ops import softmax as precred_softmax, std as precred_std, sum as precred_sum, var as precred_var
 from validation.moments import exact_sqrt, reference_moments
-from validation.stable_exp import reference_logsumexp
-from validation.oracle import exact_abs_sum, exact_sum
+from validation.norms import reference_norm
+from validation.stable_exp import reference_logsumexp, reference_softmax
+from validation.oracle import exact_abs_sum, exact_sum, mpf_to_fraction
 
 # Variance and standard deviation are reported with torch's default correction (Bessel's, n - 1).
 CORRECTION = 1
 
 
+# layer_norm and rms_norm are reported without weight or bias, at this eps (rms_norm's too, whose
+# torch default, finfo(dtype).eps, would differ between torch's fp32 call and its fp64 one).
+NORM_EPS = 1e-5
+
+
 @dataclass(frozen=True)
 class RowTruth:
     """What the oracle says about one row: the exact result (None where the op is undefined, e.g. the
-    variance of one value), the scale errors are divided by for the 'error / S1' column, and what the
-    op's bound needs (a sum's S1 and exact sum; var's validation.moments.RowMoments)."""
-    exact: Fraction | None
+    variance of one value; per-element ops: a list, an exact value an element, -inf or 0 where the
+    element is -inf), the scale errors are divided by for the 'error / scale' column, and what the op's
+    bound needs (a sum's S1 and exact sum; var's validation.moments.RowMoments; ...)."""
+    exact: Fraction | list | None
     scale: Fraction
     facts: object
 
@@ -49,15 +61,17 @@ class Impl:
 class ReportOp:
     name: str
     modes: tuple[str, ...]                 # precred's modes of this op, in table order
-    default_mode: str
     precred_run: Callable                  # (x, mode) -> result over dim -1
     torch_run: Callable                    # (x) -> torch's result over dim -1, same dtype as x
     truths: Callable                       # (x_cpu) -> list[RowTruth], one per row
-    bound: Callable                        # (mode, truth, n, dtype, depth) -> max abs error promised
-    run_mode: Callable                     # (name, dtype) -> the precred.modes.Mode a call runs (its plan depth)
+    bound: Callable                        # (mode, truth, n, dtype, plan) -> max abs error promised (per element:
+                                           # a list)
+    run_mode: Callable                     # (name, dtype) -> the precred.modes.Mode a call runs (its plan)
     condition_sweep: bool                  # S1 / |result| is the op's condition number: sweep it
     scale_name: str                        # what `scale` is, for the docs
     row_planner: Callable | None = None    # the plan.plan_*_rows whose rows a call without a plan takes
+    per_element: bool = False              # a result an element (shape of x), not a row
+    planner: Callable | None = None        # (x, Mode) -> the plan a call takes, where not plan_for / row_planner's
 
     def impls(self) -> list[Impl]:
         """torch's default, torch on an fp64 copy rounded back (the usual user workaround), then precred's
@@ -66,12 +80,19 @@ class ReportOp:
         return ([Impl("torch", None, self.torch_run), Impl("torch-fp64", None, torch_fp64)]
                 + [Impl(m, m, (lambda x, m=m, f=self.precred_run: f(x, m))) for m in self.modes])
 
-    def plan_depth(self, x: torch.Tensor, mode: str) -> int:
-        """The tree depth of the plan precred runs for x over dim -1 in `mode` (the bound depends on it):
-        the single-read rows plan where the call takes one (row_planner), else plan_for's."""
+    def plan(self, x: torch.Tensor, mode: str):
+        """The plan precred runs for x over dim -1 in `mode` (the bound depends on it): `planner`'s where
+        the op has one, else the single-read rows plan where the call takes one (row_planner), else
+        plan_for's."""
         dims, m = (x.dim() - 1,), self.run_mode(mode, x.dtype)
+        if self.planner is not None:
+            return self.planner(x, m)
         row_plan = row_plan_for(x, dims, m, x.dtype, self.row_planner) if self.row_planner is not None else None
-        return row_plan.depth if row_plan is not None else plan_for(x, dims, m, x.dtype)[1].depth
+        return row_plan if row_plan is not None else plan_for(x, dims, m, x.dtype)[1]
+
+    def plan_depth(self, x: torch.Tensor, mode: str) -> int | None:
+        """The tree depth of that plan (None: a plan without one, layer_norm's streamed rows)."""
+        return getattr(self.plan(x, mode), "depth", None)
 
 
 # ------------------------------------------------------------------------------------------------ sums
@@ -88,9 +109,9 @@ def _sum_truths(x: torch.Tensor, divide: bool) -> list[RowTruth]:
 
 
 def _sum_bound(op: str):
-    def bound(mode, truth, n, dtype, depth):
+    def bound(mode, truth, n, dtype, plan):
         s1, s = truth.facts
-        return error_bound(mode, n, float(s1), float(s), dtype, depth=depth, op=op)
+        return error_bound(mode, n, float(s1), float(s), dtype, depth=plan.depth, op=op)
     return bound
 
 
@@ -110,9 +131,9 @@ def _moments_truths(x: torch.Tensor, take_sqrt: bool) -> list[RowTruth]:
 
 
 def _moments_bound(op: str):
-    def bound(mode, truth, n, dtype, depth):
+    def bound(mode, truth, n, dtype, plan):
         r = truth.facts
-        return moments_error_bound(mode, r.n, float(r.m2), r.radius, float(r.mean), dtype, depth=depth,
+        return moments_error_bound(mode, r.n, float(r.m2), r.radius, float(r.mean), dtype, depth=plan.depth,
                                    op=op, correction=CORRECTION)
     return bound
 
@@ -124,28 +145,121 @@ def _logsumexp_truths(x: torch.Tensor) -> list[RowTruth]:
     return [RowTruth(r.lse, abs(r.lse) if r.lse is not None else Fraction(0), r) for r in rows]
 
 
-def _logsumexp_bound(mode, truth, n, dtype, depth):
+def _logsumexp_bound(mode, truth, n, dtype, plan):
     r = truth.facts
-    return logsumexp_error_bound(mode, r.n, r.s, r.t, float(r.lse), dtype, depth=depth) + r.exact_to
+    return logsumexp_error_bound(mode, r.n, r.s, r.t, float(r.lse), dtype, depth=plan.depth) + r.exact_to
+
+
+# ----------------------------------------------------------------------------------- softmax, log_softmax
+def _largest_magnitude(values) -> Fraction:
+    """The largest |v| of a row's finite exact values (Fractions; -inf skipped): its scale."""
+    return max((abs(v) for v in values if isinstance(v, Fraction)), default=Fraction(0))
+
+
+def _softmax_truths(log: bool):
+    def truths(x: torch.Tensor) -> list[RowTruth]:
+        # Rows with +inf or NaN have no finite exact values: skipped (counted), as for logsumexp.
+        return [RowTruth(None, Fraction(0), row) if ys is None else RowTruth(ys, _largest_magnitude(ys), (row, xs))
+                for (row, ys), xs in zip(reference_softmax(x, log), x.double().tolist())]
+    return truths
+
+
+def _softmax_bound(log: bool):
+    def bound(mode, truth, n, dtype, plan):
+        """precred.softmax_error_bound of each element for the path `plan` takes (plan_softmax), plus
+        four times the reference's own error (as tests/test_softmax.py); 0 for elements of -inf, whose
+        output (0 or -inf) is exact."""
+        row, xs = truth.facts
+        return [0.0 if xi == -math.inf else
+                softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, dtype, depth=plan.depth, log=log,
+                                    single_read=isinstance(plan, RowPlan), row_loop=isinstance(plan, LoopPlan),
+                                    log_s=float(row.lse - Fraction(row.m)), tail_depth=split_tail_depth(row.n))
+                + 4 * row.exact_to for xi in xs]
+    return bound
+
+
+def _softmax_planner(log: bool):
+    return lambda x, mode: plan_softmax(x, x.dim() - 1, mode, x.dtype, log)
+
+
+# -------------------------------------------------------------------------------- layer_norm, rms_norm
+def _norm_truths(rms: bool):
+    def truths(x: torch.Tensor) -> list[RowTruth]:
+        n = x.shape[-1]
+        rows, y, rstd, _ = reference_norm(x, [n], None, None, NORM_EPS, rms=rms)
+        moments, _, _ = reference_moments(x, -1)
+        out = []
+        for row, ys, r, mom, xs in zip(rows, y, rstd, moments, x.double().tolist()):
+            exact = [mpf_to_fraction(v) for v in ys]
+            centered = [abs(v - (0.0 if rms else float(row.mean))) for v in xs]
+            facts = dict(n=row.n, var=_float(row.var), radius=row.radius, abs_dev_mean=row.abs_dev_mean,
+                         abs_centered_sum=row.abs_centered_sum, centered=centered, xhat=[abs(float(v)) for v in ys],
+                         y=[abs(float(v)) for v in ys], row_mean=_float(mom.mean), row_m2=_float(mom.m2))
+            out.append(RowTruth(exact, _largest_magnitude(exact), facts))
+        return out
+    return truths
+
+
+def _float(v: Fraction) -> float:
+    """v rounded to a float, inf beyond the largest (fp64 rows of the whole exponent range: their
+    variance; the bound then claims nothing)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
+
+
+def _norm_bound(rms: bool):
+    def bound(mode, truth, n, dtype, plan):
+        """precred.norm_error_bound of each output (no weight or bias: y = xhat), for the single-read
+        plan's depth or, on the streamed paths (plan None), the Welford statistics'."""
+        return list(norm_error_bound(mode, dtype, rms=rms, depth=None if plan is None else plan.depth,
+                                     eps=NORM_EPS, **truth.facts))
+    return bound
+
+
+def _norm_planner(x: torch.Tensor, mode):
+    """The single-read forward plan a call takes, or None (streamed rows: the row loop or the streaming
+    pass, whose bounds are the same)."""
+    acc = mode.accumulator_dtype(x.dtype, x.dtype)
+    return plan_norm_forward(x.shape[0], x.shape[-1], accumulator_size=acc.itemsize, element_size=x.element_size())
 
 
 OPS: dict[str, ReportOp] = {
-    "sum": ReportOp("sum", tuple(MODES), "kahan", lambda x, m: precred_sum(x, dim=-1, mode=m),
+    "sum": ReportOp("sum", tuple(MODES), lambda x, m: precred_sum(x, dim=-1, mode=m),
                     lambda x: torch.sum(x, dim=-1), lambda x: _sum_truths(x, False), _sum_bound("sum"),
                     sum_mode, True, "S1 = sum |x_i|"),
-    "mean": ReportOp("mean", tuple(MODES), "kahan", lambda x, m: precred_mean(x, dim=-1, mode=m),
+    "mean": ReportOp("mean", tuple(MODES), lambda x, m: precred_mean(x, dim=-1, mode=m),
                      lambda x: torch.mean(x, dim=-1), lambda x: _sum_truths(x, True), _sum_bound("mean"),
                      sum_mode, True, "S1 / n"),
-    "var": ReportOp("var", tuple(VAR_MODES), "fp64", lambda x, m: precred_var(x, dim=-1, mode=m),
+    "var": ReportOp("var", tuple(VAR_MODES), lambda x, m: precred_var(x, dim=-1, mode=m),
                     lambda x: torch.var(x, dim=-1), lambda x: _moments_truths(x, False), _moments_bound("var"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact variance (the S1 of its nonnegative terms)",
                     plan_moments_rows),
-    "std": ReportOp("std", tuple(VAR_MODES), "fp64", lambda x, m: precred_std(x, dim=-1, mode=m),
+    "std": ReportOp("std", tuple(VAR_MODES), lambda x, m: precred_std(x, dim=-1, mode=m),
                     lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact standard deviation", plan_moments_rows),
-    "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES), DEFAULT_LOGSUMEXP_MODE,
+    "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES),
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
                           _logsumexp_truths, _logsumexp_bound, lambda name, dtype: EXP_MODES[name], False,
                           "|logsumexp| (the error is relative)", plan_logsumexp_rows),
+    "softmax": ReportOp("softmax", tuple(EXP_MODES),
+                        lambda x, m: precred_softmax(x, -1, mode=m), lambda x: torch.softmax(x, -1),
+                        _softmax_truths(False), _softmax_bound(False), lambda name, dtype: EXP_MODES[name],
+                        False, "the row's largest output", per_element=True, planner=_softmax_planner(False)),
+    "log_softmax": ReportOp("log_softmax", tuple(EXP_MODES),
+                            lambda x, m: precred_log_softmax(x, -1, mode=m), lambda x: torch.log_softmax(x, -1),
+                            _softmax_truths(True), _softmax_bound(True), lambda name, dtype: EXP_MODES[name],
+                            False, "the row's largest |output|", per_element=True, planner=_softmax_planner(True)),
+    "layer_norm": ReportOp("layer_norm", tuple(NORM_MODES),
+                           lambda x, m: precred_layer_norm(x, [x.shape[-1]], eps=NORM_EPS, mode=m),
+                           lambda x: F.layer_norm(x, [x.shape[-1]], eps=NORM_EPS), _norm_truths(False),
+                           _norm_bound(False), lambda name, dtype: NORM_MODES[name], False,
+                           "the row's largest |output|", per_element=True, planner=_norm_planner),
+    "rms_norm": ReportOp("rms_norm", tuple(NORM_MODES),
+                         lambda x, m: precred_rms_norm(x, [x.shape[-1]], eps=NORM_EPS, mode=m),
+                         lambda x: F.rms_norm(x, [x.shape[-1]], eps=NORM_EPS), _norm_truths(True),
+                         _norm_bound(True), lambda name, dtype: NORM_MODES[name], False,
+                         "the row's largest |output|", per_element=True, planner=_norm_planner),
 }
 

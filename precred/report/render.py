@@ -14,7 +14,7 @@ CSV_FIELDS = ["op", "dtype", "sweep", "family", "n", "cond", "measured_cond", "i
               "rows_skipped", "ulp_median", "ulp_p99", "ulp_max", "err_over_scale_median", "err_over_scale_max",
               "correctly_rounded", "plan_depth", "bound_ulp_worst", "rows_beyond_bound"]
 
-PROMISE_COLUMNS = ("op", "dtype", "inputs", "impl", "worst ulp error", "worst error / S1", "bound (ulp)",
+PROMISE_COLUMNS = ("op", "dtype", "inputs", "impl", "worst ulp error", "worst error / scale", "bound (ulp)",
                    "rows beyond bound")
 CELL_LEGEND = "cells: ulp error median / p99 / max over the rows, then % of rows correctly rounded"
 
@@ -205,8 +205,9 @@ def markdown_section(report: dict, json_path: str, png_path: str | None) -> list
     lines = [f"## {report['device']}", "",
              f"- Command: `{report['command']}` ({report['date']}, {report['seconds']} s); data: `{json_path}`",
              "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val is not None),
-             f"- Error of each row's result against the exact value (validation's oracle: exact rationals, "
-             f"mpmath for square roots) in ulps of the exact value in the output dtype; {CELL_LEGEND}.",
+             f"- Error of each row's result (softmax, log_softmax, layer_norm, rms_norm: of its worst element) "
+             f"against the exact value (validation's oracle: exact rationals, mpmath for square roots, "
+             f"exponentials and logarithms) in ulps of the exact value in the output dtype; {CELL_LEGEND}.",
              "- torch-fp64: torch's op on an fp64 copy, rounded back to the input dtype."]
     if report.get("device_kind") == "cpu":
         lines.append("- **CPU run (Triton interpreter)**: GPU-only rounding (fma contraction, approximate "
@@ -221,9 +222,12 @@ def markdown_section(report: dict, json_path: str, png_path: str | None) -> list
             lines.append(f"| {label} | " + " | ".join(cell_text(cells.get((label, i))) for i in impls) + " |")
         lines.append("")
     lines += ["### What each mode promises", "",
-              "Worst error (in ulps, and divided by the op's scale: S1 = sum |x_i| for sums), worst bound "
-              "over the run's rows (precred.error_bound / moments_error_bound / logsumexp_error_bound for "
-              "the plan that ran, in ulps of the exact value) and the rows beyond it (must be 0).", "",
+              "Worst error (in ulps, and divided by the op's scale: S1 = sum |x_i| for sums, the row's "
+              "largest |output| for softmax, log_softmax, layer_norm and rms_norm, whose row counts as its "
+              "worst element), worst bound over the run's rows (precred.error_bound / moments_error_bound / "
+              "logsumexp_error_bound / softmax_error_bound / norm_error_bound for the plan that ran, in ulps "
+              "of the exact value; per element, over outputs of normal magnitude) and the rows beyond it "
+              "(must be 0).", "",
               "| " + " | ".join(PROMISE_COLUMNS) + " |", "|---|---|---|---|---:|---:|---:|---:|"]
     for p in promises(report["records"]):
         lines.append(f"| {p['op']} | {p['dtype']} | {p['inputs']} | {p['impl']} | {fmt(p['worst_ulp'])} | "
