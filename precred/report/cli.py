@@ -34,11 +34,12 @@ DEFAULTS = {   # per device: the CPU's sizes finish in under a minute on 2 cores
                  families="normal,uniform,offset:1e4,wide", conds="1e2,1e5,1e8,1e11,1e14,1e17,1e20",
                  cond_n=4096),
 }
-# Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops' oracle
-# (an exact value an element, mpmath's exp or 256-bit arithmetic) takes fewer elements a cell, and
-# their default lengths are shorter (element_lengths; --lengths sets both).
+# Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops take
+# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic), its bound and each
+# implementation's error in Fractions, ~0.2 ms of Python over the five columns: 2^14 elements are ~3 s
+# a cell -- and their default lengths are shorter (element_lengths; --lengths sets both).
 ROW_ELEMENTS = 1 << 22
-ELEMENT_ROW_ELEMENTS = 1 << 16
+ELEMENT_ROW_ELEMENTS = 1 << 14
 
 
 def _csv(text: str) -> list[str]:
