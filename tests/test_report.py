@@ -248,6 +248,27 @@ def test_user_tensor_from_npy_and_pt(tmp_path):
         assert all(r["rows_beyond_bound"] == 0 for r in mine if r["mode"])
 
 
+def test_user_tensor_with_masked_elements(tmp_path):
+    """A tensor of attention-like rows for softmax / log_softmax: -inf elements (output 0 / -inf, exact),
+    a row of one finite value among -inf, and a row with NaN (skipped, counted: no finite exact value)."""
+    x = torch.randn(4, 12, generator=torch.Generator().manual_seed(2))
+    x[0, 3:7] = -math.inf
+    x[1, :] = -math.inf
+    x[1, 5] = 2.0
+    x[2, 4] = math.nan
+    torch.save(x, tmp_path / "masked.pt")
+    code = main(["--ops", "softmax,log_softmax", "--families", "normal", "--lengths", "8", "--rows", "1",
+                 "--input", str(tmp_path / "masked.pt"), "--out", str(tmp_path / "out"), "--device", DEVICE])
+    assert code == 0
+    recs = [r for r in json.loads((tmp_path / "out" / "report.json").read_text())["records"]
+            if r["family"] == "file:masked.pt"]
+    assert len(recs) == 2 * (2 + len(precred.EXP_MODES))
+    for r in recs:
+        assert (r["rows_measured"], r["rows_skipped"]) == (3, 1), r
+        if r["mode"] is not None:
+            assert r["rows_beyond_bound"] == 0, r   # the -inf elements' bound is 0: exactly 0 / -inf
+
+
 def test_page_from_runs(report_run, tmp_path):
     _, _, out, report = report_run
     page = tmp_path / "accuracy.md"
