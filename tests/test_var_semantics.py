@@ -52,6 +52,30 @@ def test_dtypes_and_corrections(device, dtype, correction):
     _check_public(_randn((7, 300), device, dtype, offset=3.0), 0, True, correction, "fast")
 
 
+def test_torchs_unbiased_signature(device):
+    """torch.var's older signature (dim, unbiased, keepdim), unbiased by keyword, and a bool in dim's
+    place: the same call as correction 0 / 1, bit for bit, with torch's shapes."""
+    x = _randn((6, 40), device, offset=5.0)
+    calls = [((0, False), {}, dict(dim=0, correction=0)), ((1, True, True), {}, dict(dim=1, correction=1, keepdim=True)),
+             ((False,), {}, dict(correction=0)), ((True,), {}, dict(correction=1)),
+             ((), dict(unbiased=False), dict(correction=0)), ((), dict(dim=-1, unbiased=False, keepdim=True),
+                                                               dict(dim=-1, correction=0, keepdim=True)),
+             (((0, 1), False), {}, dict(dim=(0, 1), correction=0)), ((None, False), {}, dict(correction=0))]
+    for name in ("var", "std", "var_mean", "std_mean"):
+        ours, theirs = getattr(precred, name), getattr(torch, name)
+        for args, kwargs, same in calls:
+            got, want = ours(x, *args, **kwargs), ours(x, **same)
+            ref = theirs(x.cpu().double(), *args, **kwargs)
+            for g, w, r in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, want, ref))):
+                assert torch.equal(g, w) and g.shape == r.shape, (name, args, kwargs)
+    with pytest.raises(TypeError, match="unbiased or correction"):
+        precred.var(x, 0, unbiased=True, correction=1)
+    with pytest.raises(TypeError, match="unbiased must be a bool"):
+        precred.std(x, 0, 1)
+    with pytest.raises(TypeError, match="unbiased given twice"):
+        precred.var_mean(x, True, False)
+
+
 def test_length_one_and_degrees_of_freedom_follow_torch(device):
     x = torch.tensor([[2.5], [-1.0]], device=device)
     for correction in (0, 1, 2):

@@ -87,7 +87,25 @@ def _check_correction(correction) -> float:
     return float(correction)
 
 
-def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
+def _torch_signature(dim, unbiased, correction):
+    """(dim, correction) from torch.var's two signatures: (dim, unbiased, keepdim) and (dim, *,
+    correction, keepdim). A bool in dim's place is `unbiased` (torch.var(x, False)); unbiased False is
+    correction 0, True 1; the two together are a TypeError, as torch's."""
+    if isinstance(dim, bool):
+        if unbiased is not None:
+            raise TypeError("unbiased given twice: a bool in dim's place is unbiased (torch.var(x, False))")
+        dim, unbiased = None, dim
+    if unbiased is None:
+        return dim, correction
+    if not isinstance(unbiased, bool):
+        raise TypeError(f"unbiased must be a bool, got {type(unbiased).__name__}")
+    if correction is not None:
+        raise TypeError("pass unbiased or correction, not both")
+    return dim, 1 if unbiased else 0
+
+
+def _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt):
+    dim, correction = _torch_signature(dim, unbiased, correction)
     key = eager.call_key("moments", x, dim, correction, keepdim, mode, take_sqrt)
     result = eager.replay(key, x)
     if result is not None:
@@ -106,12 +124,13 @@ def _moments_call(x, dim, correction, keepdim, mode, take_sqrt):
     return result
 
 
-def var(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+def var(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
         mode: str = DEFAULT_VAR_MODE) -> torch.Tensor:
     """Variance of `x` over `dim` (torch.var's semantics): sum (x - mean)^2 / max(0, n - correction).
 
     dim: None (all dims), an int or a tuple of ints; correction: a real number (None means 1), as
-    torch's; keepdim as torch. The output has x's dtype. mode: "fp64" (default: Welford/Chan in fp64,
+    torch's, or torch's older unbiased (False: correction 0; also positional, torch.var(x, dim,
+    unbiased, keepdim), and in dim's place, torch.var(x, False)); keepdim as torch. The output has x's dtype. mode: "fp64" (default: Welford/Chan in fp64,
     relative error ~0.5 ulp whatever the mean's offset) or "fast" (fp32 Welford; contiguous fp32 rows of
     1024..8192 elements take the shifted two-pass algorithm, each row read once) -- see
     precred.VAR_MODES and precred.moments_error_bound. Never the sum(x^2) - n*mean^2 form: the
@@ -121,24 +140,26 @@ def var(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
     CUDA tensors run compiled Triton kernels; CPU tensors run the same kernels through Triton's
     interpreter (slowly).
     """
-    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=False)[0]
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False)[0]
 
 
-def std(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+def std(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
         mode: str = DEFAULT_VAR_MODE) -> torch.Tensor:
-    """Standard deviation: the square root of precred.var (taken in fp64, rounded once)."""
-    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=True)[0]
+    """Standard deviation: the square root of precred.var (taken in fp64, rounded once); arguments as
+    precred.var's."""
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True)[0]
 
 
-def var_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+def var_mean(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
              mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
     """(variance, mean) in one pass over x, as torch.var_mean. One deliberate difference: the mean is
     torch.mean's also for rows with infinities (+inf for a row holding +inf and no -inf or NaN), where
-    torch.var_mean's own Welford mean turns NaN. The variance of such rows is NaN, as torch's."""
-    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=False)
+    torch.var_mean's own Welford mean turns NaN. The variance of such rows is NaN, as torch's. Arguments
+    as precred.var's."""
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False)
 
 
-def std_mean(x: torch.Tensor, dim=None, *, correction=1, keepdim: bool = False,
+def std_mean(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
              mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
     """(standard deviation, mean) in one pass over x, as torch.std_mean (the mean as in var_mean)."""
-    return _moments_call(x, dim, correction, keepdim, mode, take_sqrt=True)
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True)
