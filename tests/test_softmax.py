@@ -289,6 +289,8 @@ def test_specials_and_shapes_follow_torch(device):
     out = precred.softmax(y.bfloat16(), 1, dtype=torch.float32)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, torch.softmax(y.bfloat16(), 1, dtype=torch.float32))
+    assert torch.equal(precred.softmax(y.bfloat16(), 1, torch.float32), out)   # dtype positional, as torch's
+    assert torch.equal(precred.log_softmax(y, 0, torch.float64), precred.log_softmax(y, 0, dtype=torch.float64))
     assert precred.softmax(torch.empty(0, 3, device=device), 1).shape == (0, 3)
     assert precred.softmax(torch.tensor(3.0, device=device), 0).item() == 1.0
     assert precred.log_softmax(torch.tensor(3.0, device=device), 0).item() == 0.0

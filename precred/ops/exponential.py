@@ -150,11 +150,11 @@ def _softmax_call(x, dim, dtype, mode, log: bool):
     return _softmax_impl(x, d, out_dtype, mode, log)
 
 
-def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
+def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, *,
             mode: str | None = None) -> torch.Tensor:
     """exp(x - logsumexp(x, dim)) along `dim` (torch.softmax's semantics; the output is contiguous).
 
-    dtype: the output dtype (default x's); the computation runs in the mode's accumulator (fp64 for
+    dtype: the output dtype (default x's; positional too, as torch.softmax's); the computation runs in the mode's accumulator (fp64 for
     "fp64"; fp32 for "fast", fp64 when x or dtype is fp64). mode None (the default): "fp64" into fp32 /
     fp64 outputs (about 0.5 ulp), "fast" into bf16 / fp16 ones, where its bound is at most 1/16 ulp above
     fp64's plus 2^-124: within 2 ulp (precred.modes.softmax_mode; the bound: precred.softmax_error_bound).
@@ -166,7 +166,7 @@ def softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
     return _softmax_call(x, dim, dtype, mode, log=False)
 
 
-def log_softmax(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None,
+def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, *,
                 mode: str | None = None) -> torch.Tensor:
     """x - logsumexp(x, dim) along `dim` (torch.log_softmax's semantics); arguments as precred.softmax.
     mode None (the default): "fp64" into fp32 / fp64 outputs, "accurate" into bf16 / fp16 ones
