@@ -269,6 +269,19 @@ def test_user_tensor_with_masked_elements(tmp_path):
             assert r["rows_beyond_bound"] == 0, r   # the -inf elements' bound is 0: exactly 0 / -inf
 
 
+def test_float64_rows_over_the_exponent_range(tmp_path):
+    """fp64 input: sum has no `exact` column (its TypeError is by design, not a failure to report), and
+    rows over fp64's whole exponent range -- whose S1, variance and second-order bound terms leave fp64
+    -- are measured: no record fails (before: OverflowError in the bounds' arguments), none beyond its
+    bound."""
+    code = main(["--ops", "sum,var,layer_norm", "--dtypes", "float64", "--families", "wide", "--lengths", "40",
+                 "--rows", "2", "--conds", "1e3", "--cond-n", "24", "--out", str(tmp_path), "--device", DEVICE])
+    recs = json.loads((tmp_path / "report.json").read_text())["records"]
+    assert code == 0 and recs and not [r for r in recs if r.get("error")]
+    assert {r["impl"] for r in recs if r["op"] == "sum"} == {"torch", "torch-fp64"} | set(precred.MODES) - {"exact"}
+    assert all(r["rows_beyond_bound"] == 0 and r["rows_measured"] == 2 for r in recs if r["mode"] is not None)
+
+
 def test_page_from_runs(report_run, tmp_path):
     _, _, out, report = report_run
     page = tmp_path / "accuracy.md"

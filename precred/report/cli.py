@@ -225,7 +225,7 @@ def run(args, argv) -> int:
             if op.condition_sweep and x_cpu.isfinite().all():
                 conds = sorted(condition_number(r) for r in x_cpu)
                 base["measured_cond"] = conds[len(conds) // 2]
-            for impl in op.impls():
+            for impl in op.impls(cell["dtype"]):
                 rec = dict(base, impl=impl.label, mode=impl.mode)
                 try:
                     rec.update(measure(op, impl, x, truths))

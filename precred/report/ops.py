@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound
 from ..launch import plan_for, plan_softmax, row_plan_for
-from ..modes import EXP_MODES, MODES, NORM_MODES, VAR_MODES, sum_mode
+from ..modes import EXACT_DTYPES, EXP_MODES, MODES, NORM_MODES, VAR_MODES, sum_mode
 from ..plan import LoopPlan, RowPlan, plan_logsumexp_rows, plan_moments_rows, plan_norm_forward, split_tail_depth
 from ..ops import layer_norm as precred_layer_norm, log_softmax as precred_log_softmax
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm as precred_rms_norm
@@ -72,13 +72,15 @@ class ReportOp:
     row_planner: Callable | None = None    # the plan.plan_*_rows whose rows a call without a plan takes
     per_element: bool = False              # a result an element (shape of x), not a row
     planner: Callable | None = None        # (x, Mode) -> the plan a call takes, where not plan_for / row_planner's
+    takes: Callable = lambda mode, dtype: True   # whether `mode` takes input of `dtype` (else no column)
 
-    def impls(self) -> list[Impl]:
+    def impls(self, dtype: torch.dtype) -> list[Impl]:
         """torch's default, torch on an fp64 copy rounded back (the usual user workaround), then precred's
-        modes."""
+        modes that take `dtype` (`exact` sums no fp64: a TypeError by design, not a failure to report)."""
         torch_fp64 = (lambda x, f=self.torch_run: f(x.double()).to(x.dtype))
         return ([Impl("torch", None, self.torch_run), Impl("torch-fp64", None, torch_fp64)]
-                + [Impl(m, m, (lambda x, m=m, f=self.precred_run: f(x, m))) for m in self.modes])
+                + [Impl(m, m, (lambda x, m=m, f=self.precred_run: f(x, m))) for m in self.modes
+                   if self.takes(m, dtype)])
 
     def plan(self, x: torch.Tensor, mode: str):
         """The plan precred runs for x over dim -1 in `mode` (the bound depends on it): `planner`'s where
@@ -95,6 +97,15 @@ class ReportOp:
         return getattr(self.plan(x, mode), "depth", None)
 
 
+def _float(v: Fraction) -> float:
+    """v rounded to a float, +-inf beyond the largest (an exact quantity of fp64 rows over the whole
+    exponent range: a sum of magnitudes, a variance; the bound then claims nothing)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 # ------------------------------------------------------------------------------------------------ sums
 def _sum_truths(x: torch.Tensor, divide: bool) -> list[RowTruth]:
     n = x.shape[-1]
@@ -108,10 +119,15 @@ def _sum_truths(x: torch.Tensor, divide: bool) -> list[RowTruth]:
     return out
 
 
+def _sum_takes(mode: str, dtype: torch.dtype) -> bool:
+    """`exact` takes fp32, bf16 and fp16 (precred.modes.EXACT_DTYPES); the other modes every float."""
+    return mode != "exact" or dtype in EXACT_DTYPES
+
+
 def _sum_bound(op: str):
     def bound(mode, truth, n, dtype, plan):
         s1, s = truth.facts
-        return error_bound(mode, n, float(s1), float(s), dtype, depth=plan.depth, op=op)
+        return error_bound(mode, n, _float(s1), _float(s), dtype, depth=plan.depth, op=op)
     return bound
 
 
@@ -133,7 +149,7 @@ def _moments_truths(x: torch.Tensor, take_sqrt: bool) -> list[RowTruth]:
 def _moments_bound(op: str):
     def bound(mode, truth, n, dtype, plan):
         r = truth.facts
-        return moments_error_bound(mode, r.n, float(r.m2), r.radius, float(r.mean), dtype, depth=plan.depth,
+        return moments_error_bound(mode, r.n, _float(r.m2), r.radius, _float(r.mean), dtype, depth=plan.depth,
                                    op=op, correction=CORRECTION)
     return bound
 
@@ -200,15 +216,6 @@ def _norm_truths(rms: bool):
     return truths
 
 
-def _float(v: Fraction) -> float:
-    """v rounded to a float, inf beyond the largest (fp64 rows of the whole exponent range: their
-    variance; the bound then claims nothing)."""
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf
-
-
 def _norm_bound(rms: bool):
     def bound(mode, truth, n, dtype, plan):
         """precred.norm_error_bound of each output (no weight or bias: y = xhat), for the single-read
@@ -228,10 +235,10 @@ def _norm_planner(x: torch.Tensor, mode):
 OPS: dict[str, ReportOp] = {
     "sum": ReportOp("sum", tuple(MODES), lambda x, m: precred_sum(x, dim=-1, mode=m),
                     lambda x: torch.sum(x, dim=-1), lambda x: _sum_truths(x, False), _sum_bound("sum"),
-                    sum_mode, True, "S1 = sum |x_i|"),
+                    sum_mode, True, "S1 = sum |x_i|", takes=_sum_takes),
     "mean": ReportOp("mean", tuple(MODES), lambda x, m: precred_mean(x, dim=-1, mode=m),
                      lambda x: torch.mean(x, dim=-1), lambda x: _sum_truths(x, True), _sum_bound("mean"),
-                     sum_mode, True, "S1 / n"),
+                     sum_mode, True, "S1 / n", takes=_sum_takes),
     "var": ReportOp("var", tuple(VAR_MODES), lambda x, m: precred_var(x, dim=-1, mode=m),
                     lambda x: torch.var(x, dim=-1), lambda x: _moments_truths(x, False), _moments_bound("var"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact variance (the S1 of its nonnegative terms)",
