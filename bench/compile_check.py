@@ -231,6 +231,18 @@ def main():
         cases += 1
         print(f"{kernel.__name__} {blocks} {src_ty}->{dst_ty} acc={acc} strategy={strategy} "
               f"state in/out={src_state}/{dst_state}: {time.time() - started:.1f}s", flush=True)
+    # logsumexp's fp32 filter finishing its uncertified rows in its own launch (plan.certified_exp_in_one_launch)
+    for blocks, src_ty in itertools.product(
+            [dict(BLOCK_M=16, BLOCK_N=256, LOOP_STAGES=1, MERGE_LANES=0, EXP_FINISH_LANES=16, **_CHAINS),
+             dict(BLOCK_M=1, BLOCK_N=4096, LOOP_STAGES=4, MERGE_LANES=0, EXP_FINISH_LANES=256, **_CHAINS)],
+            ["i16", "fp16"]):
+        if only_strategies is not None and 10 not in only_strategies:
+            continue
+        started = time.time()
+        compile_variant(inner_kernel, blocks, src_ty, src_ty, "fp32", 10, False, False)
+        cases += 1
+        print(f"inner_kernel {blocks} {src_ty} strategy=10 finished in one launch: {time.time() - started:.1f}s",
+              flush=True)
     print(f"compiled {cases} kernel variants for sm_90")
 
 

@@ -925,6 +925,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     element_size = view.source.element_size()
     one_launch = mode.strategy == EXACT and planning.exact_in_one_launch(
         plan, view.outer * view.red * view.inner * element_size)
+    # So may logsumexp's fp32 filter, in fp64 (plan.certified_exp_in_one_launch): flags 2 where it did.
+    exp_finish = mode.strategy == CERTIFIED_EXP and planning.certified_exp_in_one_launch(plan)
     workspace = _Workspace(mode.strategy, acc_dtype, out_dtype, view.outer * view.inner, output.with_mean,
                            flags=not one_launch)
     out, mean = workspace.outputs(x)
@@ -941,7 +943,7 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
     # where plan.PASS_PROGRAMMATIC_LAUNCH_FP64 names them for the input's element size), and the
     # second of a plan's two inner passes where it is a dependent merge (Plan.dependent_merge).
     programmatic = programmatic_dependent_launch(x.device)
-    dependent_recompute = (programmatic and mode.strategy in FILTERS and not one_launch
+    dependent_recompute = (programmatic and mode.strategy in FILTERS and not one_launch and not exp_finish
                            and planning.RECOMPUTE_PROGRAMMATIC_LAUNCH)
     dependent_accumulator = (workspace.acc_dtype == torch.float32
                              or mode.strategy in planning.PASS_PROGRAMMATIC_LAUNCH_FP64.get(x.element_size(), ()))
@@ -961,14 +963,15 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
                                      merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
                                      launch_dependents=dependent_recompute if last else dependent_passes,
                                      dependent=dependent_passes and index > 0,
-                                     recompute_format=INPUT_FORMATS[view.source.dtype] if one_launch else None))
+                                     recompute_format=INPUT_FORMATS[view.source.dtype] if one_launch else None,
+                                     exp_finish_lanes=planning.exp_finish_lanes(p) if exp_finish else 0))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
         strides = (p.parts, 1, 0) if p.schedule == "inner" else (0, workspace.n_out, 1)
     recompute = None
     if mode.strategy == EXACT and not one_launch:   # `mean` holds the filter's flags
         recompute = _launch_recompute(view, source, out, mean, output, dependent_recompute)
-    elif mode.strategy == CERTIFIED_EXP:
+    elif mode.strategy == CERTIFIED_EXP and not exp_finish:
         recompute = _launch_exp_recompute(view, source, out, mean, dependent_recompute)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
         if recompute is None or recompute[0][0] is not None:
@@ -1089,14 +1092,15 @@ class _Workspace:
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
                  dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False,
-                 dependent=False, recompute_format=None):
+                 dependent=False, recompute_format=None, exp_finish_lanes=0):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
     waits for the previous pass's writes before reading them). recompute_format: the exact filter's
     input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs itself
-    (plan.exact_in_one_launch), else None."""
+    (plan.exact_in_one_launch), else None. exp_finish_lanes: > 0 where logsumexp's fp32 filter finishes
+    its uncertified outputs itself (plan.certified_exp_in_one_launch; an inner pass), its fp64 lanes."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
     consts = dict(STRATEGY=strategy, ACC_DTYPE=_TL_DTYPE[workspace.acc_dtype], SRC_IS_STATE=src_is_state,
@@ -1131,7 +1135,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
                       PREFETCH=prefetch, WORD_LOADS=word_loads,
                       INTERLEAVED=p.interleaved, PART_TAIL=p.part_tail or not tail_free,
                       HALVES_MIN_LANES=planning.PLAIN_HALVES_MIN_LANES,
-                      WELFORD_TWO_PASS=strategy == WELFORD and planning.WELFORD_TWO_PASS_VECTORS)
+                      WELFORD_TWO_PASS=strategy == WELFORD and planning.WELFORD_TWO_PASS_VECTORS,
+                      EXP_FINISH_LANES=exp_finish_lanes)
         if strategy in (*EXTREMA, *VALUE_EXTREMA) and not src_is_state:
             cap = planning.extremum_register_cap(p, strategy in EXTREMA, src[0].element_size(),
                                                  device_sm_count(dst[0].device))

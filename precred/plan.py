@@ -2109,6 +2109,44 @@ def one_launch_recompute_tile(p: Pass) -> int:
     return 32 * p.num_warps if p.schedule == "inner" else min(32 * p.num_warps, p.block_kept)
 
 
+# logsumexp's fp32 filter (strategy 10: `accurate` / `fp64` over 16-bit input) planned as one inner pass
+# (one part a row) may finish the rows it cannot certify in the same program, in fp64
+# (schedules/recompute.py certify_exp_or_recompute, the recompute's own code), EXP_FINISH_PER_THREAD
+# fp64 terms a thread a tile: no recompute launch -- as the accurate fp32 kernel's held rows
+# (ACCURATE_FINISH_PER_THREAD, whose spared launch moved randn +2-16% and log-probabilities 1.3-2x on
+# the H200). OFF until measured: written 2026-12-04 without a GPU lent. sm_90 (bench/kernel_resources.py,
+# bf16 262144x256 / 8192^2 / 65536x1024, fp16 4096^2): the pass's registers 26-30 -> 30-32 at 1 term a
+# thread (16 programs of 4 warps an SM still), 37-38 at 2, 40-45 at 4, 61-62 at 8 (half the programs);
+# SASS 440-496 -> 720-752 (outside the loop). To measure: bench/probe_accurate_columns.py --dim 1
+# --dtype bfloat16 --variant "inplace:CERTIFIED_EXP_IN_ONE_LAUNCH=True" (randn, every 997th row, every
+# row left), against the recompute launch; then 4 or 8 terms a thread for the dense case.
+CERTIFIED_EXP_IN_ONE_LAUNCH = False
+EXP_FINISH_PER_THREAD = 1
+
+
+def certified_exp_in_one_launch(plan: Plan) -> bool:
+    """Whether logsumexp's fp32 filter pass of `plan` also finishes what it cannot certify, in fp64: one
+    inner pass of one part a row (a program holds its rows whole)."""
+    if not CERTIFIED_EXP_IN_ONE_LAUNCH or len(plan.passes) != 1 or plan.fused_merge:
+        return False
+    p = plan.passes[0]
+    return p.schedule == "inner" and p.parts == 1
+
+
+def exp_finish_lanes(p: Pass) -> int:
+    """The fp64 lanes along each row in that finish: EXP_FINISH_PER_THREAD terms a thread a tile over
+    the program's block_kept rows, a power of two, at most the row's length rounded up."""
+    per_tile = EXP_FINISH_PER_THREAD * 32 * p.num_warps // p.block_kept
+    return max(1, min(_pow2_at_least(p.red), _pow2_at_most(per_tile)))
+
+
+def exp_finish_depth(p: Pass) -> int:
+    """The fp64 additions on a term's path in that finish: one a tile after the first along its lane,
+    then the fixed tree over the lanes (the fp64 mode's bound at this depth)."""
+    lanes = exp_finish_lanes(p)
+    return -(-p.red // lanes) - 1 + lanes.bit_length() - 1
+
+
 def _recompute_block_outputs(n_out: int, chunks: int, programs: int) -> int:
     """The fewest outputs per program (a power of two, at most RECOMPUTE_OUTPUTS) with which n_out
     outputs, `chunks` programs per block of them, take at most `programs` programs."""

@@ -430,10 +430,13 @@ def filter_flags(monkeypatch):
     then, with `clear=True`, zero them, so that the recompute redoes every output (`clear` a bool
     tensor: those it marks). A cleared output is given what the filter leaves in an uncertified one,
     its row's maximum (the recompute's reference): a row the recompute skips keeps that, not its
-    result."""
+    result. The filter's flags are seen where the recompute launch reads them: every plan takes the
+    two launches here (plan.CERTIFIED_EXP_IN_ONE_LAUNCH off; the one-launch finish has its own test,
+    test_certified_filter_finishes_in_one_launch)."""
     seen = []
     settings = {"clear": False, "left": []}   # left: the outputs as the filter left them
     original = launch._launch_exp_recompute
+    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_IN_ONE_LAUNCH", False)
 
     def spy(view, source, out, flags, dependent):
         seen.append(flags.cpu().clone())
@@ -623,6 +626,54 @@ def test_recompute_groups_across_kept_dims(dtype, device, filter_flags):
     assert plan_exp_recompute(21, 1100, sm_count=1, strided=True).group == 16
     assert_within_bound(x, 1, "fp64", device)
     assert seen, "the recompute ran"
+
+
+def _peaked_rows(rows, n, rng, dtype):
+    """Rows of one 0 among values in [-40, -20]: logsumexp = log1p(tail), tail ~ n e^-30, far below what
+    the fp32 filter can certify (every such row is left to fp64)."""
+    a = rng.uniform(-40.0, -20.0, (rows, n))
+    a[:, rng.integers(0, n)] = 0.0
+    return torch.from_numpy(a).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("n", [200, 1000, 3000])
+def test_certified_filter_finishes_in_one_launch(n, dtype, device, monkeypatch):
+    """plan.CERTIFIED_EXP_IN_ONE_LAUNCH: logsumexp's fp32 filter planned as one inner pass finishes the
+    rows it cannot certify itself, in fp64 (recompute.certify_exp_or_recompute): rows next to 0 (every
+    one left by the filter) come back with flag 2 and within the fp64 mode's bound at the finish's
+    depth (plan.exp_finish_depth), no recompute launch runs, the kept rows (randn + 5, torch's
+    specials) keep the filter's bits -- those the two launches give -- and a second call gives the
+    same bits. At 1 and 8 fp64 terms a thread (plan.EXP_FINISH_PER_THREAD). (The filter certifies a NaN
+    row as it is, but not a +inf or all -inf one -- its interval's ends, lse -+ inf, are NaN -- which
+    the fp64 finish then gives as torch does, as the recompute launch would.)"""
+    rng = np.random.default_rng([27, n, dtype.itemsize])
+    x = _peaked_rows(9, n, rng, dtype)
+    x[2] = torch.from_numpy(rng.standard_normal(n) + 5.0).to(dtype)   # logsumexp ~ 5 + log(n): kept
+    x[6, 3], x[7, 5], x[8] = math.nan, math.inf, -math.inf
+    two_launches = _filtered(x, device)[0]
+    calls, flags = [], []
+    monkeypatch.setattr(launch, "_launch_exp_recompute", lambda *args: calls.append(args))
+    original_outputs = launch._Workspace.outputs
+
+    def outputs(self, *args):   # the call's flags (the workspace's second output), as the kernel leaves them
+        out, second = original_outputs(self, *args)
+        flags.append(second)
+        return out, second
+
+    monkeypatch.setattr(launch._Workspace, "outputs", outputs)
+    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_IN_ONE_LAUNCH", True)
+    for per_thread in (1, 8):
+        monkeypatch.setattr(plan_module, "EXP_FINISH_PER_THREAD", per_thread)
+        got, plan = _filtered(x, device)
+        assert plan_module.certified_exp_in_one_launch(plan), plan
+        assert flags[-1].cpu().tolist() == [2, 2, 1, 2, 2, 2, 1, 2, 2], flags[-1]
+        assert not calls, "the one-launch filter launched the recompute"
+        kept = torch.tensor([2, 6])
+        assert torch.equal(got[kept].view(torch.int16), two_launches[kept].view(torch.int16))
+        rows_within_bound(x, -1, got.double().tolist(), "fp64", plan_module.exp_finish_depth(plan.passes[0]),
+                          f"finished in the filter's launch, {per_thread} a thread")
+        assert torch.equal(_filtered(x, device)[0].view(torch.int16), got.view(torch.int16))
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---

@@ -31,7 +31,9 @@ next launch. Ordering: a CTA barrier, then the counter's acq_rel atomic (gpu sco
 program's states before its arrival is seen; the last program's acquire makes all of them visible.
 
 The exact mode's filter over whole rows of a small input (RECOMPUTE_TILE > 0, precred.plan.exact_in_one_launch)
-finishes its rows itself and recomputes those it cannot certify (recompute.certify_or_recompute).
+finishes its rows itself and recomputes those it cannot certify (recompute.certify_or_recompute); so
+does logsumexp's fp32 filter in one pass of one part a row (EXP_FINISH_LANES > 0,
+precred.plan.certified_exp_in_one_launch), in fp64 (recompute.certify_exp_or_recompute).
 
 Bytes moved: every input element once; one output (or one partial state) per row and part.
 Integer arguments are left to Triton's specialization: a stride of 1 becomes a compile-time constant
@@ -47,7 +49,7 @@ from ..strategies.welford import welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
                     load_shift, programmatic_launch_points, tile_at, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
-from .recompute import certify_or_recompute
+from .recompute import certify_exp_or_recompute, certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
 
@@ -459,6 +461,7 @@ def inner_kernel(
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
     HALVES_MIN_LANES: tl.constexpr = 0,   # > 0: the plain sums' lanes by tree.tree_sum_halves from this many
     WELFORD_TWO_PASS: tl.constexpr = False,      # Welford's vector lanes: each vector's moments by two passes
+    EXP_FINISH_LANES: tl.constexpr = 0,   # > 0: logsumexp's fp32 filter in one launch (certify_exp_or_recompute)
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     rows, row_mask, row_base, part, part_start, part_end = program_rows(
@@ -485,6 +488,10 @@ def inner_kernel(
         certify_or_recompute(row_hi, row_lo, row_cnt, rows, row_mask, src_hi_ptr, dst_hi_ptr, inner_size,
                              stride_outer, stride_inner, stride_red, red_len, divisor, DIVIDE, MAN_BITS, EXP_BITS,
                              LSB_EXP, RECOMPUTE_TILE, BLOCK_M)
+    elif EXP_FINISH_LANES > 0:   # one pass over whole rows: logsumexp's fp32 filter, then its uncertified rows
+        certify_exp_or_recompute(row_hi, row_cnt, rows, row_mask, src_hi_ptr, dst_hi_ptr, dst_lo_ptr, n_rows,
+                                 inner_size, stride_outer, stride_inner, stride_red, red_len, divisor,
+                                 EXP_FINISH_LANES, BLOCK_M)
     elif MERGE_LANES == 0:
         write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
                      divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)

@@ -3,8 +3,9 @@
 `exact` (recompute_kernel): with the integer superaccumulator -- or, for small inputs planned as one
 inner pass and for short columns planned as one outer pass, inside the filter's own launch
 (certify_or_recompute, certify_or_recompute_columns; precred.plan.exact_in_one_launch);
-logsumexp's fp64 mode on 16-bit inputs (exp_recompute_kernel, at the end): in fp64. The rest of this
-note is about the first.
+logsumexp's fp64 mode on 16-bit inputs (exp_recompute_kernel, at the end): in fp64 -- or, where the
+filter is one inner pass of one part a row, inside its own launch (certify_exp_or_recompute;
+precred.plan.certified_exp_in_one_launch). The rest of this note is about the first.
 
 Runs after the filter's last pass (the shared schedules with strategies/exact.py), which wrote every
 output and a flag per output (1: certified correctly rounded). A program owns BLOCK_O outputs and one
@@ -28,7 +29,7 @@ import triton.language as tl
 
 from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
-from .finish import finish_logsumexp, round_to_output, to_accumulator
+from .finish import certify_logsumexp, finish_logsumexp, round_to_output, to_accumulator
 from ..strategies.stable_exp import terms_below
 from .steps import programmatic_launch_points
 from .tree import tree_reduce_last_axis
@@ -101,6 +102,30 @@ def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size,
         recomputed = finish_limbs(limbs, red_len, DIVIDE, LSB_EXP, out_ptr.dtype.element_ty)
         tl.store(out_ptr + r + tl.arange(0, 1), round_to_output(recomputed, out_ptr.dtype.element_ty))
         k = next_pending(pending, slots, k, BLOCK)
+
+
+@triton.jit
+def certify_exp_or_recompute(s, m, out_index, mask, src_ptr, out_ptr, flags_ptr, n_out, inner_size, stride_outer,
+                             stride_inner, stride_red, red_len, margin, LANES: tl.constexpr, BLOCK: tl.constexpr):
+    """logsumexp's fp32 filter (strategy 10) in one launch (one inner pass, a program holding whole rows):
+    the filter's state (s, m) of BLOCK outputs (out_index, where mask) is finished as write_result
+    does -- the certified value, or the row's maximum m, and the flag -- then, where some output is not
+    certified, the program redoes those rows in fp64 with exp_recompute_kernel's own code
+    (recompute_rows, unchunked: one fp64 exponential a term against the maximum just stored, LANES lanes
+    along the row, the fixed lane tree; depth precred.plan.exp_finish_depth), and flags them 2. On
+    ordinary data the branch is one reduction of the flags; nothing is left to a recompute launch."""
+    value, certified = certify_logsumexp(s, m, margin, out_ptr.dtype.element_ty)
+    value = tl.where(certified, value, round_to_output(m, out_ptr.dtype.element_ty))
+    tl.store(out_ptr + out_index, value, mask=mask)
+    tl.store(flags_ptr + out_index, certified.to(tl.int8), mask=mask)
+    unkept = mask & (certified == 0)
+    if tl.max(unkept.to(tl.int32), 0) > 0:
+        # the maxima just stored came from other threads (the pass's layout): a CTA barrier orders them
+        # before recompute_rows reads them back and before its stores, which must be the last
+        tl.debug_barrier()
+        recompute_rows(out_index, unkept, 0, 0, red_len, src_ptr, out_ptr, out_ptr, flags_ptr, n_out, inner_size,
+                       stride_outer, stride_inner, stride_red, 1, False, BLOCK, LANES, False, 1)
+        tl.store(flags_ptr + out_index, tl.full(out_index.shape, 2, tl.int8), mask=unkept)
 
 
 @triton.jit
