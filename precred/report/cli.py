@@ -30,16 +30,17 @@ DEFAULT_OPS = "sum,var,logsumexp,softmax,log_softmax,layer_norm,rms_norm"
 DEFAULTS = {   # per device: the CPU's sizes finish in under a minute on 2 cores under the interpreter
     "cpu": dict(ops=DEFAULT_OPS, lengths="64,256,1024", element_lengths="64,256,1024", rows=8,
                 families="normal,uniform,offset:1e4,wide", conds="1e2,1e6,1e10,1e14", cond_n=256),
-    "cuda": dict(ops=DEFAULT_OPS, lengths="1024,16384,262144,4194304", element_lengths="1024,16384", rows=64,
+    "cuda": dict(ops=DEFAULT_OPS, lengths="1024,16384,262144,4194304", element_lengths="1024,8192", rows=64,
                  families="normal,uniform,offset:1e4,wide", conds="1e2,1e5,1e8,1e11,1e14,1e17,1e20",
                  cond_n=4096),
 }
 # Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops take
-# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic), its bound and each
-# implementation's error in Fractions, ~0.2 ms of Python over the five columns: 2^14 elements are ~3 s
-# a cell -- and their default lengths are shorter (element_lengths; --lengths sets both).
+# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic) and each
+# implementation's error in Fractions, ~0.3 ms of Python over the five columns: 2^13 elements are ~2.5 s
+# a cell, the cuda run's 64 such cells ~3 min -- and their default lengths are shorter
+# (element_lengths; --lengths sets both).
 ROW_ELEMENTS = 1 << 22
-ELEMENT_ROW_ELEMENTS = 1 << 14
+ELEMENT_ROW_ELEMENTS = 1 << 13
 
 
 def _csv(text: str) -> list[str]:
@@ -57,7 +58,7 @@ def parse_args(argv):
     ap.add_argument("--dtypes", help="comma-separated: float32, bfloat16, float16, float64 (default float32, "
                                      "or the --input tensor's dtype)")
     ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^22, "
-                                      "and 2^10, 2^14 for softmax, log_softmax, layer_norm, rms_norm)")
+                                      "and 2^10, 2^13 for softmax, log_softmax, layer_norm, rms_norm)")
     ap.add_argument("--rows", type=int, help="rows per cell (cpu default 8, cuda 64; fewer for long rows)")
     ap.add_argument("--families", help="comma-separated input families (default normal,uniform,offset:1e4,wide): "
                                        "normal, uniform, offset:X, ill:COND, wide, alternating")
