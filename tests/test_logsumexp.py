@@ -674,6 +674,14 @@ def test_certified_filter_finishes_in_one_launch(n, dtype, device, monkeypatch):
         rows_within_bound(x, -1, got.double().tolist(), "fp64", plan_module.exp_finish_depth(plan.passes[0]),
                           f"finished in the filter's launch, {per_thread} a thread")
         assert torch.equal(_filtered(x, device)[0].view(torch.int16), got.view(torch.int16))
+        # the public call (its plan is this one), twice: on a GPU the second replays the call's one-launch
+        # recipe (launch._Recipe._run_one_pass), the flags its workspace's
+        monkeypatch.setattr(launch, "_RECIPES", {})
+        monkeypatch.setattr(precred.eager, "_CALLS", {})
+        for _ in range(2):
+            public = precred.logsumexp(x.to(device), -1, mode="accurate").cpu()
+            assert torch.equal(public.view(torch.int16), got.view(torch.int16)), per_thread
+            assert not calls
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---
