@@ -4,13 +4,15 @@ against the exact oracle.
     precred-report                                   # CPU, small sizes, under a minute on 2 cores
     precred-report --device cuda                     # a GPU, larger sizes
     precred-report --ops sum --families ill:1e12 --lengths 4096 --dtypes float32,bfloat16
-    precred-report --input my_tensor.pt --ops sum,var   # a tensor of yours, reduced over its last dim
+    precred-report --input my_tensor.pt --ops sum,var,softmax   # a tensor of yours, over its last dim
     precred-report --page docs/accuracy.md --from RUN1/report.json RUN2/report.json   # a page from runs
 
 For each op, dtype, input family and length (and, for sums, condition number), rows of that family are
-reduced over their last dim by torch, by torch on an fp64 copy, and by precred in each of its modes;
-each row's result is compared with the exact value. Writes report.json, report.csv and report.png
-into --out (default ./precred-report) and prints the tables.
+reduced (or, for softmax, log_softmax, layer_norm and rms_norm, normalized) over their last dim by
+torch, by torch on an fp64 copy, and by precred in each of its modes; each row's result -- each
+element's, for the normalizations, the row counting as its worst -- is compared with the exact value.
+Writes report.json, report.csv and report.png into --out (default ./precred-report) and prints the
+tables.
 """
 from __future__ import annotations
 
