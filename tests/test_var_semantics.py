@@ -56,10 +56,11 @@ def test_torchs_unbiased_signature(device):
     """torch.var's older signature (dim, unbiased, keepdim), unbiased by keyword, and a bool in dim's
     place: the same call as correction 0 / 1, bit for bit, with torch's shapes."""
     x = _randn((6, 40), device, offset=5.0)
-    calls = [((0, False), {}, dict(dim=0, correction=0)), ((1, True, True), {}, dict(dim=1, correction=1, keepdim=True)),
+    calls = [((0, False), {}, dict(dim=0, correction=0)),
+             ((1, True, True), {}, dict(dim=1, correction=1, keepdim=True)),
              ((False,), {}, dict(correction=0)), ((True,), {}, dict(correction=1)),
-             ((), dict(unbiased=False), dict(correction=0)), ((), dict(dim=-1, unbiased=False, keepdim=True),
-                                                               dict(dim=-1, correction=0, keepdim=True)),
+             ((), dict(unbiased=False), dict(correction=0)),
+             ((), dict(dim=-1, unbiased=False, keepdim=True), dict(dim=-1, correction=0, keepdim=True)),
              (((0, 1), False), {}, dict(dim=(0, 1), correction=0)), ((None, False), {}, dict(correction=0))]
     for name in ("var", "std", "var_mean", "std_mean"):
         ours, theirs = getattr(precred, name), getattr(torch, name)

@@ -130,9 +130,10 @@ def var(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool =
 
     dim: None (all dims), an int or a tuple of ints; correction: a real number (None means 1), as
     torch's, or torch's older unbiased (False: correction 0; also positional, torch.var(x, dim,
-    unbiased, keepdim), and in dim's place, torch.var(x, False)); keepdim as torch. The output has x's dtype. mode: "fp64" (default: Welford/Chan in fp64,
-    relative error ~0.5 ulp whatever the mean's offset) or "fast" (fp32 Welford; contiguous fp32 rows of
-    1024..8192 elements take the shifted two-pass algorithm, each row read once) -- see
+    unbiased, keepdim), and in dim's place, torch.var(x, False)); keepdim as torch. The output has x's
+    dtype. mode: "fp64" (default: Welford/Chan in fp64, relative error ~0.5 ulp whatever the mean's
+    offset) or "fast" (fp32 Welford; contiguous fp32 rows of 1024..8192 elements take the shifted
+    two-pass algorithm, each row read once) -- see
     precred.VAR_MODES and precred.moments_error_bound. Never the sum(x^2) - n*mean^2 form: the
     values are shifted by the row's first element and merged by Chan's formula. Empty reductions and
     n - correction <= 0 give NaN or inf, and NaN/inf inputs give NaN, as torch.
