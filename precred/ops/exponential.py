@@ -157,7 +157,8 @@ def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, *,
     dtype: the output dtype (default x's; positional too, as torch.softmax's); the computation runs in
     the mode's accumulator (fp64 for "fp64"; fp32 for "fast", fp64 when x or dtype is fp64). mode None
     (the default): "fp64" into fp32 / fp64 outputs (about 0.5 ulp), "fast" into bf16 / fp16 ones, where
-    its bound is at most 1/16 ulp above fp64's plus 2^-124: within 2 ulp (precred.modes.softmax_mode; the bound: precred.softmax_error_bound).
+    its bound is at most 1/16 ulp above fp64's plus 2^-124: within 2 ulp (precred.modes.softmax_mode;
+    the bound: precred.softmax_error_bound).
     Rows holding +inf, NaN, or only -inf give NaN, as torch. Rows that fit on chip are read once (schedules/single_read.py); longer
     contiguous rows, where there are enough of them, twice by one program (schedules/row_loop.py);
     otherwise the row's max m and log(s) come from precred.logsumexp's one-pass reduction, kept in fp64,
