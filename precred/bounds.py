@@ -33,7 +33,7 @@ import torch
 from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, log_softmax_split_tail,
                     norm_affine_dtype, softmax_two_part_exp)
 from .strategies.stable_exp import TAIL_SCALE_LOG2
-from .plan import norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean
+from .plan import LoopPlan, RowPlan, norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean, split_tail_depth
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                   torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -321,6 +321,15 @@ def _log_sum_error(mode, n, s, t, dtype, out_dtype, depth) -> float:
         return math.inf
     d_log = rho / (1 - rho)
     return d_log + 2 * _UNIT_ROUNDOFF[torch.float64] * (math.log(float(s)) + d_log)
+
+
+def softmax_plan_arguments(plan, n: int) -> dict:
+    """softmax_error_bound's path arguments for the plan a softmax / log_softmax call over rows of n
+    ran (precred.launch.plan_for's softmax: plan_softmax): its depth; single_read for the single-read
+    kernel's RowPlan, row_loop for the row loop's LoopPlan, else the two-pass path, whose split-tail
+    kernel (`accurate` log_softmax) takes tail_depth = precred.plan.split_tail_depth(n)."""
+    return dict(depth=plan.depth, single_read=isinstance(plan, RowPlan), row_loop=isinstance(plan, LoopPlan),
+                tail_depth=split_tail_depth(n))
 
 
 def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: float, dtype: torch.dtype, *,

@@ -22,7 +22,7 @@ from precred.plan import plan_norm_backward, plan_norm_forward, plan_norm_row_lo
 from precred.schedules.norm_rows import rstd_in_fp32
 from conftest import force_long_row_paths
 from validation.moments import reference_moments
-from validation.norms import reference_norm, reference_norm_backward
+from validation.norms import bound_inputs, reference_norm, reference_norm_backward
 from validation.oracle import format_info
 
 MODES = list(precred.NORM_MODES)
@@ -78,10 +78,9 @@ def _errors(computed, exact):
 
 
 def _row_inputs(x_row, row, rstd, moments_row, rms):
-    centered = np.abs(x_row - (0.0 if rms else float(row.mean)))
-    return dict(n=row.n, var=float(row.var), radius=row.radius, abs_dev_mean=row.abs_dev_mean,
-                abs_centered_sum=row.abs_centered_sum, centered=centered,
-                row_mean=float(moments_row.mean), row_m2=float(moments_row.m2)), centered * float(rstd)
+    """(norm_error_bound's row arguments, |xhat| = |x - mean| rstd per element)."""
+    inputs = bound_inputs(x_row, row, moments_row, rms)
+    return inputs, inputs["centered"] * float(rstd)
 
 
 def check_forward_and_backward(x, eps, mode, rms, device, path, weight=True, bias=True):

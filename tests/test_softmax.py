@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import precred
-from precred.bounds import EXP_TWO_PART_ERROR_UNITS
+from precred.bounds import EXP_TWO_PART_ERROR_UNITS, softmax_plan_arguments
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
 from precred.modes import get_exp_mode
-from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop, split_tail_depth
+from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import round_to, ulp_error
 from validation.stable_exp import reference_softmax as reference
 
@@ -74,7 +74,6 @@ def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, whe
     precred.softmax_error_bound of exact_rows (reference(x, log, columns)); those in `columns` only,
     when given."""
     got = got.cpu().double().tolist()
-    single_read = isinstance(plan, RowPlan)
     for (row, exact), values, xs in zip(exact_rows, got, x.double().tolist()):
         if columns is not None:
             values, xs = [values[j] for j in columns], [xs[j] for j in columns]
@@ -85,11 +84,9 @@ def assert_rows_within_bound(x, got, plan, exact_rows, mode, log, out_dtype, whe
             if xi == -math.inf:
                 assert value == (-math.inf if log else 0.0)
                 continue
-            bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype,
-                                                depth=plan.depth, log=log, out_dtype=out_dtype,
-                                                single_read=single_read, row_loop=isinstance(plan, LoopPlan),
-                                                log_s=float(row.lse - Fraction(row.m)),
-                                                tail_depth=split_tail_depth(row.n))
+            bound = precred.softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, x.dtype, log=log,
+                                                out_dtype=out_dtype, log_s=float(row.lse - Fraction(row.m)),
+                                                **softmax_plan_arguments(plan, row.n))
             # The data here stay where every mode claims a bound (the fast mode claims none once its
             # sum error is beyond first order): an element without one would be an element untested.
             assert math.isfinite(bound), f"{mode}: no bound claimed at x = {xi!r}"

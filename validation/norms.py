@@ -30,9 +30,9 @@ import torch
 from mpmath.libmp import (fone, fzero, from_float, from_int, from_man_exp, from_rational, mpf_add, mpf_div,
                           mpf_mul, mpf_neg, mpf_sqrt, mpf_sub, mpf_sum, round_nearest)
 
-from .oracle import _as_float64_array, _exact_row_sums
+from .oracle import _as_float64_array, _exact_row_sums, _fraction_to_float
 
-__all__ = ["NormRow", "reference_norm", "reference_norm_backward", "errors_in_units"]
+__all__ = ["NormRow", "reference_norm", "reference_norm_backward", "errors_in_units", "bound_inputs"]
 
 _RND = round_nearest
 
@@ -194,3 +194,15 @@ def errors_in_units(computed: torch.Tensor, exact, unit: float = 1.0) -> list[li
     c = computed.detach().to("cpu", torch.float64).reshape(len(rows), -1).tolist()
     return [[float(abs(mpmath.mpf(cv) - e)) / unit if math.isfinite(cv) else math.inf
              for cv, e in zip(cr, er)] for cr, er in zip(c, rows)]
+
+
+def bound_inputs(x_row, row: NormRow, moments_row, rms: bool) -> dict:
+    """precred.norm_error_bound's per-row arguments from the oracle: row (reference_norm's NormRow),
+    moments_row (validation.moments.reference_moments' row: the streaming path's exact mean and m2) and
+    the row's values: n, var, radius, abs_dev_mean, abs_centered_sum, centered = |x - mean| (rms_norm:
+    |x|), row_mean, row_m2. Quantities beyond fp64 (rows over its whole exponent range) are inf: the
+    bound then claims nothing."""
+    centered = np.abs(np.asarray(x_row, dtype=np.float64) - (0.0 if rms else float(row.mean)))
+    return dict(n=row.n, var=_fraction_to_float(row.var), radius=row.radius, abs_dev_mean=row.abs_dev_mean,
+                abs_centered_sum=row.abs_centered_sum, centered=centered,
+                row_mean=_fraction_to_float(moments_row.mean), row_m2=_fraction_to_float(moments_row.m2))

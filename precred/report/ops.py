@@ -16,17 +16,18 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..bounds import error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound
+from ..bounds import (error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound,
+                      softmax_plan_arguments)
 from ..launch import plan_for, plan_softmax, row_plan_for
 from ..modes import EXACT_DTYPES, EXP_MODES, MODES, NORM_MODES, VAR_MODES, sum_mode
-from ..plan import LoopPlan, RowPlan, plan_logsumexp_rows, plan_moments_rows, plan_norm_forward, split_tail_depth
+from ..plan import plan_logsumexp_rows, plan_moments_rows, plan_norm_forward
 from ..ops import layer_norm as precred_layer_norm, log_softmax as precred_log_softmax
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm as precred_rms_norm
 from ..ops import softmax as precred_softmax, std as precred_std, sum as precred_sum, var as precred_var
 from validation.moments import exact_sqrt, reference_moments
-from validation.norms import reference_norm
+from validation.norms import bound_inputs, reference_norm
 from validation.stable_exp import reference_logsumexp, reference_softmax
-from validation.oracle import exact_abs_sum, exact_sum, mpf_to_fraction
+from validation.oracle import _fraction_to_float, exact_abs_sum, exact_sum, mpf_to_fraction
 
 # Variance and standard deviation are reported with torch's default correction (Bessel's, n - 1).
 CORRECTION = 1
@@ -97,15 +98,6 @@ class ReportOp:
         return getattr(self.plan(x, mode), "depth", None)
 
 
-def _float(v: Fraction) -> float:
-    """v rounded to a float, +-inf beyond the largest (an exact quantity of fp64 rows over the whole
-    exponent range: a sum of magnitudes, a variance; the bound then claims nothing)."""
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
-
-
 # ------------------------------------------------------------------------------------------------ sums
 def _sum_truths(x: torch.Tensor, divide: bool) -> list[RowTruth]:
     n = x.shape[-1]
@@ -127,7 +119,8 @@ def _sum_takes(mode: str, dtype: torch.dtype) -> bool:
 def _sum_bound(op: str):
     def bound(mode, truth, n, dtype, plan):
         s1, s = truth.facts
-        return error_bound(mode, n, _float(s1), _float(s), dtype, depth=plan.depth, op=op)
+        return error_bound(mode, n, _fraction_to_float(s1), _fraction_to_float(s), dtype, depth=plan.depth,
+                           op=op)
     return bound
 
 
@@ -149,8 +142,8 @@ def _moments_truths(x: torch.Tensor, take_sqrt: bool) -> list[RowTruth]:
 def _moments_bound(op: str):
     def bound(mode, truth, n, dtype, plan):
         r = truth.facts
-        return moments_error_bound(mode, r.n, _float(r.m2), r.radius, _float(r.mean), dtype, depth=plan.depth,
-                                   op=op, correction=CORRECTION)
+        return moments_error_bound(mode, r.n, _fraction_to_float(r.m2), r.radius, _fraction_to_float(r.mean),
+                                   dtype, depth=plan.depth, op=op, correction=CORRECTION)
     return bound
 
 
@@ -186,11 +179,11 @@ def _softmax_bound(log: bool):
         four times the reference's own error (as tests/test_softmax.py); 0 for elements of -inf, whose
         output (0 or -inf) is exact."""
         row, xs = truth.facts
+        path = softmax_plan_arguments(plan, row.n)
         return [0.0 if xi == -math.inf else
-                softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, dtype, depth=plan.depth, log=log,
-                                    single_read=isinstance(plan, RowPlan), row_loop=isinstance(plan, LoopPlan),
-                                    log_s=float(row.lse - Fraction(row.m)), tail_depth=split_tail_depth(row.n))
-                + 4 * row.exact_to for xi in xs]
+                softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, dtype, log=log,
+                                    log_s=float(row.lse - Fraction(row.m)), **path) + 4 * row.exact_to
+                for xi in xs]
     return bound
 
 
@@ -202,15 +195,13 @@ def _softmax_planner(log: bool):
 def _norm_truths(rms: bool):
     def truths(x: torch.Tensor) -> list[RowTruth]:
         n = x.shape[-1]
-        rows, y, rstd, _ = reference_norm(x, [n], None, None, NORM_EPS, rms=rms)
+        rows, y, _, _ = reference_norm(x, [n], None, None, NORM_EPS, rms=rms)
         moments, _, _ = reference_moments(x, -1)
         out = []
-        for row, ys, r, mom, xs in zip(rows, y, rstd, moments, x.double().tolist()):
+        for row, ys, mom, xs in zip(rows, y, moments, x.double().tolist()):
             exact = [mpf_to_fraction(v) for v in ys]
-            centered = [abs(v - (0.0 if rms else float(row.mean))) for v in xs]
-            facts = dict(n=row.n, var=_float(row.var), radius=row.radius, abs_dev_mean=row.abs_dev_mean,
-                         abs_centered_sum=row.abs_centered_sum, centered=centered, xhat=[abs(float(v)) for v in ys],
-                         y=[abs(float(v)) for v in ys], row_mean=_float(mom.mean), row_m2=_float(mom.m2))
+            magnitudes = [abs(float(v)) for v in ys]   # y = xhat: no weight or bias
+            facts = dict(bound_inputs(xs, row, mom, rms), xhat=magnitudes, y=magnitudes)
             out.append(RowTruth(exact, _largest_magnitude(exact), facts))
         return out
     return truths
