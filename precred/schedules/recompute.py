@@ -29,9 +29,9 @@ import triton.language as tl
 
 from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
-from .finish import certify_logsumexp, finish_logsumexp, round_to_output, to_accumulator
+from .finish import finish_logsumexp, round_to_output, to_accumulator
 from ..strategies.stable_exp import terms_below
-from .steps import programmatic_launch_points
+from .steps import programmatic_launch_points, store_certified_logsumexp
 from .tree import tree_reduce_last_axis
 
 
@@ -109,15 +109,13 @@ def certify_exp_or_recompute(s, m, out_index, mask, src_ptr, out_ptr, flags_ptr,
                              stride_inner, stride_red, red_len, margin, LANES: tl.constexpr, BLOCK: tl.constexpr):
     """logsumexp's fp32 filter (strategy 10) in one launch (one inner pass, a program holding whole rows):
     the filter's state (s, m) of BLOCK outputs (out_index, where mask) is finished as write_result
-    does -- the certified value, or the row's maximum m, and the flag -- then, where some output is not
-    certified, the program redoes those rows in fp64 with exp_recompute_kernel's own code
-    (recompute_rows, unchunked: one fp64 exponential a term against the maximum just stored, LANES lanes
-    along the row, the fixed lane tree; depth precred.plan.exp_finish_depth), and flags them 2. On
-    ordinary data the branch is one reduction of the flags; nothing is left to a recompute launch."""
-    value, certified = certify_logsumexp(s, m, margin, out_ptr.dtype.element_ty)
-    value = tl.where(certified, value, round_to_output(m, out_ptr.dtype.element_ty))
-    tl.store(out_ptr + out_index, value, mask=mask)
-    tl.store(flags_ptr + out_index, certified.to(tl.int8), mask=mask)
+    does (steps.store_certified_logsumexp: the certified value, or the row's maximum m, and the flag),
+    then, where some output is not certified, the program redoes those rows in fp64 with
+    exp_recompute_kernel's own code (recompute_rows, unchunked: one fp64 exponential a term against the
+    maximum just stored, LANES lanes along the row, the fixed lane tree; depth
+    precred.plan.exp_finish_depth), and flags them 2. On ordinary data the branch is one reduction of
+    the flags; nothing is left to a recompute launch."""
+    certified = store_certified_logsumexp(s, m, margin, out_ptr, flags_ptr, out_index, mask)
     unkept = mask & (certified == 0)
     if tl.max(unkept.to(tl.int32), 0) > 0:
         # the maxima just stored came from other threads (the pass's layout): a CTA barrier orders them

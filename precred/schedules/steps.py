@@ -251,14 +251,7 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
         if WRITE_MEAN:
             tl.store(dst_lo_ptr + out_index, cnt, mask=mask)
     elif STRATEGY == 10:
-        # logsumexp's fp32 filter: the rounded value -- or, uncertified, the row's maximum m (exact in
-        # the output's format, the input's: the fp64 recompute's reference) -- and, in dst_lo (int8),
-        # whether it is certified; `divisor` carries the pass's bound on |log(s_hat) - log(s)|
-        # (precred.bounds).
-        value, certified = certify_logsumexp(hi, cnt, divisor, dst_hi_ptr.dtype.element_ty)
-        value = tl.where(certified, value, round_to_output(cnt, dst_hi_ptr.dtype.element_ty))
-        tl.store(dst_hi_ptr + out_index, value, mask=mask)
-        tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
+        store_certified_logsumexp(hi, cnt, divisor, dst_hi_ptr, dst_lo_ptr, out_index, mask)
     elif STRATEGY == 3:
         if WRITE_MEAN:   # softmax's reduction: log(s) and the maximum m apart, both in fp64 (exact m)
             tl.store(dst_hi_ptr + out_index, tl.log(hi.to(tl.float64)), mask=mask)
@@ -273,6 +266,19 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
     else:
         value = finish(hi, lo, divisor, dst_hi_ptr.dtype.element_ty, STRATEGY, DIVIDE)
         tl.store(dst_hi_ptr + out_index, value, mask=mask)
+
+
+@triton.jit
+def store_certified_logsumexp(s, m, margin, out_ptr, flags_ptr, out_index, mask):
+    """logsumexp's fp32 filter (strategy 10) finished: the rounded value -- or, uncertified, the row's
+    maximum m (exact in the output's format, the input's: the fp64 recompute's reference) -- and, in
+    flags_ptr (int8), whether it is certified; `margin` is the pass's bound on |log(s_hat) - log(s)|
+    (precred.bounds). Returns the certified mask."""
+    value, certified = certify_logsumexp(s, m, margin, out_ptr.dtype.element_ty)
+    value = tl.where(certified, value, round_to_output(m, out_ptr.dtype.element_ty))
+    tl.store(out_ptr + out_index, value, mask=mask)
+    tl.store(flags_ptr + out_index, certified.to(tl.int8), mask=mask)
+    return certified
 
 
 @triton.jit
