@@ -37,9 +37,9 @@ DEFAULTS = {   # per device: the CPU's sizes finish in under a minute on 2 cores
                  cond_n=4096),
 }
 # Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops take
-# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic) and each
-# implementation's error in Fractions, ~0.3 ms of Python over the five columns: 2^13 elements are ~2.5 s
-# a cell, the cuda run's 64 such cells ~3 min -- and their default lengths are shorter
+# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic) and the exact
+# value's floats (measure.exact_arrays), ~0.1 ms of Python with the five columns' bounds: 2^13 elements
+# are ~1 s a cell, the cuda run's 64 such cells ~1 min -- and their default lengths are shorter
 # (element_lengths; --lengths sets both).
 ROW_ELEMENTS = 1 << 22
 ELEMENT_ROW_ELEMENTS = 1 << 13
@@ -179,7 +179,7 @@ def run(args, argv) -> int:
 
     from validation.generators import condition_number
     from .inputs import family_generator, load_rows
-    from .measure import measure
+    from .measure import exact_arrays, measure
     from .ops import OPS
     from .render import print_tables, write_csv, write_png
 
@@ -221,7 +221,7 @@ def run(args, argv) -> int:
         for cell in todo:
             op = OPS[cell["op"]]
             x_cpu = cell_input(cell, args, cell["dtype"], user_rows)
-            truths = op.truths(x_cpu)
+            exact = exact_arrays(op.truths(x_cpu), cell["dtype"], op.per_element)   # shared by the columns
             x = x_cpu.to(args.device)
             base = dict(cell, dtype=str(cell["dtype"]).replace("torch.", ""), n=x_cpu.shape[-1],
                         rows=x_cpu.shape[0])
@@ -231,7 +231,7 @@ def run(args, argv) -> int:
             for impl in op.impls(cell["dtype"]):
                 rec = dict(base, impl=impl.label, mode=impl.mode)
                 try:
-                    rec.update(measure(op, impl, x, truths))
+                    rec.update(measure(op, impl, x, exact))
                 except Exception as e:   # one failing implementation must not hide the others' numbers
                     rec["error"] = f"{type(e).__name__}: {e}"[:300]
                 report["records"].append(rec)
