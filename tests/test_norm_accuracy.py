@@ -13,6 +13,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
 
 import precred
 from precred import plan as planner
@@ -20,7 +22,7 @@ from precred.modes import get_norm_mode
 from precred.norm_launch import _RECIPES as norm_recipes
 from precred.plan import plan_norm_backward, plan_norm_forward, plan_norm_row_loop
 from precred.schedules.norm_rows import rstd_in_fp32
-from conftest import force_long_row_paths
+from conftest import DEVICE as _DEVICE, force_long_row_paths
 from validation.moments import reference_moments
 from validation.norms import bound_inputs, reference_norm, reference_norm_backward
 from validation.oracle import format_info
@@ -173,6 +175,21 @@ def test_within_bounds(kind, mode, dtype, rms, path, device):
         pytest.skip("beyond fp16's range (65504)")
     x, eps = rows_of(kind, 3, 100, dtype)
     check_forward_and_backward(x, eps, mode, rms, device, path)
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=25, deadline=None)
+@given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=2, max_dims=2, max_side=24),
+                    elements=st.floats(-1e6, 1e6, width=32)),
+       offset=st.sampled_from([0.0, 1e2, 1e4, 1e6]), eps=st.sampled_from([1e-5, 0.0]))
+def test_within_bounds_hypothesis(mode, rms, a, offset, eps):
+    """Hypothesis-drawn fp32 rows (values over +-1e6, a mean offset of up to 1e6, eps 1e-5 or 0 when no
+    row is constant), forward and backward (weight, bias), every output within its bound."""
+    x = torch.from_numpy(a).double().add(offset).float()
+    if eps == 0.0 and bool((x == x[:, :1]).all(dim=1).any()):
+        eps = 1e-5                         # a constant row's rstd is 1 / sqrt(eps): inf at eps = 0
+    check_forward_and_backward(x, eps, mode, rms, _DEVICE, "on-chip")
 
 
 @pytest.mark.parametrize("parameter_dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)

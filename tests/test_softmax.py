@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
 import precred
 from precred.bounds import EXP_TWO_PART_ERROR_UNITS, softmax_plan_arguments
 from precred.launch import plan_softmax, softmax_rows, softmax_statistics_plan
@@ -17,6 +20,7 @@ from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import round_to, ulp_error
 from validation.stable_exp import reference_softmax as reference
 
+from conftest import DEVICE as _DEVICE
 from test_logsumexp import PLANNER_SETTINGS, _exp_of_difference_kernel, family
 
 # softmax's `accurate` is the fp64 mode (modes.EXP_MODES): test_accurate_is_the_fp64_mode checks that.
@@ -105,6 +109,21 @@ def test_within_bound(mode, dtype, log, device):
     for name in ["normal", "spread1e4", "huge", "tiny", "close", "one_finite"]:
         for rows, n in ((3, 37), (2, 700)):
             assert_elements_within_bound(family(name, rows, n, rng, dtype), mode, log, device)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("mode", precred.EXP_MODES)
+@settings(max_examples=25, deadline=None)
+@given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40),
+                    elements=st.floats(-1e4, 1e4, width=32) | st.just(-math.inf)))
+def test_public_call_within_bound_hypothesis(mode, log, a):
+    """Hypothesis-drawn fp32 rows (values over +-1e4, -inf among them: masked elements and all -inf
+    rows, NaN as torch) through the public call, every element within the bound of the plan it takes."""
+    x = torch.from_numpy(a)
+    fn = precred.log_softmax if log else precred.softmax
+    got = fn(x.to(_DEVICE), -1, mode=mode)
+    plan = plan_softmax(x, 1, get_exp_mode(mode), x.dtype, log)
+    assert_rows_within_bound(x, got, plan, reference(x, log), mode, log, x.dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
