@@ -308,7 +308,7 @@ def test_float_measure_decides_as_fractions_do(dtype):
     triples = [(ex, v, b) for ex, v in _adversarial_elements(dtype, rng) for b in _bounds_around(ex, v, dtype)]
     scale = Fraction(3, 7)
     for row_scale in (scale, Fraction(0)):
-        exact = exact_arrays([RowTruth([t[0] for t in triples], row_scale, None)], dtype, per_element=True)
+        exact = exact_arrays([RowTruth([t[0] for t in triples], row_scale, None)], dtype, len(triples))
         assert exact.fast.sum() > len(triples) // 2          # most pairs take the float measure
         assert (~exact.fast).sum() > 20                      # and the exact way is exercised too
         got = element_errors(np.array([[t[1] for t in triples]]), exact, dtype, np.array([[t[2] for t in triples]]))
@@ -364,6 +364,26 @@ def test_user_tensor_with_masked_elements(tmp_path):
         assert (r["rows_measured"], r["rows_skipped"]) == (3, 1), r
         if r["mode"] is not None:
             assert r["rows_beyond_bound"] == 0, r   # the -inf elements' bound is 0: exactly 0 / -inf
+
+
+@pytest.mark.parametrize("finite_rows", [0, 1])
+def test_user_rows_with_inf_or_nan_are_skipped(finite_rows, tmp_path):
+    """Rows with NaN or inf have no finite exact value: each op skips and counts them (every row such, or
+    all but the first), measures the others, and no cell fails."""
+    x = torch.randn(3, 10, generator=torch.Generator().manual_seed(4))
+    x[finite_rows:, 2] = math.nan
+    x[2, 7] = math.inf
+    torch.save(x, tmp_path / "specials.pt")
+    ops = ["sum", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "layer_norm", "rms_norm"]
+    code = main(["--ops", ",".join(ops), "--families", "normal", "--lengths", "8", "--rows", "1",
+                 "--input", str(tmp_path / "specials.pt"), "--out", str(tmp_path / "out"), "--device", DEVICE])
+    recs = [r for r in json.loads((tmp_path / "out" / "report.json").read_text())["records"]
+            if r["family"] == "file:specials.pt"]
+    assert code == 0 and not [r for r in recs if r.get("error")]
+    assert {r["op"] for r in recs} == set(ops)
+    for r in recs:
+        assert (r["rows_measured"], r["rows_skipped"]) == (finite_rows, 3 - finite_rows), r
+        assert (r["ulp"]["max"] is None) == (finite_rows == 0), r
 
 
 def test_float64_rows_over_the_exponent_range(tmp_path):

@@ -221,7 +221,8 @@ def run(args, argv) -> int:
         for cell in todo:
             op = OPS[cell["op"]]
             x_cpu = cell_input(cell, args, cell["dtype"], user_rows)
-            exact = exact_arrays(op.truths(x_cpu), cell["dtype"], op.per_element)   # shared by the columns
+            exact = exact_arrays(op.truths(x_cpu), cell["dtype"],                  # shared by the columns
+                                 x_cpu.shape[-1] if op.per_element else None)
             x = x_cpu.to(args.device)
             base = dict(cell, dtype=str(cell["dtype"]).replace("torch.", ""), n=x_cpu.shape[-1],
                         rows=x_cpu.shape[0])

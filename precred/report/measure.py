@@ -80,11 +80,11 @@ class ExactArrays(NamedTuple):
     elements: list         # (rows, k) RowTruths, one a result, for the exact way (None on undefined rows)
 
 
-def exact_arrays(truths: list[RowTruth], dtype: torch.dtype, per_element: bool) -> ExactArrays:
+def exact_arrays(truths: list[RowTruth], dtype: torch.dtype, per_row: int | None = None) -> ExactArrays:
     """The floats `measure` compares results with (module docstring), computed once per cell: per row
-    one exact value, or (per_element) a list of them."""
-    k = max((len(t.exact) if per_element else 1 for t in truths if t.exact is not None), default=1)
-    shape = (len(truths), k)
+    one exact value, or (per-element ops) a list of `per_row` of them."""
+    per_element = per_row is not None
+    shape = (len(truths), per_row if per_element else 1)
     hi, lo = np.zeros(shape), np.zeros(shape)
     rounded, spacing = np.full(shape, np.nan), np.full(shape, np.nan)
     normal, fast = np.zeros(shape, bool), np.zeros(shape, bool)

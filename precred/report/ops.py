@@ -98,6 +98,16 @@ class ReportOp:
         return getattr(self.plan(x, mode), "depth", None)
 
 
+def _finite_rows(truths: Callable) -> Callable:
+    """truths(x) over x's finite rows only: a row with inf or NaN has no finite exact value (its oracle
+    takes finite rows) and is skipped, counted (exact None), as logsumexp's and softmax's are."""
+    def finite_truths(x: torch.Tensor) -> list[RowTruth]:
+        finite = x.isfinite().all(dim=-1).tolist()
+        measured = iter(truths(x[torch.tensor(finite, dtype=torch.bool)]) if any(finite) else [])
+        return [next(measured) if f else RowTruth(None, Fraction(0), None) for f in finite]
+    return finite_truths
+
+
 # ------------------------------------------------------------------------------------------------ sums
 def _sum_truths(x: torch.Tensor, divide: bool) -> list[RowTruth]:
     n = x.shape[-1]
@@ -225,17 +235,19 @@ def _norm_planner(x: torch.Tensor, mode):
 
 OPS: dict[str, ReportOp] = {
     "sum": ReportOp("sum", tuple(MODES), lambda x, m: precred_sum(x, dim=-1, mode=m),
-                    lambda x: torch.sum(x, dim=-1), lambda x: _sum_truths(x, False), _sum_bound("sum"),
+                    lambda x: torch.sum(x, dim=-1), _finite_rows(lambda x: _sum_truths(x, False)), _sum_bound("sum"),
                     sum_mode, True, "S1 = sum |x_i|", takes=_sum_takes),
     "mean": ReportOp("mean", tuple(MODES), lambda x, m: precred_mean(x, dim=-1, mode=m),
-                     lambda x: torch.mean(x, dim=-1), lambda x: _sum_truths(x, True), _sum_bound("mean"),
+                     lambda x: torch.mean(x, dim=-1), _finite_rows(lambda x: _sum_truths(x, True)), _sum_bound("mean"),
                      sum_mode, True, "S1 / n", takes=_sum_takes),
     "var": ReportOp("var", tuple(VAR_MODES), lambda x, m: precred_var(x, dim=-1, mode=m),
-                    lambda x: torch.var(x, dim=-1), lambda x: _moments_truths(x, False), _moments_bound("var"),
+                    lambda x: torch.var(x, dim=-1), _finite_rows(lambda x: _moments_truths(x, False)),
+                    _moments_bound("var"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact variance (the S1 of its nonnegative terms)",
                     plan_moments_rows),
     "std": ReportOp("std", tuple(VAR_MODES), lambda x, m: precred_std(x, dim=-1, mode=m),
-                    lambda x: torch.std(x, dim=-1), lambda x: _moments_truths(x, True), _moments_bound("std"),
+                    lambda x: torch.std(x, dim=-1), _finite_rows(lambda x: _moments_truths(x, True)),
+                    _moments_bound("std"),
                     lambda name, dtype: VAR_MODES[name], False, "the exact standard deviation", plan_moments_rows),
     "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES),
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
@@ -251,12 +263,12 @@ OPS: dict[str, ReportOp] = {
                             False, "the row's largest |output|", per_element=True, planner=_softmax_planner(True)),
     "layer_norm": ReportOp("layer_norm", tuple(NORM_MODES),
                            lambda x, m: precred_layer_norm(x, [x.shape[-1]], eps=NORM_EPS, mode=m),
-                           lambda x: F.layer_norm(x, [x.shape[-1]], eps=NORM_EPS), _norm_truths(False),
+                           lambda x: F.layer_norm(x, [x.shape[-1]], eps=NORM_EPS), _finite_rows(_norm_truths(False)),
                            _norm_bound(False), lambda name, dtype: NORM_MODES[name], False,
                            "the row's largest |output|", per_element=True, planner=_norm_planner),
     "rms_norm": ReportOp("rms_norm", tuple(NORM_MODES),
                          lambda x, m: precred_rms_norm(x, [x.shape[-1]], eps=NORM_EPS, mode=m),
-                         lambda x: F.rms_norm(x, [x.shape[-1]], eps=NORM_EPS), _norm_truths(True),
+                         lambda x: F.rms_norm(x, [x.shape[-1]], eps=NORM_EPS), _finite_rows(_norm_truths(True)),
                          _norm_bound(True), lambda name, dtype: NORM_MODES[name], False,
                          "the row's largest |output|", per_element=True, planner=_norm_planner),
 }
