@@ -144,9 +144,10 @@ def element_errors(values: np.ndarray, exact: ExactArrays, dtype: torch.dtype,
         over_scale = np.where(~finite, np.inf, np.where(exact.scale > 0, diff / exact.scale,
                                                         np.where(diff == 0, 0.0, np.inf)))
     correct = values == exact.rounded
-    fast = exact.fast & (~finite | np.isfinite(diff))       # a finite result whose difference overflowed:
-    slow = {(i, j): row_error(values[i, j], exact.elements[i][j], dtype)      # the exact way
-            for i, j in zip(*np.nonzero(present & ~fast))}
+    # The exact way for what exact_arrays left out and for finite results whose float difference
+    # overflowed (fp64 results of opposite sign near fp64's largest).
+    fast = exact.fast & (~finite | np.isfinite(diff))
+    slow = {(i, j): row_error(values[i, j], exact.elements[i][j], dtype) for i, j in zip(*np.nonzero(present & ~fast))}
     for (i, j), e in slow.items():
         ulps[i, j], over_scale[i, j], correct[i, j] = e.ulps, e.over_scale, e.correct
     if bounds is None:
