@@ -120,9 +120,9 @@ def test_public_call_within_bound_hypothesis(mode, log, a):
     """Hypothesis-drawn fp32 rows (values over +-1e4, -inf among them: masked elements and all -inf
     rows, NaN as torch) through the public call, every element within the bound of the plan it takes."""
     x = torch.from_numpy(a)
-    fn = precred.log_softmax if log else precred.softmax
-    got = fn(x.to(_DEVICE), -1, mode=mode)
-    plan = plan_softmax(x, 1, get_exp_mode(mode), x.dtype, log)
+    xd = x.to(_DEVICE)                     # the plan of the device the call runs on (its SM count)
+    got = (precred.log_softmax if log else precred.softmax)(xd, -1, mode=mode)
+    plan = plan_softmax(xd, 1, get_exp_mode(mode), x.dtype, log)
     assert_rows_within_bound(x, got, plan, reference(x, log), mode, log, x.dtype)
 
 

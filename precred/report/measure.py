@@ -77,7 +77,12 @@ class ExactArrays(NamedTuple):
     defined: np.ndarray    # (rows,): the op has a value on the row (truth.exact is not None)
     scale: np.ndarray      # (rows, 1): the row's scale as a float (inf beyond fp64)
     rows: list             # the cell's RowTruths (the bounds take them)
-    elements: list         # (rows, k) RowTruths, one a result, for the exact way (None on undefined rows)
+    per_element: bool      # a row's truth holds a list of exact values (else one)
+
+    def element(self, i: int, j: int) -> RowTruth:
+        """Result (i, j)'s own truth, for the exact way."""
+        truth = self.rows[i]
+        return RowTruth(truth.exact[j] if self.per_element else truth.exact, truth.scale, None)
 
 
 def exact_arrays(truths: list[RowTruth], dtype: torch.dtype, per_row: int | None = None) -> ExactArrays:
@@ -89,13 +94,10 @@ def exact_arrays(truths: list[RowTruth], dtype: torch.dtype, per_row: int | None
     rounded, spacing = np.full(shape, np.nan), np.full(shape, np.nan)
     normal, fast = np.zeros(shape, bool), np.zeros(shape, bool)
     tiny = Fraction(torch.finfo(dtype).tiny)
-    elements = []
     for i, truth in enumerate(truths):
         if truth.exact is None:
-            elements.append(None)
             continue
         exacts = truth.exact if per_element else [truth.exact]
-        elements.append([RowTruth(e, truth.scale, None) for e in exacts])
         for j, e in enumerate(exacts):
             rounded[i, j], spacing[i, j] = round_to(e, dtype), float(ulp(e, dtype))
             if not isinstance(e, Fraction):
@@ -111,7 +113,7 @@ def exact_arrays(truths: list[RowTruth], dtype: torch.dtype, per_row: int | None
                 hi[i, j], lo[i, j], fast[i, j] = h, float(rest), True
     defined = np.array([t.exact is not None for t in truths], bool)
     scale = np.array([[_fraction_to_float(t.scale)] for t in truths]).reshape(len(truths), 1)
-    return ExactArrays(hi, lo, rounded, spacing, normal, fast, defined, scale, truths, elements)
+    return ExactArrays(hi, lo, rounded, spacing, normal, fast, defined, scale, truths, per_element)
 
 
 def summarize(values: list[float]) -> dict:
@@ -147,7 +149,7 @@ def element_errors(values: np.ndarray, exact: ExactArrays, dtype: torch.dtype,
     # The exact way for what exact_arrays left out and for finite results whose float difference
     # overflowed (fp64 results of opposite sign near fp64's largest).
     fast = exact.fast & (~finite | np.isfinite(diff))
-    slow = {(i, j): row_error(values[i, j], exact.elements[i][j], dtype) for i, j in zip(*np.nonzero(present & ~fast))}
+    slow = {(i, j): row_error(values[i, j], exact.element(i, j), dtype) for i, j in zip(*np.nonzero(present & ~fast))}
     for (i, j), e in slow.items():
         ulps[i, j], over_scale[i, j], correct[i, j] = e.ulps, e.over_scale, e.correct
     if bounds is None:
@@ -160,7 +162,7 @@ def element_errors(values: np.ndarray, exact: ExactArrays, dtype: torch.dtype,
         near = held & fast & finite & (np.abs(diff - bounds) <= _TIE_MARGIN * bounds
                                        + _TIE_MARGIN_EXACT * np.abs(exact.hi))
     for i, j in zip(*np.nonzero(near)):
-        beyond[i, j] = abs(Fraction(values[i, j]) - exact.elements[i][j].exact) > Fraction(bounds[i, j])
+        beyond[i, j] = abs(Fraction(values[i, j]) - exact.element(i, j).exact) > Fraction(bounds[i, j])
     for (i, j), e in slow.items():
         beyond[i, j] = held[i, j] and (e.diff is None or e.diff > Fraction(bounds[i, j]))
     return ElementErrors(ulps, over_scale, correct, beyond)
