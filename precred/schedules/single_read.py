@@ -49,6 +49,7 @@ from ..strategies.stable_exp import exp_two_part, log_of_split_sum, split_tail_s
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
+_PLAIN_PAIR = tl.constexpr(12)   # strategies.PLAIN_PAIR: two sums (hi, lo) in one tree
 
 
 @triton.jit
@@ -83,7 +84,8 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
             tail = tree_sum_blocked_rows(tl.where(x < m_tile, e, 0.0), BLOCK_ROWS, BLOCK_J, TREE_VEC,
                                          TREE_THREADS)[:, None]
         else:
-            s, tail, _ = tree_reduce_first_axis(e, tl.where(x < m_tile, e, 0.0), e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+            # one tree of both sums (PLAIN_PAIR: PLAIN's tree would carry the tail, not sum it)
+            s, tail, _ = tree_reduce_first_axis(e, tl.where(x < m_tile, e, 0.0), e, BLOCK_J, BLOCK_ROWS, _PLAIN_PAIR)
             s, tail = s[None, :], tail[None, :]
         y = (x - m_tile) - log_of_split_sum(split_tail_sum(s), split_tail_sum(tail)).to(ACC_DTYPE)
     else:
