@@ -30,7 +30,7 @@ from .schedules.outer import outer_kernel
 from .schedules.recompute import exp_recompute_kernel, recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
-from .schedules.split_tail import split_tail_kernel
+from .schedules.split_tail import split_tail_finish_kernel, split_tail_kernel
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -806,10 +806,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
         tail_launch = None
         if split is not None:
             # rows with one maximum and s < 1.5: log(s) = log1p(tail), the tail read again (split_tail.py)
-            tail_rows, _ = planning.SPLIT_TAIL_TILE[j_fast]
-            tail_launch = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows),),
-                                  [_bits_if_bf16(src.source), log_s, row_max], scalars[:6], 4, J_FAST=j_fast,
-                                  BLOCK_ROWS=tail_rows, BLOCK_J=planning.split_tail_block_j(red, j_fast))
+            tail_launch = _launch_split_tail(_bits_if_bf16(src.source), log_s, row_max, scalars[:6], j_fast)
         block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
         block_j = min(block_j, triton.next_power_of_2(red))
         grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
@@ -820,6 +817,25 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
+
+
+def _launch_split_tail(source, log_s, row_max, scalars, j_fast: bool):
+    """log_softmax's split-tail pass over the reduction's log(s) and maxima (schedules/split_tail.py):
+    ((compiled, grid, trailing) of the kernel, that of the finish adding the parts or None for rows of
+    one part, the parts). scalars: rows, red, then the source view's inner size and strides."""
+    rows, red = scalars[0], scalars[1]
+    tail_rows, _ = planning.SPLIT_TAIL_TILE[j_fast]
+    part_length, parts = planning.split_tail_part_length(red, j_fast), planning.split_tail_parts(red, j_fast)
+    partials = log_s if parts == 1 else torch.empty(parts * rows, dtype=torch.float64, device=log_s.device)
+    kernel = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows), parts), [source, log_s, row_max, partials],
+                     [rows, red, part_length, *scalars[2:]], 4, J_FAST=j_fast, BLOCK_ROWS=tail_rows,
+                     BLOCK_J=planning.split_tail_block_j(red, j_fast), PARTIAL=parts > 1)
+    finish = None
+    if parts > 1:
+        block = planning.SPLIT_TAIL_FINISH_BLOCK
+        finish = _launch(split_tail_finish_kernel, (triton.cdiv(rows, block),), [log_s, partials], [rows, parts], 4,
+                         BLOCK=block)
+    return kernel, finish, parts
 
 
 def blocked_tree_layout(x: torch.Tensor, num_warps: int) -> dict:
@@ -863,8 +879,14 @@ class _SoftmaxRecipe:
             dim, mode, output, acc, tail_launch = self.reduction
             pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output, acc_dtype=acc)
             if tail_launch is not None:
-                compiled, grid, trailing = tail_launch
-                _replay(compiled, grid, stream, pointers[:3], trailing)
+                (compiled, grid, trailing), finish, parts = tail_launch
+                # the parts' sums (trailing[0]: the rows), or log(s) itself as the unused pointer of one part
+                partials = pointers[1] if finish is None else torch.empty(parts * trailing[0], dtype=torch.float64,
+                                                                          device=x.device)
+                _replay(compiled, grid, stream, pointers[:3] + [partials], trailing)
+                if finish is not None:
+                    compiled, grid, trailing = finish
+                    _replay(compiled, grid, stream, [pointers[1], partials], trailing)
         _replay(self.compiled, self.grid, stream, pointers, self.trailing)
         return out
 

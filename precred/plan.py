@@ -1659,11 +1659,18 @@ class LoopPlan:
 
 
 # log_softmax's split-tail kernel on the two-pass path (schedules/split_tail.py, `accurate`): a program's
-# (rows, reduced elements) tile by whether the reduced dim is the contiguous one. It reads only rows with
-# one maximum and s < 1.5 (none of randn's), a program per contiguous row -- the two-pass path's rows are
-# few and long (16 x 262144: 16 programs); a row is not split across programs -- or 128 strided rows
-# side by side. 2048 fp64 lanes a program on 4 warps. Not timed.
+# (rows, reduced elements) tile by whether the reduced dim is the contiguous one -- a program per
+# contiguous row, or 128 strided rows side by side; 2048 fp64 lanes a program on 4 warps -- and the
+# reduced elements a program walks (SPLIT_TAIL_PART: a row is split into parts, whose sums
+# split_tail_finish_kernel adds). It reads only rows with one maximum and s < 1.5 -- more of randn's than
+# expected (split_tail.py) --: with each row walked whole by one program (16 programs of 262144
+# contiguous elements, or 2 programs of 128 columns of 262144 over dim 0) the H200 ran `accurate`
+# log_softmax over dim 0 at 8-48 GB/s on 65536 x 1024 and 262144 x 256 (fp64's path: 1100-1900). Parts
+# of 1024 strided / 16384 contiguous elements: 128 programs or more on DESIGN.md's shapes, each at most
+# 64 tiles. Not timed yet (written 2026-12-05 after that run, no device left).
 SPLIT_TAIL_TILE = {True: (1, 2048), False: (128, 16)}
+SPLIT_TAIL_PART = {True: 16384, False: 1024}
+SPLIT_TAIL_FINISH_BLOCK = 256   # rows a program of split_tail_finish_kernel
 
 
 def split_tail_block_j(red: int, j_fast: bool) -> int:
@@ -1671,11 +1678,25 @@ def split_tail_block_j(red: int, j_fast: bool) -> int:
     return min(SPLIT_TAIL_TILE[j_fast][1], _pow2_at_least(red))
 
 
+def split_tail_part_length(red: int, j_fast: bool) -> int:
+    """The reduced elements one split-tail program walks: whole tiles, at most SPLIT_TAIL_PART's (or
+    the row, in whole tiles)."""
+    block_j = split_tail_block_j(red, j_fast)
+    return block_j * max(1, min(-(-red // block_j), SPLIT_TAIL_PART[j_fast] // block_j))
+
+
+def split_tail_parts(red: int, j_fast: bool) -> int:
+    """The parts a row of length red is split into by the split-tail kernel."""
+    return -(-red // split_tail_part_length(red, j_fast))
+
+
 def split_tail_depth(red: int) -> int:
     """Roundings of a row's tail sum in the split-tail kernel, whichever the layout: the lane chain over
-    the tiles, then the fixed tree over the lanes (precred.softmax_error_bound's tail_depth)."""
-    return max(-(-red // block_j) - 1 + block_j.bit_length() - 1
-               for block_j in (split_tail_block_j(red, True), split_tail_block_j(red, False)))
+    a part's tiles, the fixed tree over the lanes, then the parts' sums added in order
+    (precred.softmax_error_bound's tail_depth)."""
+    return max(-(-split_tail_part_length(red, j_fast) // split_tail_block_j(red, j_fast)) - 1
+               + split_tail_block_j(red, j_fast).bit_length() - 1 + split_tail_parts(red, j_fast) - 1
+               for j_fast in (True, False))
 
 
 # Rows of at most this many bytes are read twice by one program (beyond the single-read limits), the

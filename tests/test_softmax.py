@@ -503,6 +503,38 @@ def test_split_tail_bound_is_within_one_ulp():
     assert fp64 > 4 * float(ulp(-(2.0 ** -60), torch.bfloat16))
 
 
+@pytest.mark.parametrize("dim", [1, 0])
+def test_split_tail_in_parts_within_bound(dim, device, monkeypatch):
+    """The two-pass path's split-tail kernel with each row split into parts (precred.plan.SPLIT_TAIL_PART
+    set small: rows of 300 in parts of 32 contiguous / 16 strided elements, 10 / 19 parts, which
+    split_tail_finish_kernel adds in order): every element of peaked rows (one and two maxima, tails
+    down to where they round away) within precred.softmax_error_bound at that depth, bf16 and fp32
+    into their own dtype, over dim 1 and dim 0; the finish runs, and a second call gives the same bits."""
+    from precred import launch, plan as planning
+    from precred.schedules.split_tail import split_tail_finish_kernel
+    monkeypatch.setattr(planning, "SPLIT_TAIL_PART", {True: 32, False: 16})
+    monkeypatch.setattr(planning, "SPLIT_TAIL_TILE", {True: (1, 8), False: (4, 8)})
+    launched = []
+    real = launch._launch
+    monkeypatch.setattr(launch, "_launch", lambda kernel, *a, **k: launched.append(kernel) or real(kernel, *a, **k))
+    launch._RECIPES.clear()
+    rng = np.random.default_rng([29, dim])
+    n = 300
+    assert planning.split_tail_parts(n, dim == 1) == (10 if dim == 1 else 19)
+    for dtype in (torch.bfloat16, torch.float32):
+        for maxima in (1, 2):
+            x = peaked(8, n, rng, dtype, maxima)
+            xd = (x if dim == 1 else x.t().contiguous()).to(device)
+            launched.clear()
+            got, plan = softmax_by_path(xd, dim, "accurate", True, dtype, "two-pass")
+            assert split_tail_finish_kernel in launched
+            again, _ = softmax_by_path(xd, dim, "accurate", True, dtype, "two-pass")
+            assert torch.equal(got, again)
+            assert_rows_within_bound(x, got if dim == 1 else got.t(), plan, reference(x, True), "accurate", True, dtype,
+                                     f"parts dim={dim}")
+    launch._RECIPES.clear()
+
+
 def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
     """The maximum's log_softmax -log1p(tail) of a row [0, -30, -40, ...] comes back within half an ulp
     and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one; on the
