@@ -599,6 +599,34 @@ def test_certified_logsumexp_replays_its_recompute(device, width):
     assert_within_bound(x, 1, "fp64", device)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_split_tail_in_parts_replays(device, dtype):
+    """`accurate` log_softmax over dim 0 of 65536 x 64 (the two-pass path; its split-tail kernel walks
+    each column in 64 parts, plan.split_tail_parts, and a second launch adds them): randn * 5 columns
+    with s < 1.5 among them; calls replaying the launch recipe (a fresh partial-sums buffer each) give
+    the bits of calls that plan afresh, and every column's maximum's -log1p(tail) is within 1.01 ulp
+    of the fp64 reference's (1.01 ulp: the mode's bound, precred.softmax_error_bound; the reference's
+    own error is ~2^-52 absolute, far below an ulp of these y, |y| > 1e-3)."""
+    from validation.oracle import ulp_error
+    from precred import launch, plan as planning
+    assert planning.split_tail_parts(65536, False) == 64
+    g = torch.Generator(device="cpu").manual_seed(31)
+    inputs = [(torch.randn(65536, 64, generator=g) * 5).to(dtype).to(device) for _ in range(3)]
+    x64 = inputs[0].double()
+    assert bool((torch.exp(x64 - x64.amax(0)).sum(0) < 1.5).any())
+    launch._RECIPES.clear()
+    replayed = [precred.log_softmax(x, 0, mode="accurate") for x in inputs]
+    for x, got in zip(inputs, replayed):
+        launch._RECIPES.clear()
+        assert torch.equal(got, precred.log_softmax(x, 0, mode="accurate"))
+    top = x64.argmax(0)
+    exact = torch.log_softmax(x64, 0).gather(0, top[None])[0]
+    got = replayed[0].gather(0, top.to(replayed[0].device)[None])[0].double().cpu()
+    assert float(exact.abs().min()) > 1e-3
+    worst = max(ulp_error(a, b, dtype) for a, b in zip(got.tolist(), exact.cpu().tolist()))
+    assert worst <= 1.01, worst
+
+
 def test_replayed_calls_still_check_their_arguments(device):
     """A replay is keyed on the arguments' types too: keepdim=1 after keepdim=True is still a TypeError."""
     x = torch.randn(64, 4096, device=device)
