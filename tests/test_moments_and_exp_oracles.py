@@ -111,3 +111,23 @@ def test_logsumexp_reference_specials_follow_torch():
     assert rows[0].special is None and rows[1].special == -inf and rows[2].special == inf
     assert math.isnan(rows[3].special)
     assert float(rows[4].lse) == 3.0 and rows[4].m == 3.0   # one finite value among -inf: exactly it
+
+
+def test_long_rows_reference_error_is_relative_to_a_small_tail():
+    """Rows beyond MPMATH_MAX_N take the numpy path (fp64 exponentials summed exactly): next to s = 1
+    (one or two maxima standing 30..90 above the rest) log(s) ~ tail is still within exact_to of
+    log(sum(exp(x - m))) at 2 WORK_BITS bits, and exact_to is relative to that tail -- at most 2^-50 of
+    log(s) -- not a flat 2^-51 (which was 2^51 bf16 ulps of a log_softmax of -2^-92)."""
+    rng = np.random.default_rng(41)
+    n = 5000
+    for gap, maxima in ((30.0, 1), (60.0, 1), (90.0, 2), (0.5, 1)):
+        values = -(gap + rng.exponential(2.0, n))
+        values[rng.choice(n, maxima, replace=False)] = 0.0
+        x = torch.from_numpy(values).reshape(1, n)
+        row = reference_logsumexp(x, 1)[0][0]
+        got = row.lse - Fraction(row.m)
+        with mpmath.workprec(2 * WORK_BITS):
+            log_s = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v)) for v in values))
+            assert abs(mpmath.mpf(got.numerator) / got.denominator - log_s) <= row.exact_to
+            tail_log = abs(log_s - mpmath.log(maxima))   # log(s) beyond the maxima's own log(count)
+        assert row.exact_to <= 2.0 ** -50 * float(tail_log) * 1.01 + 2.0 ** -(WORK_BITS - 5) * abs(float(log_s))

@@ -7,8 +7,10 @@ Rows up to MPMATH_MAX_N values: every exp and log in mpmath at WORK_BITS bits, t
 those values, so log(s) is within n 2^-(WORK_BITS - 2) max(1, |log(s)|) of the true value -- far below
 any format's rounding, except for a result within that distance of a rounding boundary.
 Longer rows (the GPU error report): numpy's float64 exp, whose results are within 1 ulp (relative
-2^-52), summed exactly: log(s) is then within 2^-51 (absolute) of the true value, which is far below an
-fp32 ulp of any result but is not enough to certify the correct rounding of fp64 outputs.
+2^-52; exp(0) = 1 exactly, the maxima's terms), summed exactly: log(s) is then within 2^-51 tail / s of
+the true value (tail: the terms below the maximum) -- far below an fp32 ulp of any result, also of a
+log_softmax next to 0 (y ~ -tail), but not enough to certify the correct rounding of fp64 outputs.
+softmax's outputs carry that error relatively (output_exact_to).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import torch
 
 from .oracle import _exact_row_sums, _reduced_rows, mpf_to_fraction
 
-__all__ = ["RowLogSumExp", "reference_logsumexp", "reference_softmax", "WORK_BITS", "MPMATH_MAX_N"]
+__all__ = ["RowLogSumExp", "output_exact_to", "reference_logsumexp", "reference_softmax", "WORK_BITS",
+           "MPMATH_MAX_N"]
 
 WORK_BITS = 160
 MPMATH_MAX_N = 1 << 12
@@ -62,8 +65,13 @@ def _row(row: np.ndarray) -> RowLogSumExp:
     s_exact, t_exact = _exact_row_sums(np.stack([e, e * gaps]))   # e * gaps rounded: t is for bounds only
     with mpmath.workprec(WORK_BITS):
         log_s = mpf_to_fraction(mpmath.log(mpmath.mpf(s_exact.numerator) / s_exact.denominator))
+    # Each np.exp term is within 2^-52 of its value, relatively, and the maxima's exp(0) = 1 are exact: so
+    # |s_exact - s| <= 2^-52 tail, tail = s - (the maxima's count), and log(s) is within 2^-51 tail / s --
+    # relative to log(s) ~ tail next to s = 1, where log_softmax's values sit next to 0 (a flat 2^-51
+    # there was 2^51 bf16 ulps of a y of -2^-92 in precred-report's bound column).
+    tail_over_s = float((s_exact - int((gaps == 0).sum())) / s_exact)
     return RowLogSumExp(n, m, float(s_exact), float(t_exact) * (1 + 2.0 ** -50), Fraction(m) + log_s, None,
-                        2.0 ** -51 + 2.0 ** -(WORK_BITS - 4) * abs(float(log_s)))
+                        2.0 ** -51 * tail_over_s + 2.0 ** -(WORK_BITS - 4) * abs(float(log_s)))
 
 
 def reference_logsumexp(x: torch.Tensor, dim) -> tuple[list[RowLogSumExp], list[int], list[int]]:
@@ -72,6 +80,15 @@ def reference_logsumexp(x: torch.Tensor, dim) -> tuple[list[RowLogSumExp], list[
     a, out_shape, keep_shape = _reduced_rows(_finite_view(x), dim)
     rows = [_row(r) for r in _restore_specials(a, x, dim)]
     return rows, out_shape, keep_shape
+
+def output_exact_to(row: RowLogSumExp, y, log: bool) -> float:
+    """The reference's own error bound on one of reference_softmax's outputs y of `row`: log_softmax's
+    y = x - lse is off by lse's (exact_to); softmax's y = exp(x - lse) relatively, by expm1(exact_to) and
+    its exp's WORK_BITS rounding -- so a tiny output keeps a margin of its own size."""
+    if log:
+        return row.exact_to
+    return (math.expm1(row.exact_to) + 2.0 ** -(WORK_BITS - 1)) * abs(float(y))
+
 
 def reference_softmax(x: torch.Tensor, log: bool, columns=None):
     """softmax (log_softmax, `log`) of each row of a 2-D x (dim 1): the row's RowLogSumExp and its exact

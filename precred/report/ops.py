@@ -26,7 +26,7 @@ from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm
 from ..ops import softmax as precred_softmax, std as precred_std, sum as precred_sum, var as precred_var
 from validation.moments import exact_sqrt, reference_moments
 from validation.norms import bound_inputs, reference_norm
-from validation.stable_exp import reference_logsumexp, reference_softmax
+from validation.stable_exp import output_exact_to, reference_logsumexp, reference_softmax
 from validation.oracle import _fraction_to_float, exact_abs_sum, exact_sum, mpf_to_fraction
 
 # Variance and standard deviation are reported with torch's default correction (Bessel's, n - 1).
@@ -192,8 +192,8 @@ def _softmax_bound(log: bool):
         path = softmax_plan_arguments(plan, row.n)
         return [0.0 if xi == -math.inf else
                 softmax_error_bound(mode, row.n, row.s, row.t, row.m, xi, dtype, log=log,
-                                    log_s=float(row.lse - Fraction(row.m)), **path) + 4 * row.exact_to
-                for xi in xs]
+                                    log_s=float(row.lse - Fraction(row.m)), **path) + 4 * output_exact_to(row, y, log)
+                for xi, y in zip(xs, truth.exact)]
     return bound
 
 
