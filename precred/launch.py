@@ -822,11 +822,13 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
 def _launch_split_tail(source, log_s, row_max, scalars, j_fast: bool):
     """log_softmax's split-tail pass over the reduction's log(s) and maxima (schedules/split_tail.py):
     ((compiled, grid, trailing) of the kernel, that of the finish adding the parts or None for rows of
-    one part, the parts). scalars: rows, red, then the source view's inner size and strides."""
+    one part, the partial sums' count: 0 for one part). scalars: rows, red, then the source view's inner
+    size and strides."""
     rows, red = scalars[0], scalars[1]
     tail_rows, _ = planning.SPLIT_TAIL_TILE[j_fast]
     part_length, parts = planning.split_tail_part_length(red, j_fast), planning.split_tail_parts(red, j_fast)
-    partials = log_s if parts == 1 else torch.empty(parts * rows, dtype=torch.float64, device=log_s.device)
+    partial_count = 0 if parts == 1 else parts * rows
+    partials = _split_tail_partials(log_s, partial_count)
     kernel = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows), parts), [source, log_s, row_max, partials],
                      [rows, red, part_length, *scalars[2:]], 4, J_FAST=j_fast, BLOCK_ROWS=tail_rows,
                      BLOCK_J=planning.split_tail_block_j(red, j_fast), PARTIAL=parts > 1)
@@ -835,7 +837,13 @@ def _launch_split_tail(source, log_s, row_max, scalars, j_fast: bool):
         block = planning.SPLIT_TAIL_FINISH_BLOCK
         finish = _launch(split_tail_finish_kernel, (triton.cdiv(rows, block),), [log_s, partials], [rows, parts], 4,
                          BLOCK=block)
-    return kernel, finish, parts
+    return kernel, finish, partial_count
+
+
+def _split_tail_partials(log_s, count: int):
+    """The split-tail kernel's buffer of partial tail sums (fp64), or log(s) itself, unused, for rows of
+    one part (count 0)."""
+    return log_s if count == 0 else torch.empty(count, dtype=torch.float64, device=log_s.device)
 
 
 def blocked_tree_layout(x: torch.Tensor, num_warps: int) -> dict:
@@ -879,10 +887,8 @@ class _SoftmaxRecipe:
             dim, mode, output, acc, tail_launch = self.reduction
             pointers[1:1] = reduce(x, (dim,), mode, torch.float64, output, acc_dtype=acc)
             if tail_launch is not None:
-                (compiled, grid, trailing), finish, parts = tail_launch
-                # the parts' sums (trailing[0]: the rows), or log(s) itself as the unused pointer of one part
-                partials = pointers[1] if finish is None else torch.empty(parts * trailing[0], dtype=torch.float64,
-                                                                          device=x.device)
+                (compiled, grid, trailing), finish, partial_count = tail_launch
+                partials = _split_tail_partials(pointers[1], partial_count)
                 _replay(compiled, grid, stream, pointers[:3] + [partials], trailing)
                 if finish is not None:
                     compiled, grid, trailing = finish
