@@ -61,8 +61,30 @@ def test_matches_torch(shape, normalized, dtype, path, device):
                            f(bias) if bias is not None else None, 1e-5)
         _close(precred.layer_norm(x, normalized, weight, bias, 1e-5), ref, dtype)
     for weight in (w, None):
-        ref = F.rms_norm(f(x), normalized, f(weight) if weight is not None else None, torch.finfo(dtype).eps)
-        _close(precred.rms_norm(x, normalized, weight), ref, dtype)   # eps=None: the dtype's epsilon
+        ref = F.rms_norm(f(x), normalized, f(weight) if weight is not None else None,
+                         precred_eps_default(dtype))
+        _close(precred.rms_norm(x, normalized, weight), ref, dtype)   # eps=None: as torch's kernels
+
+
+def precred_eps_default(dtype):
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rms_norm_default_eps_is_torchs(dtype, device):
+    """eps=None is the epsilon of the type torch's kernels compute in (fp32's for 16-bit input, not
+    finfo(bf16).eps = 2^-7, which torch's docstring names): rows whose mean square is near 2^-7 tell the
+    two apart by far more than the tolerance (0.07 against 1.0 for a row of one 0.0062)."""
+    values = torch.tensor([[0.0062], [0.03], [-0.05], [0.2]], dtype=torch.float64)
+    x = torch.cat([values, values * 0.5], 1).to(dtype)
+    for normalized in ([1], [2]):
+        rows = x[:, :normalized[0]].contiguous()
+        got = precred.rms_norm(rows.to(device), normalized)
+        want = F.rms_norm(rows, normalized)   # torch on the CPU, eps=None, in the input dtype
+        _close(got.cpu(), want, dtype)
+        assert torch.equal(got, precred.rms_norm(rows.to(device), normalized, eps=precred_eps_default(dtype)))
+        module = precred.nn.RMSNorm(normalized, dtype=dtype, device=device)
+        assert module.eps is None and torch.equal(module(rows.to(device)), got)
 
 
 def test_non_contiguous_and_expanded_inputs(device):
@@ -71,7 +93,7 @@ def test_non_contiguous_and_expanded_inputs(device):
     _close(precred.layer_norm(xt, [6], w, b), F.layer_norm(xt.double(), [6], w.double(),
                                                             b.double()), torch.float32)
     e = x[:1].expand(5, 6)                                        # stride-0 rows
-    _close(precred.rms_norm(e, [6], w), F.rms_norm(e.double(), [6], w.double(), torch.finfo(torch.float32).eps),
+    _close(precred.rms_norm(e, [6], w), F.rms_norm(e.double(), [6], w.double(), precred_eps_default(torch.float32)),
            torch.float32)
 
 

@@ -193,6 +193,16 @@ def _signature(x, normalized_shape, weight, bias, eps, mode, rms: bool):
             _parameter_signature(bias), type(eps), eps, mode, rms)
 
 
+def rms_norm_default_eps(dtype: torch.dtype) -> float:
+    """rms_norm's eps when the caller passes None: the machine epsilon of the type torch computes in --
+    fp32's for fp32, bf16 and fp16 inputs (2^-23), fp64's for fp64 (2^-52). That is what torch does, on
+    the CPU (layer_norm.cpp rms_norm_composite: numeric_limits<float>::epsilon() for every opmath-float
+    input) and on CUDA (_fused_rms_norm_cuda: the accumulate type's); torch's docstring says
+    finfo(x.dtype).eps, which for bf16 would be 2^-7 and changes the output of rows whose mean square is
+    not far above it (checked: torch 2.13 CPU, bf16 row [0.0062] -> 1.0, with 2^-7 -> 0.0698)."""
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+
+
 def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, float]:
     """(normalized_ndim, eps) of a call whose arguments pass the checks; else the error naming one."""
     check_float_tensor(x, "input")
@@ -200,8 +210,8 @@ def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, floa
     _check_parameter(weight, "weight", x, normalized_ndim)
     _check_parameter(bias, "bias", x, normalized_ndim)
     get_norm_mode(mode)
-    if eps is None:   # torch.nn.functional.rms_norm: the input dtype's machine epsilon
-        eps = torch.finfo(x.dtype).eps
+    if eps is None:
+        eps = rms_norm_default_eps(x.dtype)
     return normalized_ndim, _check_eps(eps)
 
 
@@ -252,7 +262,9 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
 def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None, *,
              mode: str = DEFAULT_NORM_MODE) -> torch.Tensor:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims
-    (torch.nn.functional.rms_norm's semantics: eps=None means torch.finfo(x.dtype).eps). Modes, bounds,
+    (torch.nn.functional.rms_norm's semantics; eps=None means the epsilon of the type torch computes
+    in, as torch's kernels do: fp32's for fp32 / bf16 / fp16 input, fp64's for fp64 --
+    rms_norm_default_eps). Modes, bounds,
     specials and paths as precred.layer_norm; an inf in a row makes its finite outputs 0 and its inf
     outputs NaN, as torch -- except for rows longer than 16384 (8192 in fp64), which take the Welford
     statistics: there a row holding both +inf and -inf comes out NaN throughout."""

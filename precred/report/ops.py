@@ -34,7 +34,7 @@ CORRECTION = 1
 
 
 # layer_norm and rms_norm are reported without weight or bias, at this eps (rms_norm's too, whose
-# torch default, finfo(dtype).eps, would differ between torch's fp32 call and its fp64 one).
+# torch default, the computing type's epsilon, would differ between torch's fp32 call and its fp64 one).
 NORM_EPS = 1e-5
 
 
