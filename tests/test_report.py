@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import precred
-from precred.report.cli import main, parse_args, cell_input
+from precred.report.cli import main, parse_args, cell_input, cell_rows
 from precred.report.inputs import family_generator
 from precred.report.render import CSV_FIELDS, cell_text, fmt
 from validation.oracle import format_info, mpf_to_fraction, round_to, ulp
@@ -436,6 +436,21 @@ def test_family_specs():
     c = condition_number(family_generator("ill:1e6")(64, rng, torch.float32))
     assert 1e5 <= c <= 1e7
     assert fmt(math.inf) == "inf" and fmt(None) == "–" and fmt(0.0) == "0"
+
+
+def test_cuda_run_cells_span_issue_2s_lengths_with_a_median_of_rows():
+    """The cuda run's one-value-a-row cells run n = 2^12 .. 2^24 (issue 2's sum figures), each cell at
+    least two rows (a median, not one row's error); the per-element ops' long rows may come one a cell;
+    --rows still caps them."""
+    args = parse_args(["--device", "cuda"])
+    lengths = [int(v) for v in args.lengths.split(",")]
+    assert min(lengths) == 2 ** 12 and max(lengths) == 2 ** 24
+    for op in ("sum", "var", "logsumexp"):
+        assert [cell_rows(op, n, args.rows) for n in lengths] == [64, 64, 4, 2]
+    assert [cell_rows("softmax", n, args.rows) for n in (1024, 8192)] == [8, 1]
+    assert cell_rows("sum", 2 ** 24, 1) == 1
+    cpu = parse_args([])
+    assert all(cell_rows(op, int(n), cpu.rows) == 8 for op in ("sum", "softmax") for n in cpu.lengths.split(","))
 
 
 def test_bound_depth_is_the_plan_that_runs():

@@ -32,17 +32,21 @@ DEFAULT_OPS = "sum,var,logsumexp,softmax,log_softmax,layer_norm,rms_norm"
 DEFAULTS = {   # per device: the CPU's sizes finish in under a minute on 2 cores under the interpreter
     "cpu": dict(ops=DEFAULT_OPS, lengths="64,256,1024", element_lengths="64,256,1024", rows=8,
                 families="normal,uniform,offset:1e4,wide", conds="1e2,1e6,1e10,1e14", cond_n=256),
-    "cuda": dict(ops=DEFAULT_OPS, lengths="1024,16384,262144,4194304", element_lengths="1024,8192", rows=64,
+    "cuda": dict(ops=DEFAULT_OPS, lengths="4096,65536,1048576,16777216", element_lengths="1024,8192", rows=64,
                  families="normal,uniform,offset:1e4,wide", conds="1e2,1e5,1e8,1e11,1e14,1e17,1e20",
                  cond_n=4096),
 }
-# Rows per cell = min(--rows, this // n): long rows come fewer at a time. The per-element ops take
-# fewer elements a cell -- each costs its oracle (mpmath's exp, 256-bit arithmetic) and the exact
-# value's floats (measure.exact_arrays), ~0.1 ms of Python with the five columns' bounds: 2^13 elements
-# are ~1 s a cell, the cuda run's 64 such cells ~1 min -- and their default lengths are shorter
-# (element_lengths; --lengths sets both).
+# Rows per cell = min(--rows, ROW_ELEMENTS // n), but at least MIN_ROWS: long rows come fewer at a time,
+# and no median is one row's (the cuda run's rows of 2^24 -- issue 2's sum figures run from n = 2^12 to
+# 2^24 -- come two at a time: 2^25 elements a cell, ~0.15 us each for the sum's, var's and logsumexp's
+# oracles, numpy, on two cores here). The per-element ops take ELEMENT_ROW_ELEMENTS, and may take one
+# row: each element costs its oracle (mpmath's exp, 256-bit arithmetic) and the exact value's floats
+# (measure.exact_arrays), ~0.1 ms of Python with the five columns' bounds -- 2^13 elements are ~1 s a
+# cell, the cuda run's 64 such cells ~1 min -- and their default lengths are shorter (element_lengths;
+# --lengths sets both); a row of 8192 is 8192 measurements already.
 ROW_ELEMENTS = 1 << 22
 ELEMENT_ROW_ELEMENTS = 1 << 13
+MIN_ROWS = 2
 
 
 def _csv(text: str) -> list[str]:
@@ -59,8 +63,8 @@ def parse_args(argv):
                                   "layer_norm, rms_norm (default all but mean and std)")
     ap.add_argument("--dtypes", help="comma-separated: float32, bfloat16, float16, float64 (default float32, "
                                      "or the --input tensor's dtype)")
-    ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^10..2^22, "
-                                      "and 2^10, 2^13 for softmax, log_softmax, layer_norm, rms_norm)")
+    ap.add_argument("--lengths", help="comma-separated row lengths (cpu default 64,256,1024; cuda 2^12, 2^16, 2^20, "
+                                      "2^24, and 2^10, 2^13 for softmax, log_softmax, layer_norm, rms_norm)")
     ap.add_argument("--rows", type=int, help="rows per cell (cpu default 8, cuda 64; fewer for long rows)")
     ap.add_argument("--families", help="comma-separated input families (default normal,uniform,offset:1e4,wide): "
                                        "normal, uniform, offset:X, ill:COND, wide, alternating")
@@ -159,15 +163,21 @@ def cells(args, dtypes) -> list[dict]:
     return out
 
 
+def cell_rows(op: str, n: int, max_rows: int) -> int:
+    """The rows of a cell of rows of n elements (ROW_ELEMENTS' note), at most max_rows (--rows)."""
+    from .ops import OPS
+    per_element = OPS[op].per_element
+    budget = ELEMENT_ROW_ELEMENTS if per_element else ROW_ELEMENTS
+    return min(max_rows, max(1 if per_element else MIN_ROWS, budget // n))
+
+
 def cell_input(cell: dict, args, dtype, user_rows):
     """The (rows, n) CPU tensor of a cell; the same seed gives the same tensor on every device."""
     from .inputs import generate_rows
     if cell["family"].startswith("file:"):
         return user_rows.to(dtype)
     n = cell["n"]
-    from .ops import OPS
-    budget = ELEMENT_ROW_ELEMENTS if OPS[cell["op"]].per_element else ROW_ELEMENTS
-    rows = max(1, min(args.rows, budget // n))
+    rows = cell_rows(cell["op"], n, args.rows)
     seed = [args.seed, sum(map(ord, cell["family"])), n, int(cell["cond"] or 0) % (1 << 62)]
     return generate_rows(cell["family"], rows, n, dtype, seed)
 
