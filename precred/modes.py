@@ -89,7 +89,7 @@ def sum_mode(mode: str, dtype: torch.dtype, out_dtype: torch.dtype | None = None
 # precred.bounds.moments_error_bound.
 VAR_MODES = {
     "fast": Mode("fast", WELFORD, False, False,
-                 "shifted Welford / Chan in fp32 (fp64 for fp64 input); fp32 rows of 1024..8192 on chip: "
+                 "shifted Welford / Chan in fp32 (fp64 for fp64 input); fp32 rows of 256..8192 on chip: "
                  "shifted two-pass in registers"),
     "fp64": Mode("fp64", WELFORD, True, False,
                  "shifted Welford / Chan in fp64, rounded once: relative error ~0.5 ulp whatever the mean"),

@@ -241,7 +241,8 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
 
     mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64; the
     output rounded once; for bf16/fp16 outputs the last steps, * w + b, run in fp32, and on bf16/fp16
-    rows of 1024 elements and more held on chip xhat too, from the fp64 statistics) -- bounds in
+    rows held on chip the steps before them too: rms_norm's from the fp64 statistics on rows of 256 and
+    more, plan.norm_fp32_pass; layer_norm's from the fp64 mean, plan.norm_fp64_mean) -- bounds in
     precred.norm_error_bound. Each row is shifted by one of its own elements before it is summed, so a
     mean far larger than the spread costs no accuracy in either mode. bf16/fp16 inputs compute in fp32
     or fp64. Rows holding NaN or inf give NaN, as torch. Limit of `fast` (fp32 arithmetic) on fp32 /

@@ -132,7 +132,7 @@ def var(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool =
     torch's, or torch's older unbiased (False: correction 0; also positional, torch.var(x, dim,
     unbiased, keepdim), and in dim's place, torch.var(x, False)); keepdim as torch. The output has x's
     dtype. mode: "fp64" (default: Welford/Chan in fp64, relative error ~0.5 ulp whatever the mean's
-    offset) or "fast" (fp32 Welford; contiguous fp32 rows of 1024..8192 elements take the shifted
+    offset) or "fast" (fp32 Welford; contiguous fp32 rows of 256..8192 elements take the shifted
     two-pass algorithm, each row read once) -- see
     precred.VAR_MODES and precred.moments_error_bound. Never the sum(x^2) - n*mean^2 form: the
     values are shifted by the row's first element and merged by Chan's formula. Empty reductions and
