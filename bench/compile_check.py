@@ -136,14 +136,15 @@ def compile_softmax_variant(kernel, blocks, src_ty, dst_ty, acc, log, j_fast, wa
 def compile_split_tail_variants() -> int:
     """log_softmax's split-tail kernel of the two-pass path (fp64 log(s) and max per row), both layouts."""
     cases = 0
-    for src_ty, j_fast in itertools.product(["fp32", "i16", "fp16", "fp64"], [True, False]):
+    for src_ty, j_fast, flat in itertools.product(["fp32", "i16", "fp16", "fp64"], [True, False], [False, True]):
         sig = {name: ("*" + src_ty if name == "src_ptr" else "*fp64" if name.endswith("_ptr") else
                       "constexpr" if name.isupper() else "i32") for name in split_tail_kernel.arg_names}
         blocks = dict(BLOCK_ROWS=1, BLOCK_J=2048) if j_fast else dict(BLOCK_ROWS=128, BLOCK_J=16)
-        triton.compile(ASTSource(fn=split_tail_kernel, signature=sig, constexprs=dict(J_FAST=j_fast, **blocks)),
+        triton.compile(ASTSource(fn=split_tail_kernel, signature=sig,
+                                 constexprs=dict(J_FAST=j_fast, PARTIAL=flat, FLAT_GRID=flat, **blocks)),
                        target=TARGET, options={"num_warps": 4})
         cases += 1
-        print(f"split_tail_kernel {src_ty} j_fast={j_fast}", flush=True)
+        print(f"split_tail_kernel {src_ty} j_fast={j_fast} partial/flat={flat}", flush=True)
     return cases
 
 
@@ -183,7 +184,8 @@ def main():
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
             [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384, TREE_VEC=4, TREE_THREADS=512), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256, TREE_VEC=4, TREE_THREADS=256), 8),
-             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512), 4),
+             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512, FLAT_GRID=False), 4),
+             (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512, FLAT_GRID=True), 4),
              (row_loop_kernel, dict(BLOCK_N=4096, VECTORS=True, TREE_VEC=4, FIRST_READ_EVICTION="evict_last"), 16)],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("bf16", "bf16", "fp32"), ("bf16", "bf16", "fp64"),
              ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],

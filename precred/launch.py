@@ -809,10 +809,11 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
             tail_launch = _launch_split_tail(_bits_if_bf16(src.source), log_s, row_max, scalars[:6], j_fast)
         block_rows, block_j = NORMALIZE_TILE if j_fast else NORMALIZE_TILE[::-1]
         block_j = min(block_j, triton.next_power_of_2(red))
-        grid = (triton.cdiv(rows, block_rows), triton.cdiv(red, block_j))
+        grid, flat = two_axis_grid(rows, block_rows, triton.cdiv(red, block_j))
         launch = _launch(normalize_kernel, grid, [_bits_if_bf16(src.source), log_s, row_max,
                                                   _bits_if_bf16(dst.source)], scalars, 4,
-                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j)
+                         LOG=log, ACC_DTYPE=_TL_DTYPE[acc], J_FAST=j_fast, BLOCK_ROWS=block_rows, BLOCK_J=block_j,
+                         **flat)
         wire, reduction = _bits_if_bf16, (dim, mode, output, acc, tail_launch)
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
@@ -829,9 +830,10 @@ def _launch_split_tail(source, log_s, row_max, scalars, j_fast: bool):
     part_length, parts = planning.split_tail_part_length(red, j_fast), planning.split_tail_parts(red, j_fast)
     partial_count = 0 if parts == 1 else parts * rows
     partials = _split_tail_partials(log_s, partial_count)
-    kernel = _launch(split_tail_kernel, (triton.cdiv(rows, tail_rows), parts), [source, log_s, row_max, partials],
+    grid, flat = two_axis_grid(rows, tail_rows, parts)
+    kernel = _launch(split_tail_kernel, grid, [source, log_s, row_max, partials],
                      [rows, red, part_length, *scalars[2:]], 4, J_FAST=j_fast, BLOCK_ROWS=tail_rows,
-                     BLOCK_J=planning.split_tail_block_j(red, j_fast), PARTIAL=parts > 1)
+                     BLOCK_J=planning.split_tail_block_j(red, j_fast), PARTIAL=parts > 1, **flat)
     finish = None
     if parts > 1:
         block = planning.SPLIT_TAIL_FINISH_BLOCK
@@ -855,6 +857,20 @@ def blocked_tree_layout(x: torch.Tensor, num_warps: int) -> dict:
 def _register_cap(cap: int | None) -> dict:
     """The launch option of a register cap (maxnreg), none for None."""
     return {} if cap is None else {"maxnreg": cap}
+
+
+# CUDA's cap on a grid's second dimension (schedules/grid.py).
+GRID_Y_MAX = 65535
+
+
+def two_axis_grid(rows: int, block_rows: int, column_blocks: int) -> tuple[tuple, dict]:
+    """The grid of (row blocks, column blocks) programs and the kernel's FLAT_GRID constexpr: two
+    dimensions, or one of row blocks x column blocks where column_blocks exceeds GRID_Y_MAX
+    (schedules/grid.py)."""
+    row_blocks = triton.cdiv(rows, block_rows)
+    if column_blocks <= GRID_Y_MAX:
+        return (row_blocks, column_blocks), {"FLAT_GRID": False}
+    return (row_blocks * column_blocks,), {"FLAT_GRID": True}
 
 
 def _launch(kernel, grid, pointers, scalars, num_warps, **consts):

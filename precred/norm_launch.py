@@ -22,7 +22,7 @@ import torch
 import triton
 
 from .launch import (_TL_DTYPE, _BoundLaunch, _launch, blocked_tree_layout, device_sm_count, reduce_moments,
-                     wire_to_row_kernel as _wire)
+                     two_axis_grid, wire_to_row_kernel as _wire)
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
@@ -94,7 +94,9 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     of the normalized dims, which are the last ones); weight / bias: contiguous n elements, or None. y
     has x's shape. keep_stats=False (calls autograd does not record): the kernel writes its statistics
     to the recipe's scratch, which nothing reads, and None is returned for them."""
-    key = _recipe_key("forward", x, weight, bias, eps, rms, mode, out_dtype) if x.is_cuda else None
+    # n in the key: x's shape does not tell it (layer_norm of (4, 8, 16) over (16,) or over (8, 16)), nor
+    # does anything else where there is no weight or bias.
+    key = _recipe_key("forward", x, n, weight, bias, eps, rms, mode, out_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
         y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, recipe.on_chip,
@@ -127,8 +129,9 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
                          BLOCK_N=loop.block_n, LOOP_STAGES=loop.stages, **consts)
     else:
         block_rows, block_j = planner.NORM_APPLY_TILE   # read at call time (bench/ sweeps set it)
-        launch = _launch(norm_apply_kernel, (triton.cdiv(rows, block_rows), triton.cdiv(n, block_j)), pointers,
-                         [rows, n, float(eps)], 4, BLOCK_ROWS=block_rows, BLOCK_J=block_j, **consts)
+        grid, flat = two_axis_grid(rows, block_rows, triton.cdiv(n, block_j))
+        launch = _launch(norm_apply_kernel, grid, pointers, [rows, n, float(eps)], 4, BLOCK_ROWS=block_rows,
+                         BLOCK_J=block_j, **flat, **consts)
     if key is not None and launch[0] is not None:
         _RECIPES[key] = _Replay([launch], on_chip=not streamed,
                                 stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
@@ -165,7 +168,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     the given dtype, when its dtype is not None."""
     weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
     acc = mode.accumulator_dtype(x.dtype, grad.dtype)
-    key = _backward_key(grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype) if x.is_cuda else None
+    key = _backward_key(grad, x, n, weight, rms, mode, weight_grad_dtype, bias_grad_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
         return _replay_backward(recipe, grad, x, rows, n, weight, stats, acc, param_shape, weight_grad_dtype,
@@ -206,11 +209,13 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
     return dx, dweight, dbias
 
 
-def _backward_key(grad, x, weight, rms, mode, weight_grad_dtype, bias_grad_dtype):
+def _backward_key(grad, x, n, weight, rms, mode, weight_grad_dtype, bias_grad_dtype):
     """_recipe_key's signature of a backward call, written out: x has grad's shape and device, weight
     x's normalized shape and device (norm_backward's contract), so only their dtypes and alignments
-    are read. Host time on autograd's thread, where a mid-sized backward is host-bound."""
-    return ("backward", grad.shape, grad.dtype, grad.device, grad.data_ptr() % 16, x.dtype, x.data_ptr() % 16,
+    are read -- and n, the normalized elements a row, which grad's shape does not tell (a (B, 8, 16)
+    input normalized over (16,) or (8, 16)). Host time on autograd's thread, where a mid-sized backward
+    is host-bound."""
+    return ("backward", grad.shape, n, grad.dtype, grad.device, grad.data_ptr() % 16, x.dtype, x.data_ptr() % 16,
             None if weight is None else (weight.dtype, weight.data_ptr() % 16), rms, mode, weight_grad_dtype,
             bias_grad_dtype)
 

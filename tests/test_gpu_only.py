@@ -700,3 +700,31 @@ def test_norm_replays_on_two_streams_give_the_bits_of_the_full_path(device, shap
         _assert_same_bits(result, _norm_forward_backward(*inputs[k], wanted=wanted), "layer_norm")
     norm_launch._RECIPES.clear()
     _assert_same_bits([inference], [precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])], "layer_norm")
+
+
+def test_grids_past_cudas_second_dimension_launch(device):
+    """Launches whose column blocks pass CUDA's 65535 cap on a grid's second dimension take a flat grid
+    (schedules/grid.py; the interpreter has no cap, test_softmax / test_norm_semantics check the flat
+    grid's bits there): softmax / log_softmax over dim 0 of a (10^6, 16) matrix (the normalizing pass:
+    125000 column blocks), softmax over 2^26 contiguous elements (131072), layer_norm of one row of
+    2^25 + 512 (the streamed apply pass: 65537) -- these failed to launch before. A block the grid
+    missed or mapped twice would leave its outputs unwritten or wrong by O(1); the check is that every
+    output is within 2^-12 relative of torch's on an fp64 copy, far above the modes' bounds (held in
+    test_softmax / test_norm_accuracy), far below such an error."""
+    g = torch.Generator(device="cpu").manual_seed(5)
+    tol = 2.0 ** -12
+
+    def close(got, want, scale):
+        assert torch.isfinite(got).all() and ((got.double() - want).abs() <= tol * scale).all()
+
+    x = torch.randn(10 ** 6, 16, generator=g).to(device)
+    want = torch.softmax(x.double(), 0)
+    close(precred.softmax(x, 0, mode="fast"), want, want.abs())
+    want = torch.log_softmax(x.double(), 0)
+    close(precred.log_softmax(x, 0, mode="accurate"), want, want.abs().clamp_min(1.0))
+    v = torch.randn(2 ** 26, generator=g).to(device)
+    want = torch.softmax(v.double(), 0)
+    close(precred.softmax(v, 0, mode="fast"), want, want.abs())
+    row = torch.randn(1, 2 ** 25 + 512, generator=g).to(device)
+    want = torch.nn.functional.layer_norm(row.double(), [row.shape[1]])
+    close(precred.layer_norm(row, [row.shape[1]]), want, want.abs().max())

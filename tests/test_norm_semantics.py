@@ -14,6 +14,7 @@ import precred
 from precred.schedules.norm_rows import opaque_copy, runtime_zero
 from precred import plan as planner
 from precred.norm_launch import _RECIPES as norm_recipes
+from precred import norm_launch as norm_launch_module
 from precred.plan import plan_norm_backward
 
 from conftest import equal_with_nan, force_long_row_paths
@@ -225,6 +226,65 @@ def test_forward_and_backward_are_bitwise_reproducible(dtype, path, device):
 
     first, second = run(), run()
     assert all(torch.equal(a, c) for a, c in zip(first, second))
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_one_input_over_different_normalized_shapes(rms, path, device):
+    """The same input, one call normalizing its last dim, the next its last two: on CUDA the second call
+    must not replay the first's launch recipe, which x's shape alone does not tell apart (without weight
+    or bias nothing else does; the backward's key held no normalized size at all) -- it normalized 16
+    elements a row where 128 were asked and wrote 32 rows of statistics into buffers of 4. Forward and
+    backward against torch, without and with weight and bias, each shape first in turn."""
+    x, _, _ = _inputs((4, 8, 16), [8, 16], torch.float32, device)
+    g = torch.randn(4, 8, 16, generator=torch.Generator().manual_seed(1)).to(device)
+    norm = precred.rms_norm if rms else precred.layer_norm
+    torch_norm = F.rms_norm if rms else F.layer_norm
+    for shapes in ([[16], [8, 16]], [[8, 16], [16]]):
+        for affine in (False, True):
+            for normalized in shapes:
+                w, b = _inputs((1,), normalized, torch.float32, device)[1:] if affine else (None, None)
+                params = (w,) if rms else (w, b)
+                xs = x.clone().requires_grad_()
+                ps = [p.clone().requires_grad_() if p is not None else None for p in params]
+                y = norm(xs, normalized, *ps)
+                xr = x.double().requires_grad_()
+                pr = [p.double().requires_grad_() if p is not None else None for p in params]
+                yr = torch_norm(xr, normalized, *pr, **({"eps": torch.finfo(torch.float32).eps} if rms else {}))
+                _close(y, yr.float(), torch.float32)
+                wanted = [xs] + [p for p in ps if p is not None]
+                grads = torch.autograd.grad(y, wanted, g)
+                grads_ref = torch.autograd.grad(yr, [xr] + [p for p in pr if p is not None], g.double())
+                for got, ref in zip(grads, grads_ref):
+                    assert got.shape == ref.shape
+                    _close(got, ref.float(), torch.float32)
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+def test_streamed_apply_on_a_flat_grid_gives_the_same_bits(rms, device, monkeypatch):
+    """The streamed forward's apply pass launched on a one-dimensional grid (schedules/grid.py: CUDA caps
+    a grid's second dimension, the column blocks, at 65535; rows of 2^25 elements pass it) gives the
+    two-dimensional grid's bits: precred.launch.GRID_Y_MAX set to 1 flattens it here."""
+    from precred import launch
+    from precred.schedules.norm_stream import norm_apply_kernel
+    force_long_row_paths(monkeypatch, "streaming")
+    monkeypatch.setattr(planner, "NORM_APPLY_TILE", (2, 16))
+    grids = []
+    real = norm_launch_module._launch
+
+    def recording(kernel, grid, *args, **kwargs):
+        if kernel is norm_apply_kernel:
+            grids.append(grid)
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(norm_launch_module, "_launch", recording)
+    x, w, b = _inputs((7, 100), [100], torch.float32, device)
+    outputs = []
+    for y_max in (launch.GRID_Y_MAX, 1):
+        monkeypatch.setattr(launch, "GRID_Y_MAX", y_max)
+        norm_recipes.clear()
+        outputs.append(precred.rms_norm(x, [100], w) if rms else precred.layer_norm(x, [100], w, b))
+    norm_recipes.clear()
+    assert [len(g) for g in grids] == [2, 1]
+    assert torch.equal(outputs[0], outputs[1])
 
 
 def test_backward_matches_torch_with_partial_requires_grad(device):

@@ -535,6 +535,44 @@ def test_split_tail_in_parts_within_bound(dim, device, monkeypatch):
     launch._RECIPES.clear()
 
 
+@pytest.mark.parametrize("dim", [1, 0])
+def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch):
+    """The normalizing pass and the split tail (parts of a row) launched on a one-dimensional grid
+    (schedules/grid.py: CUDA caps a grid's second dimension at 65535, which a softmax over 2^26 elements
+    passes): precred.launch.GRID_Y_MAX set to 1 flattens every such launch here, and the outputs are the
+    two-dimensional grid's, bit for bit -- softmax `fast`, log_softmax `accurate` with its tail in
+    parts, bf16 and fp32, over dim 1 and dim 0."""
+    from precred import launch, plan as planning
+    from precred.schedules.normalize import normalize_kernel
+    from precred.schedules.split_tail import split_tail_kernel
+    monkeypatch.setattr(planning, "SPLIT_TAIL_PART", {True: 32, False: 16})
+    monkeypatch.setattr(planning, "SPLIT_TAIL_TILE", {True: (1, 8), False: (4, 8)})
+    monkeypatch.setattr(launch, "NORMALIZE_TILE", (4, 32))
+    grids = {}
+    real = launch._launch
+
+    def recording(kernel, grid, *args, **kwargs):
+        grids[kernel] = grid
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(launch, "_launch", recording)
+    rng = np.random.default_rng([31, dim])
+    n = 300
+    for dtype in (torch.bfloat16, torch.float32):
+        x = peaked(8, n, rng, dtype)
+        xd = (x if dim == 1 else x.t().contiguous()).to(device)
+        for mode, log in (("fast", False), ("accurate", True)):
+            outputs = []
+            for y_max in (launch.GRID_Y_MAX, 1):
+                monkeypatch.setattr(launch, "GRID_Y_MAX", y_max)
+                launch._RECIPES.clear()
+                grids.clear()
+                outputs.append(softmax_by_path(xd, dim, mode, log, dtype, "two-pass")[0])
+                kernels = [normalize_kernel] + ([split_tail_kernel] if log else [])
+                assert all(len(grids[k]) == (2 if y_max > 1 else 1) for k in kernels), (y_max, grids)
+            assert torch.equal(outputs[0], outputs[1]), (dtype, mode)
+    launch._RECIPES.clear()
+
+
 def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
     """The maximum's log_softmax -log1p(tail) of a row [0, -30, -40, ...] comes back within half an ulp
     and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one; on the

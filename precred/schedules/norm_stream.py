@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
+from .grid import row_and_column_block
 from .norm_rows import normalized_chunk, store_affine
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
@@ -49,11 +50,14 @@ def row_statistics(var, mean, eps, RMS: tl.constexpr):
 def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mean_ptr, rstd_ptr,
                       n_rows, n_cols, eps: tl.float64,
                       RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC_DTYPE: tl.constexpr,
-                      AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
+                      AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                      FLAT_GRID: tl.constexpr):
     # x, y: [n_rows, n_cols] contiguous; var, welford_mean (read), mean, rstd (written by the programs of
-    # column block 0): [n_rows] fp64; grid (row blocks, column blocks). eps: fp64 (annotated).
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    cols = tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)
+    # column block 0): [n_rows] fp64; grid (row blocks, column blocks), or flat (grid.py). eps: fp64
+    # (annotated).
+    row_block, column_block = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)
+    rows = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = column_block * BLOCK_J + tl.arange(0, BLOCK_J)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
     mask = row_ok[:, None] & col_ok[None, :]
@@ -61,7 +65,7 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mea
     x = to_accumulator(tl.load(x_ptr + offsets, mask=mask, other=0), ACC_DTYPE)
     var = tl.load(var_ptr + rows, mask=row_ok, other=0.0)
     mean, rstd = row_statistics(var, tl.load(welford_mean_ptr + rows, mask=row_ok, other=0.0), eps, RMS)
-    if tl.program_id(1) == 0:
+    if column_block == 0:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     xhat = normalized_chunk(x, mean[:, None], rstd[:, None], RMS, ACC_DTYPE)

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
+from .grid import row_and_column_block
 
 
 @triton.jit
@@ -39,9 +40,8 @@ def normalize_kernel(src_ptr, log_s_ptr, max_ptr, dst_ptr, n_rows, red_len,
                      src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                      dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
                      LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
-                     BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr):
-    row_block = tl.program_id(0)
-    j_block = tl.program_id(1)
+                     BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr, FLAT_GRID: tl.constexpr):
+    row_block, j_block = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)   # grid.py
     r1 = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     j1 = j_block * BLOCK_J + tl.arange(0, BLOCK_J)
     rows, j, mask = tile_indices(r1, j1, n_rows, red_len, J_FAST)

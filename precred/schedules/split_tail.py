@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from .finish import to_accumulator
+from .grid import row_and_column_block
 from .normalize import _offsets, tile_indices
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 from ..strategies.stable_exp import log1p_small
@@ -37,12 +38,14 @@ _LOG_ONE_AND_A_HALF = tl.constexpr(0.4054651081081644)   # log(1.5) in fp64
 def split_tail_kernel(src_ptr, log_s_ptr, max_ptr, partial_ptr, n_rows, red_len, part_len,
                       src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                       J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
-                      PARTIAL: tl.constexpr):
-    """Program (i, k): rows i * BLOCK_ROWS.. over the reduced elements [k part_len, (k + 1) part_len).
-    PARTIAL: store the part's tail sum at partial_ptr[k n_rows + r] (split_tail_finish_kernel adds the
-    parts); else (one part) store log1p(tail) over log(s)."""
-    r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    first = tl.program_id(1) * part_len
+                      PARTIAL: tl.constexpr, FLAT_GRID: tl.constexpr):
+    """Program (i, k) -- of a grid (row blocks, parts), or flat (grid.py) --: rows i * BLOCK_ROWS.. over the
+    reduced elements [k part_len, (k + 1) part_len). PARTIAL: store the part's tail sum at
+    partial_ptr[k n_rows + r] (split_tail_finish_kernel adds the parts); else (one part) store
+    log1p(tail) over log(s)."""
+    row_block, part = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)
+    r1 = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    first = part * part_len
     in_range = r1 < n_rows
     log_s = tl.load(log_s_ptr + r1, mask=in_range, other=1.0)
     m = tl.load(max_ptr + r1, mask=in_range, other=0.0)
@@ -66,7 +69,7 @@ def split_tail_kernel(src_ptr, log_s_ptr, max_ptr, partial_ptr, n_rows, red_len,
     else:
         tail, _, _ = tree_reduce_first_axis(lanes, lanes, lanes, BLOCK_J, BLOCK_ROWS, _PLAIN)
     if PARTIAL:
-        tl.store(partial_ptr + tl.program_id(1) * n_rows + r1, tail, mask=need)
+        tl.store(partial_ptr + part * n_rows + r1, tail, mask=need)
     else:
         tl.store(log_s_ptr + r1, log1p_small(tail), mask=need)
 
