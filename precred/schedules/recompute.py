@@ -197,7 +197,9 @@ def recompute_kernel(
         if CHUNKED:
             row_sums = limbs_ptr + r.to(tl.int64) * LIMBS + slot
             tl.atomic_add(row_sums, limbs)
-            if tl.atomic_add(arrivals_ptr + r, 1) == n_chunks - 1:
+            tl.debug_barrier()   # every thread's limb additions before the arrival is published
+            if tl.atomic_add(arrivals_ptr + r, 1, sem="acq_rel", scope="gpu") == n_chunks - 1:
+                tl.debug_barrier()   # the acquiring atomic before any thread's exchange of the sums
                 # read the sums and leave the scratch zeroed for the next launch
                 total = tl.atomic_xchg(row_sums, tl.zeros([LIMBS, 1], tl.int64))
                 tl.atomic_xchg(arrivals_ptr + r, 0)
