@@ -64,7 +64,15 @@ def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
         out.append(d)
     if ndim == 0:
         return ()
-    return tuple(sorted(out))
+    # Sorted by comparisons (insertion): torch.compile makes a dim that changes between calls symbolic,
+    # and dynamo cannot sort symbolic keys (its comparisons it can).
+    ordered = []
+    for d in out:
+        i = len(ordered)
+        while i > 0 and ordered[i - 1] > d:
+            i -= 1
+        ordered.insert(i, d)
+    return tuple(ordered)
 
 
 def check_out_dtype(dtype, name: str = "dtype"):

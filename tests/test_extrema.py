@@ -232,6 +232,10 @@ def test_edge_cases_follow_torch(device):
     empty_rows = torch.empty(0, 4, device=device)
     assert precred.amax(empty_rows, 1).shape == (0,)
     assert precred.max(empty_rows, 1).indices.shape == (0,)
+    strided = torch.empty_strided((3, 0, 1), (2, 2, 2), device=device)   # an empty output keeps no strides
+    for op in (lambda t: precred.amax(t, 2, keepdim=True), lambda t: precred.amin(t, 2, keepdim=True),
+               lambda t: precred.max(t, 2, keepdim=True).values):
+        assert op(strided).stride() == torch.amax(strided, 2, keepdim=True).stride() == (1, 1, 1)
     with pytest.raises(IndexError, match="non-zero size"):
         precred.amax(empty_rows, 0)
     with pytest.raises(IndexError, match="non-zero size"):

@@ -422,6 +422,24 @@ def test_torch_compile_fullgraph(device):
     torch.testing.assert_close(compiled(x), f(x))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_torch_compile_traces_a_training_step(dtype, device):
+    """aot_eager traces the backward with fake tensors (as inductor does for a training step): the
+    16-bit backward's fp32 logsumexp goes through its own custom op (precred::logsumexp_fp32) --
+    launched directly, it failed ("invalid python storage"). Output and gradient as eager's, bits."""
+    def f(t):
+        return precred.logsumexp(t, -1) * 2
+
+    x = torch.randn(4, 100, generator=torch.Generator().manual_seed(2)).to(dtype).to(device)
+    torch._dynamo.reset()
+    results = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
+        xs = x.clone().requires_grad_()
+        y = fn(xs)
+        results.append((y.detach(), torch.autograd.grad(y.sum(), xs)[0]))
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
 # --- the fp64 mode on 16-bit inputs: the fp32 filter and the fp64 recompute ---
 
 @pytest.fixture

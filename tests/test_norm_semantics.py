@@ -309,18 +309,24 @@ def test_torch_compile_fullgraph_traces_the_custom_op(device):
 
 
 @pytest.mark.parametrize("rms", [False, True])
-def test_compiled_and_eager_gradients_are_the_same(rms, device):
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_compiled_and_eager_gradients_are_the_same(rms, dtype, backend, device):
     """torch.compile traces the custom op and its registered autograd; eager calls that autograd
-    records take an autograd.Function with the same context and backward: the same bits both ways."""
-    x, w, b = _inputs((4, 16), [16], torch.float32, device)
-    dy = torch.randn(4, 16, generator=torch.Generator().manual_seed(3)).to(device)
+    records take an autograd.Function with the same context and backward: the same bits both ways.
+    aot_eager traces the backward too, with fake tensors (as inductor does for a training step): the
+    backward kernels go through their own custom op there (precred::norm_backward) -- launched
+    directly, they failed ("invalid python storage")."""
+    x, w, b = _inputs((4, 16), [16], dtype, device)
+    dy = torch.randn(4, 16, generator=torch.Generator().manual_seed(3)).to(dtype).to(device)
 
     def f(t, weight, bias):
         if rms:
             return precred.rms_norm(t, [16], weight)
         return precred.layer_norm(t, [16], weight, bias)
     grads = []
-    for fn in (f, torch.compile(f, fullgraph=True, backend="eager")):
+    torch._dynamo.reset()
+    for fn in (f, torch.compile(f, fullgraph=True, backend=backend)):
         inputs = [t.clone().requires_grad_() for t in (x, w, b)]
         y = fn(*inputs)
         used = inputs[:2] if rms else inputs

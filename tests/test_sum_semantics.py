@@ -196,6 +196,28 @@ def test_torch_compile_fullgraph_traces_the_custom_op(device):
     assert torch.equal(compiled(x), f(x))
 
 
+def test_torch_compile_with_arguments_that_change_between_calls(device):
+    """A scalar argument that changes between calls becomes symbolic in torch.compile's recompile:
+    precred's checks must trace it -- dims sorted by comparisons (dynamo sorts no symbolic keys), eps
+    and correction checked by comparisons (math.isfinite of a symbolic float broke the graph). sum /
+    softmax / max over changing dims, layer_norm's eps, var's correction, and a dynamic=True
+    layer_norm: each call as eager's, bits."""
+    x = _randn((4, 6), device)
+    cases = [(lambda t, d: precred.sum(t, d), [0, 1, -1, (0, 1)]),
+             (lambda t, d: precred.softmax(t, d), [0, 1]),
+             (lambda t, d: precred.max(t, d).values, [0, 1]),
+             (lambda t, e: precred.layer_norm(t, 6, eps=e), [1e-5, 1e-6, 1e-3]),
+             (lambda t, c: precred.var(t, 1, correction=c), [1.0, 0.5, 0, 2])]
+    for f, arguments in cases:
+        torch._dynamo.reset()
+        compiled = torch.compile(f, fullgraph=True, backend="eager")
+        for a in arguments:
+            assert torch.equal(compiled(x, a), f(x, a)), a
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: precred.layer_norm(t, 6), fullgraph=True, backend="eager", dynamic=True)
+    assert torch.equal(compiled(x), precred.layer_norm(x, 6))
+
+
 SPARSE_CALLS = {
     "sum": lambda t: precred.sum(t, 1), "mean": lambda t: precred.mean(t), "var": lambda t: precred.var(t, 1),
     "logsumexp": lambda t: precred.logsumexp(t, 1), "softmax": lambda t: precred.softmax(t, 1),

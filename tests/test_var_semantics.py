@@ -267,3 +267,22 @@ def test_torch_compile_fullgraph_traces_the_custom_op(device):
     x = _randn((4, 50), device, offset=1.0)
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x), f(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_torch_compile_traces_a_training_step(dtype, device):
+    """aot_eager traces the backward with fake tensors (as inductor does for a training step): the
+    16-bit backward's fp32 statistics go through their own custom op (precred::moments_fp32) --
+    launched directly, they failed ("invalid python storage"). Output and gradient as eager's, bits."""
+    def f(t):
+        v, m = precred.var_mean(t, dim=1)
+        return v * 3 + m + precred.std(t, dim=0).sum()
+
+    x = _randn((4, 50), device, offset=1.0).to(dtype)
+    torch._dynamo.reset()
+    results = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
+        xs = x.clone().requires_grad_()
+        y = fn(xs)
+        results.append((y.detach(), torch.autograd.grad(y.sum(), xs)[0]))
+    assert all(torch.equal(a, b) for a, b in zip(*results))

@@ -34,6 +34,23 @@ def _(x, dims, keepdim, mode):
     return x.new_empty(reduced_shape(x.shape, dims, keepdim))
 
 
+def _logsumexp_fp32_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
+    """logsumexp of a non-empty 16-bit x in `mode`, rounded to fp32 (the backward's exp(x - lse))."""
+    return reduce(x, tuple(dims), get_exp_mode(mode), torch.float32, Output())[0].view(
+        reduced_shape(x.shape, dims, keepdim))
+
+
+# The backward's fp32 logsumexp as a custom op of its own: torch.compile traces a training step's
+# backward with fake tensors (AOT autograd), which a Triton launch cannot take; eager backward calls
+# launch it directly.
+_logsumexp_fp32 = torch.library.custom_op("precred::logsumexp_fp32", _logsumexp_fp32_impl, mutates_args=())
+
+
+@_logsumexp_fp32.register_fake
+def _(x, dims, keepdim, mode):
+    return x.new_empty(reduced_shape(x.shape, dims, keepdim), dtype=torch.float32)
+
+
 def _setup_context(ctx, inputs, output):
     x, dims, keepdim, mode = inputs
     ctx.save_for_backward(x, output)
@@ -48,8 +65,8 @@ def _backward(ctx, grad):
         # exp(x - lse) from the 16-bit result would be off by a factor exp(|lse| 2^-9) (about 7 at
         # lse = 1000, torch's own bf16 backward): the result again, rounded to fp32 this time. Not
         # under create_graph: the kernel's result has no graph, the saved output does (torch's way)
-        result = reduce(x, tuple(ctx.dims), get_exp_mode(ctx.mode), torch.float32, Output())[0].view(
-            reduced_shape(x.shape, ctx.dims, ctx.keepdim))
+        fp32_logsumexp = _logsumexp_fp32 if torch.compiler.is_compiling() else _logsumexp_fp32_impl
+        result = fp32_logsumexp(x, ctx.dims, ctx.keepdim, ctx.mode)
     if not ctx.keepdim:
         for d in ctx.dims:
             grad = grad.unsqueeze(d)

@@ -37,7 +37,8 @@ def _extremum(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool, wi
     """(values, indices or None) in the reduced shape; dims non-empty unless x is 0-d."""
     shape = reduced_shape(x.shape, dims, keepdim)
     if x.dim() == 0 or x.numel() == 0:   # a scalar is its own extremum; an empty output stays empty
-        values = x.clone().reshape(shape)
+        # (contiguous, as the fake's and torch's: a clone would keep an empty input's strides)
+        values = x.clone().reshape(shape) if x.dim() == 0 else torch.empty(shape, dtype=x.dtype, device=x.device)
         return values, (torch.zeros(shape, dtype=torch.int64, device=x.device) if with_index else None)
     values, index = reduce_extremum(x, tuple(dims), _mode(minimum, with_index), with_index)
     return values.view(shape), (index.view(shape) if with_index else None)

@@ -64,22 +64,51 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
+def _backward_kernels(grad_y: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], mean: torch.Tensor,
+                      rstd: torch.Tensor, normalized_ndim: int, rms: bool, mode: str,
+                      weight_grad_dtype: Optional[torch.dtype], bias_grad_dtype: Optional[torch.dtype]) -> list[torch.Tensor]:
+    """[dx] + [dweight] where weight_grad_dtype is given + [dbias] where bias_grad_dtype is: precred's
+    backward kernels (norm_launch.norm_backward) on a non-empty x."""
+    rows, n = _rows(x, normalized_ndim)
+    dx, dw, db = norm_backward(grad_y.contiguous(), x.contiguous(), rows, n, _contiguous(weight),
+                               NormStats(mean, rstd), rms, get_norm_mode(mode), x.shape[x.dim() - normalized_ndim:],
+                               weight_grad_dtype, bias_grad_dtype)
+    return [t for t in (dx, dw, db) if t is not None]
+
+
+# The backward kernels as a custom op of their own: torch.compile traces a training step's backward
+# with fake tensors (AOT autograd), which a Triton launch cannot take ("invalid python storage"); eager
+# backward calls launch them directly, without the dispatcher's host time.
+_norm_backward_op = torch.library.custom_op("precred::norm_backward", _backward_kernels, mutates_args=())
+
+
+@_norm_backward_op.register_fake
+def _(grad_y, x, weight, mean, rstd, normalized_ndim, rms, mode, weight_grad_dtype, bias_grad_dtype):
+    shape = x.shape[x.dim() - normalized_ndim:]
+    return [x.new_empty(x.shape)] + [x.new_empty(shape, dtype=d) for d in (weight_grad_dtype, bias_grad_dtype)
+                                     if d is not None]
+
+
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
+    """The gradients of precred::norm (x, weight, bias; None for the others): the backward kernels,
+    through the custom op precred::norm_backward while torch.compile traces the backward."""
     if grad_y is None:   # y took no part in what is differentiated (grads are not materialized)
         return None, None, None, None, None, None, None
     x, weight, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():   # create_graph: the gradient must itself be differentiable
         return _differentiable_backward(ctx, grad_y, x, weight)
-    rows, n = _rows(x, ctx.normalized_ndim)
     weight_dtype = weight.dtype if weight is not None and ctx.needs_input_grad[2] else None
     bias_dtype = ctx.bias_dtype if ctx.needs_input_grad[3] else None
     if x.numel() == 0:
         zeros = lambda dtype: None if dtype is None else torch.zeros(x.shape[x.dim() - ctx.normalized_ndim:],  # noqa: E731
                                                                      dtype=dtype, device=x.device)
         return torch.zeros_like(x), None, zeros(weight_dtype), zeros(bias_dtype), None, None, None
-    dx, dw, db = norm_backward(grad_y.contiguous(), x.contiguous(), rows, n, _contiguous(weight),
-                               NormStats(mean, rstd), ctx.rms, get_norm_mode(ctx.mode),
-                               x.shape[x.dim() - ctx.normalized_ndim:], weight_dtype, bias_dtype)
+    kernels = _norm_backward_op if torch.compiler.is_compiling() else _backward_kernels
+    grads = iter(kernels(grad_y, x, weight, mean, rstd, ctx.normalized_ndim, ctx.rms, ctx.mode, weight_dtype,
+                         bias_dtype))
+    dx = next(grads)
+    dw = next(grads) if weight_dtype is not None else None
+    db = next(grads) if bias_dtype is not None else None
     return dx, None, dw, db, None, None, None
 
 
@@ -157,7 +186,7 @@ def _check_parameter(t, name: str, x: torch.Tensor, normalized_ndim: int) -> Non
 def _check_eps(eps) -> float:
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
-    if not math.isfinite(eps) or eps < 0:
+    if not 0 <= eps < math.inf:   # comparisons (NaN fails them): torch.compile may make eps symbolic
         raise ValueError(f"eps must be finite and >= 0, got {eps}")
     return float(eps)
 

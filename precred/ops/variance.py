@@ -38,6 +38,28 @@ def _(x, dims, keepdim, correction, mode, take_sqrt):
     return x.new_empty(shape), x.new_empty(shape)
 
 
+def _moments_fp32_impl(x: torch.Tensor, dims: list[int], correction: float, mode: str,
+                       take_sqrt: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(variance or standard deviation, mean) of a non-empty 16-bit x in `mode`, rounded to fp32 and
+    shaped as keepdim (the backward's statistics)."""
+    out, mean = reduce_moments(x, tuple(dims), get_var_mode(mode), torch.float32, correction, take_sqrt,
+                               with_mean=True)
+    shape = reduced_shape(x.shape, dims, True)
+    return out.reshape(shape), mean.reshape(shape)
+
+
+# The backward's fp32 statistics as a custom op of their own: torch.compile traces a training step's
+# backward with fake tensors (AOT autograd), which a Triton launch cannot take; eager backward calls
+# launch it directly.
+_moments_fp32 = torch.library.custom_op("precred::moments_fp32", _moments_fp32_impl, mutates_args=())
+
+
+@_moments_fp32.register_fake
+def _(x, dims, correction, mode, take_sqrt):
+    shape = reduced_shape(x.shape, dims, True)
+    return x.new_empty(shape, dtype=torch.float32), x.new_empty(shape, dtype=torch.float32)
+
+
 def _setup_context(ctx, inputs, output):
     x, dims, keepdim, correction, mode, take_sqrt = inputs
     out, mean = output
@@ -59,9 +81,9 @@ def _backward(ctx, grad_out, grad_mean):
 
     grad = torch.zeros(x.shape, dtype=compute, device=x.device)
     if grad_out is not None and x.numel() > 0:
-        if x.dtype != compute:
-            out, mean = reduce_moments(x, tuple(ctx.dims), get_var_mode(ctx.mode), compute, ctx.correction,
-                                       ctx.take_sqrt, with_mean=True)
+        if x.dtype != compute:   # 16-bit input: fp32 statistics (compute)
+            fp32_moments = _moments_fp32 if torch.compiler.is_compiling() else _moments_fp32_impl
+            out, mean = fp32_moments(x, ctx.dims, ctx.correction, ctx.mode, ctx.take_sqrt)
         # n - correction as it is, torch's backward: where correction > n the forward is inf (its
         # divisor is max(0, n - correction)) and this gradient finite, as torch's (std's is 0)
         scale = 2.0 * expand(grad_out) / (n - ctx.correction)
@@ -82,7 +104,7 @@ def _check_correction(correction) -> float:
         return 1.0
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
         raise TypeError(f"correction must be a real number, got {type(correction).__name__}")
-    if not math.isfinite(correction):
+    if not -math.inf < correction < math.inf:   # comparisons (NaN fails them): torch.compile may make it symbolic
         raise ValueError(f"correction must be finite, got {correction}")
     return float(correction)
 
