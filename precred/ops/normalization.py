@@ -66,7 +66,8 @@ def _setup_context(ctx, inputs, output):
 
 def _backward_kernels(grad_y: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], mean: torch.Tensor,
                       rstd: torch.Tensor, normalized_ndim: int, rms: bool, mode: str,
-                      weight_grad_dtype: Optional[torch.dtype], bias_grad_dtype: Optional[torch.dtype]) -> list[torch.Tensor]:
+                      weight_grad_dtype: Optional[torch.dtype],
+                      bias_grad_dtype: Optional[torch.dtype]) -> list[torch.Tensor]:
     """[dx] + [dweight] where weight_grad_dtype is given + [dbias] where bias_grad_dtype is: precred's
     backward kernels (norm_launch.norm_backward) on a non-empty x."""
     rows, n = _rows(x, normalized_ndim)
