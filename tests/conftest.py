@@ -47,6 +47,18 @@ def equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
             and torch.equal(torch.where(nan_a, 0, a), torch.where(nan_b, 0, b)))
 
 
+def assert_training_step_compiles_to_eagers_bits(f, x: torch.Tensor) -> None:
+    """f(x) and its gradient (of the output's sum) compiled with aot_eager -- which traces the backward
+    with fake tensors, as inductor does for a training step -- bitwise equal to eager's."""
+    torch._dynamo.reset()
+    results = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
+        xs = x.clone().requires_grad_()
+        y = fn(xs)
+        results.append((y.detach(), torch.autograd.grad(y.sum(), xs)[0]))
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
 def force_long_row_paths(monkeypatch, path: str, lanes: int = 64) -> None:
     """layer_norm / rms_norm: make rows of more than 16 elements take `path`, "streaming" (the Welford
     launch, then the normalizing pass) or "row-loop" (one program per row over `lanes` lanes), and the

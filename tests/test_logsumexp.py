@@ -30,7 +30,7 @@ from precred.strategies.stable_exp import exp_of_exact_gap, exp_two_part
 from validation.oracle import format_info, round_to, ulp, ulp_error
 from validation.stable_exp import reference_logsumexp
 
-from conftest import DEVICE as _DEVICE
+from conftest import DEVICE as _DEVICE, assert_training_step_compiles_to_eagers_bits
 
 EXP_MODES = list(precred.EXP_MODES)
 # The modes whose passes a given plan runs differently: `accurate` with a plan runs the fp64 mode's
@@ -431,13 +431,7 @@ def test_torch_compile_traces_a_training_step(dtype, device):
         return precred.logsumexp(t, -1) * 2
 
     x = torch.randn(4, 100, generator=torch.Generator().manual_seed(2)).to(dtype).to(device)
-    torch._dynamo.reset()
-    results = []
-    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
-        xs = x.clone().requires_grad_()
-        y = fn(xs)
-        results.append((y.detach(), torch.autograd.grad(y.sum(), xs)[0]))
-    assert all(torch.equal(a, b) for a, b in zip(*results))
+    assert_training_step_compiles_to_eagers_bits(f, x)
 
 
 # --- the fp64 mode on 16-bit inputs: the fp32 filter and the fp64 recompute ---
