@@ -6,10 +6,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import precred
 from precred.launch import Output, plan_for, reduce, reduce_sum
 from precred.modes import get_mode
+from precred.schedules.grid import block_indices
 from precred.strategies import EXTREMA, VALUE_EXTREMA
 from validation import generators as gen
 from validation.oracle import reference_sum
@@ -239,3 +242,20 @@ def test_indexed_extrema_past_2_pow_31_keep_consecutive_parts():
     assert all(p.parts > 1 for p in planned.values()), planned
     assert not planned["argmax"].interleaved and planned["amax"].interleaved and planned["fast"].interleaved
     assert planned["argmax"].chunk < 2 ** 31 - 1 and planned["argmax"].num_warps <= 8   # the plan before
+
+
+@triton.jit
+def _block_indices_kernel(out_ptr, block, count, BLOCK: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, BLOCK), block_indices(block, BLOCK, count))
+
+
+@pytest.mark.parametrize("count,wraps", [(2 ** 31 + 16, False), (2 ** 33, False), (2 ** 31 - 1, True), (1, True)])
+def test_block_indices_take_the_type_of_their_count(device, count, wraps):
+    # Every schedule's row / output / column indices (schedules/grid.py): int64 where the count they run
+    # to is 2^31 or more (Triton types such an argument int64), so the indices of a call of 2^31 rows or
+    # more do not wrap (test_gpu_only runs such calls); below, int32, the type they had (no register
+    # more): block 2^29 of 8 wraps there, in the interpreter as on the GPU.
+    out = torch.zeros(8, dtype=torch.int64, device=device)
+    _block_indices_kernel[(1,)](out, 2 ** 29, count, BLOCK=8)
+    want = torch.arange(8, dtype=torch.int64) + 2 ** 32
+    assert torch.equal(out.cpu(), want - 2 ** 32 if wraps else want)

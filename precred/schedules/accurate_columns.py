@@ -56,6 +56,7 @@ import triton.language as tl
 
 from .accurate_rows import _finish, _reference, _terms
 from .finish import finish_logsumexp
+from .grid import block_indices
 from .recompute import next_pending
 from .steps import programmatic_launch_points
 
@@ -105,7 +106,7 @@ def accurate_logsumexp_columns_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, p
         tile = pid // n_parts
         n_blocks = tl.cdiv(inner_size, BLOCK_I)
         o = tile // n_blocks
-        cols = (tile % n_blocks) * BLOCK_I + tl.arange(0, BLOCK_I)
+        cols = block_indices(tile % n_blocks, BLOCK_I, inner_size)
         col_ok = cols < inner_size
         out_index = o.to(tl.int64) * inner_size + cols
         lanes = tl.arange(0, BLOCK_R)

@@ -55,6 +55,7 @@ import triton.language as tl
 
 from ..strategies.compensated import two_sum
 from ..strategies.stable_exp import exp_of_exact_gap
+from .grid import block_indices
 from .recompute import recompute_rows
 from .steps import programmatic_launch_points
 from .tree import tree_sum_blocked_rows
@@ -198,7 +199,7 @@ def accurate_logsumexp_kernel(src_ptr, dst_ptr, flags_ptr, part_m_ptr, part_s_pt
     else:
         row1 = pid
         part = 0
-    rows = row1 * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    rows = block_indices(row1, BLOCK_ROWS, n_rows)
     row_ok = rows < n_rows
     base = src_ptr + rows.to(tl.int64) * stride_row
     cols = tl.arange(0, BLOCK_N)

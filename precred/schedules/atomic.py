@@ -22,6 +22,7 @@ index per row.
 import triton
 import triton.language as tl
 
+from .grid import block_indices
 from .inner import program_rows
 from .steps import accumulate_tile, finished_index, initial_state, lane_positions
 from .tree import tree_reduce_last_axis
@@ -78,7 +79,7 @@ def atomic_finish_kernel(
     n_rows, inner_size, stride_outer, stride_inner, stride_red,
     WITH_INDEX: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rows = block_indices(tl.program_id(0), BLOCK, n_rows)
     mask = rows < n_rows
     index = INDEX_MASK - (tl.load(key_ptr + rows, mask=mask, other=0) & INDEX_MASK)
     tl.store(key_ptr + rows, tl.full([BLOCK], KEY_EMPTY, tl.int64), mask=mask)   # ready for the next call

@@ -49,6 +49,7 @@ from ..strategies.welford import welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
                     load_shift, programmatic_launch_points, tile_at, tile_weights, value_tail, write_result)
 from .finish import to_accumulator
+from .grid import block_indices
 from .recompute import certify_exp_or_recompute, certify_or_recompute
 from .tree import (counter_push, counter_total, tree_reduce_last_axis, tree_sum_across_threads,
                    tree_sum_within_threads)
@@ -65,7 +66,7 @@ def program_rows(n_rows, inner_size, stride_outer, stride_inner, red_len, chunk_
     pid = tl.program_id(0)
     row_block = pid // n_parts
     part = pid % n_parts
-    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = block_indices(row_block, BLOCK_M, n_rows)
     row_mask = rows < n_rows
     # int64 offsets: a tensor may hold more than 2^31 elements.
     row_base = (rows // inner_size).to(tl.int64) * stride_outer + (rows % inner_size).to(tl.int64) * stride_inner

@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from .finish import finish_mean, finish_variance, to_accumulator
+from .grid import block_indices
 from .norm_rows import centred_row, sum_of_squares_scaled_when_needed
 from .steps import row_shift
 from .tree import tree_sum_blocked_rows
@@ -57,7 +58,7 @@ def moments_rows_kernel(x_ptr, out_ptr, mean_ptr, n_rows, n_cols, stride_row, in
     # 1 / n_cols; inv_divisor: fp64's 1 / max(0, n - correction) (inf for 0), both correctly rounded on
     # the host: the per-row divisions, which each thread runs for each of its rows (the latency of short
     # rows), become products (2 u_64 each, where the divisions took 1).
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    rows = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]

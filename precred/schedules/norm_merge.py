@@ -14,6 +14,7 @@ import triton.language as tl
 
 from ..strategies import compensated_finalize, compensated_update
 from .finish import round_to_output
+from .grid import block_indices
 from .tree import tree_reduce_first_axis
 
 _COMPENSATED = tl.constexpr(1)   # strategies.COMPENSATED
@@ -34,7 +35,7 @@ def norm_merge_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, n_parts, n_cols,
     chains of dependent rounds). Each array's order is its own lanes' chains and tree (the module's
     note), as when they were merged one after the other: for a given tile (precred.plan.plan_norm_merge),
     the same bits."""
-    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cols = block_indices(tl.program_id(0), BLOCK_C, n_cols)
     col_ok = cols < n_cols
     lanes = tl.arange(0, BLOCK_P)
     w_hi = tl.zeros([BLOCK_P, BLOCK_C], dw_part_ptr.dtype.element_ty)

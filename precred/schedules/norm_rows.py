@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
+from .grid import block_indices, block_start
 from .steps import row_shift
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
@@ -302,7 +303,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
     # The interpreter passes eps as the Python float itself, which has no .to and whose comparisons
     # are Python bools (~True is -2): an fp64 scalar tensor on both (a no-op when compiled).
     eps = tl.full((), eps, tl.float64)
-    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    rows = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
@@ -391,7 +392,7 @@ def norm_backward_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_par
         w = tl.full([1, BLOCK_N], 1.0, ACC_DTYPE)
     dw = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
     db = tl.zeros([BLOCK_ROWS, BLOCK_N], ACC_DTYPE)
-    first_row = program * rows_per_program
+    first_row = block_start(program, rows_per_program, n_rows)
     for start in tl.range(0, rows_per_program, BLOCK_ROWS, num_stages=LOOP_STAGES):
         rows = first_row + start + tl.arange(0, BLOCK_ROWS)
         row_ok = rows < n_rows

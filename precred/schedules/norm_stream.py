@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .grid import row_and_column_block
+from .grid import block_indices, row_and_column_block
 from .norm_rows import normalized_chunk, store_affine
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 
@@ -56,8 +56,8 @@ def norm_apply_kernel(x_ptr, w_ptr, b_ptr, var_ptr, welford_mean_ptr, y_ptr, mea
     # column block 0): [n_rows] fp64; grid (row blocks, column blocks), or flat (grid.py). eps: fp64
     # (annotated).
     row_block, column_block = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)
-    rows = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    cols = column_block * BLOCK_J + tl.arange(0, BLOCK_J)
+    rows = block_indices(row_block, BLOCK_ROWS, n_rows)
+    cols = block_indices(column_block, BLOCK_J, n_cols)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
     mask = row_ok[:, None] & col_ok[None, :]
@@ -109,7 +109,7 @@ def norm_backward_columns_kernel(x_ptr, w_ptr, g_ptr, mean_ptr, rstd_ptr, dx_ptr
     # Grid (column blocks, row blocks): BLOCK_C columns of rows_per_block rows (a multiple of BLOCK_R),
     # BLOCK_R rows at a time; dw / db in [BLOCK_R, BLOCK_C] lanes, merged over the rows by the fixed tree
     # and stored into the row block's row of the partials ([row blocks, n_cols]).
-    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cols = block_indices(tl.program_id(0), BLOCK_C, n_cols)
     col_ok = cols < n_cols
     row_block = tl.program_id(1)
     first_row = row_block.to(tl.int64) * rows_per_block

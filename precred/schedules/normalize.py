@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .finish import round_to_output, to_accumulator
-from .grid import row_and_column_block
+from .grid import block_indices, row_and_column_block
 
 
 @triton.jit
@@ -42,8 +42,8 @@ def normalize_kernel(src_ptr, log_s_ptr, max_ptr, dst_ptr, n_rows, red_len,
                      LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, J_FAST: tl.constexpr,
                      BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr, FLAT_GRID: tl.constexpr):
     row_block, j_block = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)   # grid.py
-    r1 = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    j1 = j_block * BLOCK_J + tl.arange(0, BLOCK_J)
+    r1 = block_indices(row_block, BLOCK_ROWS, n_rows)
+    j1 = block_indices(j_block, BLOCK_J, red_len)
     rows, j, mask = tile_indices(r1, j1, n_rows, red_len, J_FAST)
     x = to_accumulator(tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner,
                                                   src_stride_red), mask=mask, other=0), tl.float64)

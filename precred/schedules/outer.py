@@ -26,6 +26,7 @@ from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combi
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_pairs, welford_merge_vectors
 from .finish import to_accumulator
+from .grid import block_indices
 from .recompute import certify_or_recompute_columns
 from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
                     programmatic_launch_points, tile_weights, value_tail, write_result)
@@ -71,7 +72,7 @@ def outer_kernel(
     o = tile // n_inner_blocks
     inner_block = tile % n_inner_blocks
 
-    cols = inner_block * BLOCK_I + tl.arange(0, BLOCK_I)
+    cols = block_indices(inner_block, BLOCK_I, inner_size)
     col_mask = cols < inner_size
     col_base = o.to(tl.int64) * stride_outer + cols.to(tl.int64) * stride_inner
 

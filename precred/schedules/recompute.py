@@ -30,6 +30,7 @@ import triton.language as tl
 from ..strategies.exact import exact_finish
 from ..strategies.superaccumulator import LIMBS, accumulate_limb_columns, accumulate_limbs, finish_limbs
 from .finish import finish_logsumexp, round_to_output, to_accumulator
+from .grid import block_start
 from ..strategies.stable_exp import terms_below
 from .steps import programmatic_launch_points, store_certified_logsumexp
 from .tree import tree_reduce_last_axis
@@ -179,7 +180,7 @@ def recompute_kernel(
     WAIT_FOR_PREVIOUS: tl.constexpr,   # launched as a programmatic dependent of the filter's last pass
 ):
     programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
-    first = tl.program_id(0) * BLOCK_O
+    first = block_start(tl.program_id(0), BLOCK_O, n_out)
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
     outputs = first + slots
@@ -270,7 +271,7 @@ def exp_recompute_kernel(
     (the larger of the two tilings'): each term takes one exponential and no product, then depth
     additions, within the derivation's h + 1 exponentials and h products."""
     programmatic_launch_points(False, WAIT_FOR_PREVIOUS)   # then the filter's outputs and flags are visible
-    first = tl.program_id(0) * BLOCK_O
+    first = block_start(tl.program_id(0), BLOCK_O, n_out)
     chunk = tl.program_id(1)
     slots = tl.arange(0, BLOCK_O)
     flags = tl.load(flags_ptr + first + slots, mask=first + slots < n_out, other=1)

@@ -46,6 +46,7 @@ from .finish import round_to_output, to_accumulator
 from .normalize import _offsets, tile_indices
 from ..strategies.compensated import two_sum
 from ..strategies.stable_exp import exp_two_part, log_of_split_sum, split_tail_sum, split_tail_terms, terms_below
+from .grid import block_indices
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
@@ -59,7 +60,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
                        SPLIT_TAIL: tl.constexpr, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
-    r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    r1 = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
                   mask=mask, other=0)
@@ -120,7 +121,7 @@ def single_read_logsumexp_kernel(src_ptr, dst_ptr, n_rows, red_len, stride_row,
     products per term; here each term has one exp and no product). Specials as the one-pass
     reduction's (strategies/stable_exp.py terms_below): a row of -inf gives s = 0, -inf; a +inf gives
     +inf; a NaN makes s NaN. Padding lanes load -inf and add 0."""
-    r1 = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    r1 = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, True)
     raw = tl.load(src_ptr + rows.to(tl.int64) * stride_row + j, mask=mask, other=0)
     x = tl.where(mask, to_accumulator(raw, tl.float32), float("-inf"))

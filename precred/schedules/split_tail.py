@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .finish import to_accumulator
-from .grid import row_and_column_block
+from .grid import block_indices, row_and_column_block
 from .normalize import _offsets, tile_indices
 from .tree import tree_reduce_first_axis, tree_reduce_last_axis
 from ..strategies.stable_exp import log1p_small
@@ -44,7 +44,7 @@ def split_tail_kernel(src_ptr, log_s_ptr, max_ptr, partial_ptr, n_rows, red_len,
     partial_ptr[k n_rows + r] (split_tail_finish_kernel adds the parts); else (one part) store
     log1p(tail) over log(s)."""
     row_block, part = row_and_column_block(n_rows, BLOCK_ROWS, FLAT_GRID)
-    r1 = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    r1 = block_indices(row_block, BLOCK_ROWS, n_rows)
     first = part * part_len
     in_range = r1 < n_rows
     log_s = tl.load(log_s_ptr + r1, mask=in_range, other=1.0)
@@ -79,7 +79,7 @@ def split_tail_finish_kernel(log_s_ptr, partial_ptr, n_rows, parts, BLOCK: tl.co
     """The rows split_tail_kernel left in parts: tail = the parts' sums added in order (part 0 first:
     parts - 1 roundings, the same order on every device), log(s) overwritten with log1p(tail). The
     rows that need it are told apart as there, from log(s), which split_tail_kernel left alone."""
-    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = block_indices(tl.program_id(0), BLOCK, n_rows)
     in_range = r < n_rows
     need = in_range & (tl.load(log_s_ptr + r, mask=in_range, other=1.0) < _LOG_ONE_AND_A_HALF)
     tail = tl.zeros([BLOCK], tl.float64)
