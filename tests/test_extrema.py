@@ -280,6 +280,18 @@ def test_gradients_follow_torch(device):
     assert torch.equal(x.grad, xt.grad)
 
 
+def test_gradients_at_nan_follow_torch(device):
+    # torch: max(x) / min(x) spread the gradient over the NaN elements when the result is NaN
+    # (evenly_distribute_backward); amax / amin over those equal to it: none, so NaN everywhere.
+    x = torch.tensor([1.0, math.nan, 3.0, math.nan], device=device, requires_grad=True)
+    for name in ("max", "min", "amax", "amin"):
+        xt = x.detach().cpu().requires_grad_(True)
+        getattr(precred, name)(x).backward()
+        getattr(torch, name)(xt).backward()
+        assert equal_with_nan(x.grad.cpu(), xt.grad), (name, x.grad, xt.grad)
+        x.grad = None
+
+
 def test_torch_compile_traces_the_ops(device):
     def f(x):
         return precred.amax(x, 1) + precred.max(x, 0).values.sum() + precred.argmax(x, 1)

@@ -2,6 +2,7 @@
 empty and length-1 reductions, NaN/inf, errors, layouts, autograd, torch.compile, determinism.
 Values are held to precred.moments_error_bound against the exact oracle (test_var_accuracy)."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -104,6 +105,21 @@ def test_no_degrees_of_freedom_on_the_two_pass_rows_follow_torch(device, correct
         want = getattr(torch, fn.__name__)(x.double(), 1, correction=correction).float()
         for result in (got, want):   # spread, constant, spread
             assert result[0] == math.inf and math.isnan(result[1]) and result[2] == math.inf, (got, want)
+
+
+def test_no_degrees_of_freedom_warn_as_torch(device):
+    # torch warns "degrees of freedom is <= 0" where n - correction <= 0 (the result is inf or NaN);
+    # each such call warns (none is replayed without its checks), and no other call does.
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(device)
+    for fn, dim, correction in [(precred.var, 1, 4), (precred.std_mean, 1, 5), (precred.var_mean, None, 12),
+                                (precred.std, 0, 3.5)]:
+        for _ in range(2):
+            with pytest.warns(UserWarning, match=f"^{fn.__name__}\\(\\): degrees of freedom is <= 0"):
+                fn(x, dim, correction=correction)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*degrees of freedom")
+        precred.var(x, 1, correction=3)
+        precred.std_mean(x, 0, correction=2.5)
 
 
 def test_constant_rows_have_zero_variance_exactly(device):
@@ -257,6 +273,22 @@ def test_gradient_of_bf16_input_is_its_fp64_value_rounded(device):
     # ulp of the exact gradient (half an ulp from the rounding, the fp32 error far below the other half).
     ulp = torch.frexp(x64.grad)[1].double().sub(8).exp2()   # spacing of bf16 at |g|: 2^(e - 8)
     assert torch.all((x.grad.cpu().double() - x64.grad).abs() <= ulp)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_second_derivative_flows_through_the_statistics(device, dtype, name):
+    # Rows [-1, 1, -1, 1] with correction 0: mean 0, variance and std 1, exact in every dtype; the
+    # Hessians 2 (I - 1/n) / n (var) and (I - 1/n) / n - d d^T / n^2 (std, d = x - mean) are multiples
+    # of 1/16, exact too. A 16-bit input's backward once recomputed its statistics in fp32 outside the
+    # graph under create_graph: the terms through the mean were lost ([0.668, 0, 0, 0] for var's
+    # first row of the Hessian of [0, 1, 2, 3]).
+    x = torch.tensor([[-1.0, 1.0, -1.0, 1.0]], dtype=dtype, device=device, requires_grad=True)
+    (g,) = torch.autograd.grad(getattr(precred, name)(x, 1, correction=0).sum(), x, create_graph=True)
+    got = torch.cat([torch.autograd.grad(g[0, i], x, retain_graph=True)[0] for i in range(4)])
+    want = torch.autograd.functional.hessian(lambda t: getattr(torch, name)(t, 1, correction=0).sum(),
+                                             x.detach().cpu().double()).reshape(4, 4)
+    assert got.dtype == dtype and torch.equal(got.cpu().double(), want), (got, want)
 
 
 def test_torch_compile_fullgraph_traces_the_custom_op(device):

@@ -44,7 +44,9 @@ def _extremum(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool, wi
     return values.view(shape), (index.view(shape) if with_index else None)
 
 
-def _values_impl(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool) -> torch.Tensor:
+def _values_impl(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool,
+                 nan_takes_gradient: bool) -> torch.Tensor:
+    """nan_takes_gradient: the backward's (_values_backward); the values do not depend on it."""
     return _extremum(x, dims, keepdim, minimum, with_index=False)[0]
 
 
@@ -57,7 +59,7 @@ _with_index = torch.library.custom_op("precred::extremum_with_index", _with_inde
 
 
 @_values.register_fake
-def _(x, dims, keepdim, minimum):
+def _(x, dims, keepdim, minimum, nan_takes_gradient):
     return x.new_empty(reduced_shape(x.shape, dims, keepdim))
 
 
@@ -75,17 +77,24 @@ def _unsqueeze(t: torch.Tensor, dims, keepdim: bool) -> torch.Tensor:
 
 
 def _values_setup(ctx, inputs, output):
-    x, dims, keepdim, _ = inputs
+    x, dims, keepdim, _, nan_takes_gradient = inputs
     ctx.save_for_backward(x, output)
-    ctx.dims, ctx.keepdim = dims, keepdim
+    ctx.dims, ctx.keepdim, ctx.nan_takes_gradient = dims, keepdim, nan_takes_gradient
 
 
 def _values_backward(ctx, grad):
+    """torch's: the gradient spread evenly over the elements equal to the result -- for amax / amin
+    (amax_backward), none where the result is NaN, so NaN everywhere; for max(x) / min(x)
+    (nan_takes_gradient: evenly_distribute_backward), the NaN elements where the result is NaN."""
     x, result = ctx.saved_tensors
     grad = _unsqueeze(grad, ctx.dims, ctx.keepdim)
-    hits = (x == _unsqueeze(result, ctx.dims, ctx.keepdim)).to(grad.dtype)
+    result = _unsqueeze(result, ctx.dims, ctx.keepdim)
+    hits = x == result
+    if ctx.nan_takes_gradient:
+        hits = hits | (x.isnan() & result.isnan())
+    hits = hits.to(grad.dtype)
     dims = ctx.dims if ctx.dims else None
-    return hits * grad / hits.sum(dim=dims, keepdim=True), None, None, None
+    return hits * grad / hits.sum(dim=dims, keepdim=True), None, None, None, None
 
 
 def _with_index_setup(ctx, inputs, output):
@@ -120,9 +129,10 @@ def _amax_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
         raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                            "reduction dim with the 'dim' argument.")
     _check_reducible(x, dims, op)
+    nan_takes_gradient = op in ("max", "min")   # max(x) / min(x): torch's evenly_distribute_backward
     if through_custom_op(x):
-        return _values(x, dims, keepdim, minimum)
-    result = _values_impl(x, dims, keepdim, minimum)
+        return _values(x, dims, keepdim, minimum, nan_takes_gradient)
+    result = _values_impl(x, dims, keepdim, minimum, nan_takes_gradient)
     _remember(key, x, dims, minimum, False, (result,))
     return result
 

@@ -6,6 +6,7 @@ one autograd formula serves all four functions.
 """
 import math
 import numbers
+import warnings
 
 import torch
 
@@ -70,7 +71,8 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_out, grad_mean):
     """d var / dx = 2 (x - mean) / (n - correction); d std / dx = (x - mean) / ((n - correction) std),
     0 where std == 0 (as torch); d mean / dx = 1 / n. Evaluated in fp32 for 16-bit inputs, with the
-    statistics recomputed in fp32 (the saved 16-bit mean would cost ~2^-9 of |mean| in x - mean)."""
+    statistics recomputed in fp32 (the saved 16-bit mean would cost ~2^-9 of |mean| in x - mean) --
+    but under create_graph, from the saved statistics, through which the second derivative flows."""
     x, out, mean = ctx.saved_tensors
     n = math.prod(x.shape[d] for d in ctx.dims)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -81,7 +83,9 @@ def _backward(ctx, grad_out, grad_mean):
 
     grad = torch.zeros(x.shape, dtype=compute, device=x.device)
     if grad_out is not None and x.numel() > 0:
-        if x.dtype != compute:   # 16-bit input: fp32 statistics (compute)
+        if x.dtype != compute and not torch.is_grad_enabled():   # 16-bit input: fp32 statistics
+            # Not under create_graph: the kernel's fp32 statistics have no graph, the saved outputs
+            # do (torch's way; the recomputed ones lost the second derivative's terms through them)
             fp32_moments = _moments_fp32 if torch.compiler.is_compiling() else _moments_fp32_impl
             out, mean = fp32_moments(x, ctx.dims, ctx.correction, ctx.mode, ctx.take_sqrt)
         # n - correction as it is, torch's backward: where correction > n the forward is inf (its
@@ -126,7 +130,7 @@ def _torch_signature(dim, unbiased, correction):
     return dim, 1 if unbiased else 0
 
 
-def _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt):
+def _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt, name):
     dim, correction = _torch_signature(dim, unbiased, correction)
     key = eager.call_key("moments", x, dim, correction, keepdim, mode, take_sqrt)
     result = eager.replay(key, x)
@@ -137,12 +141,17 @@ def _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt):
     check_keepdim(keepdim)
     correction = _check_correction(correction)
     dims = normalize_dims(dim, x.dim())
+    no_degrees_of_freedom = math.prod(x.shape[d] for d in dims) - correction <= 0
+    if no_degrees_of_freedom:   # torch's warning; such calls are not remembered, so each one warns
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                      "reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
     if through_custom_op(x):
         return _moments(x, list(dims), keepdim, correction, mode, take_sqrt)
     # Plain eager call: the same implementation, without the dispatcher's per-call cost.
     result = _moments_impl(x, list(dims), keepdim, correction, mode, take_sqrt)
-    output = Output(correction=correction, take_sqrt=take_sqrt, with_mean=True)
-    eager.remember(key, cached_recipe(x, dims, get_var_mode(mode), x.dtype, output), result[0].shape, pair=True)
+    if not no_degrees_of_freedom:
+        output = Output(correction=correction, take_sqrt=take_sqrt, with_mean=True)
+        eager.remember(key, cached_recipe(x, dims, get_var_mode(mode), x.dtype, output), result[0].shape, pair=True)
     return result
 
 
@@ -163,14 +172,14 @@ def var(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool =
     CUDA tensors run compiled Triton kernels; CPU tensors run the same kernels through Triton's
     interpreter (slowly).
     """
-    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False)[0]
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False, name="var")[0]
 
 
 def std(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
         mode: str = DEFAULT_VAR_MODE) -> torch.Tensor:
     """Standard deviation: the square root of precred.var (taken in fp64, rounded once); arguments as
     precred.var's."""
-    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True)[0]
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True, name="std")[0]
 
 
 def var_mean(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
@@ -179,10 +188,10 @@ def var_mean(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: b
     torch.mean's also for rows with infinities (+inf for a row holding +inf and no -inf or NaN), where
     torch.var_mean's own Welford mean turns NaN. The variance of such rows is NaN, as torch's. Arguments
     as precred.var's."""
-    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False)
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=False, name="var_mean")
 
 
 def std_mean(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None,
              mode: str = DEFAULT_VAR_MODE) -> tuple[torch.Tensor, torch.Tensor]:
     """(standard deviation, mean) in one pass over x, as torch.std_mean (the mean as in var_mean)."""
-    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True)
+    return _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt=True, name="std_mean")
