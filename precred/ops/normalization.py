@@ -11,6 +11,7 @@ from typing import Optional
 
 import torch
 
+from ..autocast import fp32_if_sixteen_bit, runs_in_fp32
 from ..checks import check_float_tensor, through_custom_op
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
@@ -246,6 +247,8 @@ def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, floa
 
 
 def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch.Tensor:
+    if runs_in_fp32("rms_norm" if rms else "layer_norm", x):   # torch.autocast's cast (precred.autocast)
+        x, weight, bias = (fp32_if_sixteen_bit(t) for t in (x, weight, bias))
     if torch.compiler.is_compiling():   # dynamo traces the checks and the custom op, no caches
         normalized_ndim, eps = _check_call(x, normalized_shape, weight, bias, eps, mode)
         return _norm(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
