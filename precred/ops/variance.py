@@ -141,7 +141,10 @@ def _moments_call(x, dim, unbiased, correction, keepdim, mode, take_sqrt, name):
     check_keepdim(keepdim)
     correction = _check_correction(correction)
     dims = normalize_dims(dim, x.dim())
-    no_degrees_of_freedom = math.prod(x.shape[d] for d in dims) - correction <= 0
+    n = 1
+    for d in dims:   # a loop, not math.prod of a generator: dynamo traces this
+        n = n * x.shape[d]
+    no_degrees_of_freedom = n - correction <= 0
     if no_degrees_of_freedom:   # torch's warning; such calls are not remembered, so each one warns
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
                       "reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
