@@ -7,7 +7,7 @@ and modules give the dtypes torch's give in a mixed-precision model:
 - OUTPUT_FP32 (sum, prod, softmax, log_softmax as torch's dtype=float32): precred reads the 16-bit input
   as it is -- its accumulators are fp32 or wider -- and writes fp32: the values an fp32 copy would
   give, without the copy;
-- INPUTS_FP32 (layer_norm, rms_norm): x, weight and bias are cast to fp32 (differentiably), as torch's.
+- INPUTS_FP32 (layer_norm, logsumexp): x, weight and bias are cast to fp32 (differentiably), as torch's.
 Eligible inputs, as torch's: fp16 and bf16 (an fp32 input is there already; fp64 is never cast). An
 explicit dtype= and calls outside an autocast region for the input's device are left alone. The lists
 are per device type, as torch's: on the CPU only prod.
@@ -18,8 +18,9 @@ OUTPUT_FP32 = "output fp32"
 INPUTS_FP32 = "inputs fp32"
 
 POLICIES = {
+    # torch 2.11 on an H100 (tests/test_autocast.py): logsumexp fp32, rms_norm left 16-bit
     "cuda": {"sum": OUTPUT_FP32, "prod": OUTPUT_FP32, "softmax": OUTPUT_FP32, "log_softmax": OUTPUT_FP32,
-             "layer_norm": INPUTS_FP32, "rms_norm": INPUTS_FP32},
+             "layer_norm": INPUTS_FP32, "logsumexp": INPUTS_FP32},
     "cpu": {"prod": OUTPUT_FP32},
 }
 

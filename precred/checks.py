@@ -38,6 +38,15 @@ def through_custom_op(x) -> bool:
         isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled())
 
 
+def traced(t: torch.Tensor) -> bool:
+    """Whether a backward runs on tracing stand-ins (torch.compile's AOT autograd traces it with fake /
+    functional tensors, subclasses of torch.Tensor) rather than on tensors with storage: its kernel
+    launches must then go through their custom ops, whose fakes AOT autograd can trace.
+    torch.compiler.is_compiling() alone is not enough: under torch 2.11 it is False while AOT autograd
+    traces a backward (layer_norm's backward read a FakeTensor's data_ptr on an H100 there)."""
+    return torch.compiler.is_compiling() or type(t) is not torch.Tensor
+
+
 def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
     """torch's reduction `dim`: None, an int, or a tuple/list of ints -> sorted tuple of unique dims.
 

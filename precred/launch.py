@@ -257,6 +257,9 @@ class Output:
 # specializes on it). A hit skips layout analysis, planning and Triton's argument binding: the cached
 # compiled kernels are launched directly. Unbounded only in the number of distinct call signatures.
 _RECIPES = {}
+# Scratch a recipe may keep for the process's life (per stream): recipes of calls needing more are
+# not kept (norm_launch.norm_forward's statistics, 16 bytes a row).
+RECIPE_SCRATCH_MAX_BYTES = 64 << 20
 
 
 def _recipe_key(x, dims, mode, out_dtype, output, acc_dtype=None):

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from .launch import (_TL_DTYPE, _BoundLaunch, _launch, blocked_tree_layout, device_sm_count, reduce_moments,
-                     two_axis_grid, wire_to_row_kernel as _wire)
+from .launch import (RECIPE_SCRATCH_MAX_BYTES, _TL_DTYPE, _BoundLaunch, _launch, blocked_tree_layout, device_sm_count,
+                     reduce_moments, two_axis_grid, wire_to_row_kernel as _wire)
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
@@ -132,7 +132,10 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         grid, flat = two_axis_grid(rows, block_rows, triton.cdiv(n, block_j))
         launch = _launch(norm_apply_kernel, grid, pointers, [rows, n, float(eps)], 4, BLOCK_ROWS=block_rows,
                          BLOCK_J=block_j, **flat, **consts)
-    if key is not None and launch[0] is not None:
+    # A recipe keeps its statistics scratch (16 bytes a row) for the process's life: not for calls whose
+    # scratch would pass RECIPE_SCRATCH_MAX_BYTES -- a (2^31, 2) input's 32 GiB stayed allocated (an H100
+    # ran out of memory) -- whose kernels take milliseconds, where a replay's saved microseconds are lost.
+    if key is not None and launch[0] is not None and 16 * rows <= RECIPE_SCRATCH_MAX_BYTES:
         _RECIPES[key] = _Replay([launch], on_chip=not streamed,
                                 stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
     return y, (stats if keep_stats else None)

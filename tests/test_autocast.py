@@ -1,6 +1,6 @@
 """Inside torch.autocast, precred's ops give the dtypes torch's give (precred.autocast): torch runs
 sum, prod, softmax and log_softmax of 16-bit input with dtype=float32 and casts layer_norm's and
-rms_norm's inputs to fp32 on CUDA (prod alone on the CPU); the other reductions keep the input's dtype.
+logsumexp's inputs to fp32 on CUDA (prod alone on the CPU); the other reductions keep the input's dtype.
 On the device under test (the CPU's policy in CI, CUDA's with PRECRED_TEST_DEVICE=cuda)."""
 import pytest
 import torch

@@ -733,21 +733,29 @@ def test_grids_past_cudas_second_dimension_launch(device):
 def _rows_past_2_pow_31(dtype, device):
     """A (2^31 + 16, 2) matrix whose row r is [r % 61 - 30, r % 7]: small integers (exact in bf16, their
     sums, means and variances exact in fp32), rows told apart by their index, so that an output
-    written to or read from a wrapped 32-bit row index is wrong by O(1)."""
-    r = torch.arange(2 ** 31 + 16, device=device)
-    x = torch.empty(r.numel(), 2, dtype=dtype, device=device)
-    x[:, 0] = r % 61 - 30
-    x[:, 1] = r % 7
+    written to or read from a wrapped 32-bit row index is wrong by O(1). Filled a slice at a time
+    (the int64 row indices of the whole would take 16 GiB)."""
+    n = 2 ** 31 + 16
+    x = torch.empty(n, 2, dtype=dtype, device=device)
+    for first in range(0, n, _SLICE):
+        r = torch.arange(first, min(first + _SLICE, n), device=device)
+        x[first:first + _SLICE, 0] = r % 61 - 30
+        x[first:first + _SLICE, 1] = r % 7
     return x
 
 
-def _assert_rows_close(got, want, tol):
-    """|got - want| <= tol * max(1, |want|) everywhere (equal where tol is 0), a slice of rows at a time
-    (the whole tensors' temporaries would be tens of GiB); NaN nowhere."""
-    assert got.shape == want.shape and got.dtype == want.dtype
-    step = 2 ** 27
-    for first in range(0, got.shape[0], step):
-        g, w = got[first:first + step].double(), want[first:first + step].double()
+_SLICE = 2 ** 27
+
+
+def _assert_outputs_close(got, reference, tol):
+    """|got - want| <= tol * max(1, |want|) everywhere (equal where tol is 0), NaN nowhere; want =
+    reference(first, last), torch's outputs [first, last) along got's first axis, a slice at a time
+    (torch's whole outputs and the temporaries beside precred's would not fit in 80 GB)."""
+    for first in range(0, got.shape[0], _SLICE):
+        last = min(first + _SLICE, got.shape[0])
+        want = reference(first, last)
+        assert want.dtype == got.dtype
+        g, w = got[first:last].double(), want.double()
         assert ((g - w).abs() <= tol * w.abs().clamp_min(1.0)).all(), first
 
 
@@ -755,27 +763,33 @@ def _assert_rows_close(got, want, tol):
 def test_calls_of_2_pow_31_rows_or_more(device, dtype):
     """Calls of 2^31 or more rows (outputs), and of as many columns: their row, output and column
     indices are int64 there (schedules/grid.py block_indices: Triton types such a count int64); they
-    were int32 and wrapped. Every output is checked against torch: exactly where the integer input
-    makes the result exact (sum, mean, var, amax, argmax), within a few of the output's ulps
-    elsewhere -- far below the O(1) error of a wrapped row."""
+    were int32 and wrapped. Every output is checked against torch's on the same rows: exactly where the
+    integer input makes the result exact (sum, mean, var, amax, argmax), within a few of the output's
+    ulps elsewhere -- far below the O(1) error of a wrapped row."""
     x = _rows_past_2_pow_31(dtype, device)
     ulps = 4 * torch.finfo(dtype).eps
-    _assert_rows_close(precred.sum(x, -1), torch.sum(x, -1), 0)
-    _assert_rows_close(precred.mean(x, -1), torch.mean(x, -1), 0)
-    var, mean = precred.var_mean(x, -1)
-    want_var, want_mean = torch.var_mean(x, -1)
-    _assert_rows_close(var, want_var, 0)
-    _assert_rows_close(mean, want_mean, 0)
-    del var, mean, want_var, want_mean
-    _assert_rows_close(precred.amax(x, -1), torch.amax(x, -1), 0)
-    _assert_rows_close(precred.argmax(x, -1), torch.argmax(x, -1), 0)
-    _assert_rows_close(precred.logsumexp(x, -1), torch.logsumexp(x, -1), ulps)
-    _assert_rows_close(precred.softmax(x, -1), torch.softmax(x, -1), ulps)
-    _assert_rows_close(precred.log_softmax(x, -1, mode="accurate"), torch.log_softmax(x, -1), ulps)
-    _assert_rows_close(precred.layer_norm(x, (2,)), torch.nn.functional.layer_norm(x, (2,)), ulps)
-    _assert_rows_close(precred.rms_norm(x, (2,)), torch.nn.functional.rms_norm(x, (2,)), ulps)
+    F = torch.nn.functional
+    cases = [
+        (lambda: precred.sum(x, -1), lambda t: torch.sum(t, -1), 0),
+        (lambda: precred.mean(x, -1), lambda t: torch.mean(t, -1), 0),
+        (lambda: precred.var_mean(x, -1)[0], lambda t: torch.var(t, -1), 0),
+        (lambda: precred.var_mean(x, -1)[1], lambda t: torch.mean(t, -1), 0),
+        (lambda: precred.amax(x, -1), lambda t: torch.amax(t, -1), 0),
+        (lambda: precred.argmax(x, -1), lambda t: torch.argmax(t, -1), 0),
+        (lambda: precred.logsumexp(x, -1), lambda t: torch.logsumexp(t, -1), ulps),
+        (lambda: precred.softmax(x, -1), lambda t: torch.softmax(t, -1), ulps),
+        (lambda: precred.log_softmax(x, -1, mode="accurate"), lambda t: torch.log_softmax(t, -1), ulps),
+        (lambda: precred.layer_norm(x, (2,)), lambda t: F.layer_norm(t, (2,)), ulps),
+        (lambda: precred.rms_norm(x, (2,)), lambda t: F.rms_norm(t, (2,)), ulps),
+    ]
+    for call, reference, tol in cases:
+        got = call()
+        _assert_outputs_close(got, lambda first, last: reference(x[first:last]), tol)
+        del got
     # 2^31 + 16 columns of two rows, reduced over the rows (the outer schedule: column indices).
     columns = x.view(2, -1)
-    _assert_rows_close(precred.sum(columns, 0), torch.sum(columns, 0), 0)
-    _assert_rows_close(precred.logsumexp(columns, 0), torch.logsumexp(columns, 0), ulps)
+    for call, reference, tol in [(precred.sum, torch.sum, 0), (precred.logsumexp, torch.logsumexp, ulps)]:
+        got = call(columns, 0)
+        _assert_outputs_close(got, lambda first, last: reference(columns[:, first:last], 0), tol)
+        del got
     del x, columns

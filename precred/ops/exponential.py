@@ -13,7 +13,7 @@ import torch
 from .. import eager
 from ..autocast import runs_in_fp32
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
-                      through_custom_op)
+                      through_custom_op, traced)
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
 from ..modes import DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
@@ -66,7 +66,7 @@ def _backward(ctx, grad):
         # exp(x - lse) from the 16-bit result would be off by a factor exp(|lse| 2^-9) (about 7 at
         # lse = 1000, torch's own bf16 backward): the result again, rounded to fp32 this time. Not
         # under create_graph: the kernel's result has no graph, the saved output does (torch's way)
-        fp32_logsumexp = _logsumexp_fp32 if torch.compiler.is_compiling() else _logsumexp_fp32_impl
+        fp32_logsumexp = _logsumexp_fp32 if traced(x) else _logsumexp_fp32_impl
         result = fp32_logsumexp(x, ctx.dims, ctx.keepdim, ctx.mode)
     if not ctx.keepdim:
         for d in ctx.dims:
@@ -103,6 +103,8 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     formed from that result, as torch's, so that it can be differentiated again). CPU tensors run the
     same kernels in Triton's interpreter.
     """
+    if runs_in_fp32("logsumexp", x):   # torch.autocast's cast to fp32 (precred.autocast)
+        x = x.float()
     key = eager.call_key("logsumexp", x, dim, keepdim, mode)
     result = eager.replay(key, x)
     if result is not None:

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from ..autocast import fp32_if_sixteen_bit, runs_in_fp32
-from ..checks import check_float_tensor, through_custom_op
+from ..checks import check_float_tensor, through_custom_op, traced
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
 
@@ -105,7 +105,7 @@ def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
         zeros = lambda dtype: None if dtype is None else torch.zeros(x.shape[x.dim() - ctx.normalized_ndim:],  # noqa: E731
                                                                      dtype=dtype, device=x.device)
         return torch.zeros_like(x), None, zeros(weight_dtype), zeros(bias_dtype), None, None, None
-    kernels = _norm_backward_op if torch.compiler.is_compiling() else _backward_kernels
+    kernels = _norm_backward_op if traced(grad_y) else _backward_kernels
     grads = iter(kernels(grad_y, x, weight, mean, rstd, ctx.normalized_ndim, ctx.rms, ctx.mode, weight_dtype,
                          bias_dtype))
     dx = next(grads)

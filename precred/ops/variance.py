@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from .. import eager
-from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
+from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op, traced
 from ..launch import Output, cached_recipe, reduce_moments
 from ..modes import DEFAULT_VAR_MODE, get_var_mode
 
@@ -86,7 +86,7 @@ def _backward(ctx, grad_out, grad_mean):
         if x.dtype != compute and not torch.is_grad_enabled():   # 16-bit input: fp32 statistics
             # Not under create_graph: the kernel's fp32 statistics have no graph, the saved outputs
             # do (torch's way; the recomputed ones lost the second derivative's terms through them)
-            fp32_moments = _moments_fp32 if torch.compiler.is_compiling() else _moments_fp32_impl
+            fp32_moments = _moments_fp32 if traced(x) else _moments_fp32_impl
             out, mean = fp32_moments(x, ctx.dims, ctx.correction, ctx.mode, ctx.take_sqrt)
         # n - correction as it is, torch's backward: where correction > n the forward is inf (its
         # divisor is max(0, n - correction)) and this gradient finite, as torch's (std's is 0)
