@@ -32,10 +32,12 @@ def check_keepdim(keepdim, name: str = "keepdim") -> None:
 
 def through_custom_op(x) -> bool:
     """Whether a public call must go through its torch.library custom op: when torch.compile traces it
-    (dynamo sees the op, not the launcher) or when autograd records it. Otherwise the eager path calls
-    the op's implementation directly, without the dispatcher's per-call cost."""
-    return torch.compiler.is_compiling() or (
-        isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled())
+    (dynamo sees the op, not the launcher), when x is a tensor subclass (AOT autograd's fake / functional
+    stand-ins, which traced() tells apart: a subclass of the user's takes the op too) or when autograd
+    records it. Otherwise the eager path calls the op's implementation directly, without the
+    dispatcher's per-call cost."""
+    return torch.compiler.is_compiling() or (isinstance(x, torch.Tensor) and (
+        type(x) is not torch.Tensor or (x.requires_grad and torch.is_grad_enabled())))
 
 
 def traced(t: torch.Tensor) -> bool:

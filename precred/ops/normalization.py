@@ -249,7 +249,7 @@ def _check_call(x, normalized_shape, weight, bias, eps, mode) -> tuple[int, floa
 def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch.Tensor:
     if runs_in_fp32("rms_norm" if rms else "layer_norm", x):   # torch.autocast's cast (precred.autocast)
         x, weight, bias = (fp32_if_sixteen_bit(t) for t in (x, weight, bias))
-    if torch.compiler.is_compiling():   # dynamo traces the checks and the custom op, no caches
+    if traced(x):   # dynamo / AOT autograd trace the checks and the custom op, no caches
         normalized_ndim, eps = _check_call(x, normalized_shape, weight, bias, eps, mode)
         return _norm(x, normalized_ndim, weight, bias, eps, rms, mode)[0]
     signature = _signature(x, normalized_shape, weight, bias, eps, mode, rms)
