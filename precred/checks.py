@@ -32,12 +32,11 @@ def check_keepdim(keepdim, name: str = "keepdim") -> None:
 
 def through_custom_op(x) -> bool:
     """Whether a public call must go through its torch.library custom op: when torch.compile traces it
-    (dynamo sees the op, not the launcher), when x is a tensor subclass (AOT autograd's fake / functional
-    stand-ins, which traced() tells apart: a subclass of the user's takes the op too) or when autograd
-    records it. Otherwise the eager path calls the op's implementation directly, without the
-    dispatcher's per-call cost."""
+    (dynamo sees the op, not the launcher), when x is a tracing stand-in (AOT autograd's fake /
+    functional tensors: _stand_in) or when autograd records it. Otherwise the eager path calls the
+    op's implementation directly, without the dispatcher's per-call cost."""
     return torch.compiler.is_compiling() or (isinstance(x, torch.Tensor) and (
-        type(x) is not torch.Tensor or (x.requires_grad and torch.is_grad_enabled())))
+        (x.requires_grad and torch.is_grad_enabled()) or (type(x) is not torch.Tensor and _stand_in(x))))
 
 
 def traced(t: torch.Tensor) -> bool:
@@ -46,7 +45,15 @@ def traced(t: torch.Tensor) -> bool:
     launches must then go through their custom ops, whose fakes AOT autograd can trace.
     torch.compiler.is_compiling() alone is not enough: under torch 2.11 it is False while AOT autograd
     traces a backward (layer_norm's backward read a FakeTensor's data_ptr on an H100 there)."""
-    return torch.compiler.is_compiling() or type(t) is not torch.Tensor
+    return torch.compiler.is_compiling() or _stand_in(t)
+
+
+def _stand_in(t) -> bool:
+    """A tensor of a torch.Tensor subclass other than nn.Parameter (a real tensor, an nn module's weight):
+    AOT autograd's fake / functional stand-ins (a user's own subclass is taken for one too: it then
+    goes through the custom ops, which dispatch it)."""
+    cls = type(t)
+    return cls is not torch.Tensor and cls is not torch.nn.Parameter and isinstance(t, torch.Tensor)
 
 
 def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
