@@ -36,6 +36,12 @@ def runs_in_fp32(op: str, x) -> bool:
     return op in POLICIES.get(device_type, ()) and torch.is_autocast_enabled(device_type)
 
 
+def output_dtype(op: str, x, dtype):
+    """The dtype an OUTPUT_FP32 op runs with: torch.float32 where autocast runs it in fp32 on x and the
+    call gave no dtype; else the call's dtype (None included)."""
+    return torch.float32 if dtype is None and runs_in_fp32(op, x) else dtype
+
+
 def fp32_if_sixteen_bit(t):
     """t cast to fp32 where it is an fp16 / bf16 tensor (autocast's cast: differentiable); else t."""
     return t.float() if t is not None and t.dtype in _SIXTEEN_BIT else t

@@ -45,7 +45,7 @@ def traced(t: torch.Tensor) -> bool:
     launches must then go through their custom ops, whose fakes AOT autograd can trace.
     torch.compiler.is_compiling() alone is not enough: under torch 2.11 it is False while AOT autograd
     traces a backward (layer_norm's backward read a FakeTensor's data_ptr on an H100 there)."""
-    return torch.compiler.is_compiling() or _stand_in(t)
+    return torch.compiler.is_compiling() or (type(t) is not torch.Tensor and _stand_in(t))
 
 
 def _stand_in(t) -> bool:

@@ -10,7 +10,7 @@ from precred.autocast import INPUTS_FP32, OUTPUT_FP32, POLICIES
 
 F = torch.nn.functional
 
-# op -> (precred's call, torch's call), each f(module-or-precred, x, weight, bias, **kwargs)
+# op -> (precred's call f(x, weight, bias, **kwargs), torch's call f(x, weight, bias))
 CALLS = {
     "sum": (lambda x, w, b, **k: precred.sum(x, 1, **k), lambda x, w, b: torch.sum(x, 1)),
     "prod": (lambda x, w, b, **k: precred.prod(x, 1, **k), lambda x, w, b: torch.prod(x, 1)),

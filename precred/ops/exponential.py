@@ -11,7 +11,7 @@ import math
 import torch
 
 from .. import eager
-from ..autocast import runs_in_fp32
+from ..autocast import output_dtype, runs_in_fp32
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op, traced)
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
@@ -163,9 +163,7 @@ def _softmax_call(x, dim, dtype, mode, log: bool):
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"dim must be an int, got {type(dim).__name__}")
     (d,) = normalize_dims(dim, x.dim()) or (0,)
-    if dtype is None and runs_in_fp32("log_softmax" if log else "softmax", x):   # torch.autocast's (precred.autocast)
-        dtype = torch.float32
-    out_dtype = check_out_dtype(dtype) or x.dtype
+    out_dtype = check_out_dtype(output_dtype("log_softmax" if log else "softmax", x, dtype)) or x.dtype   # precred.autocast
     mode = softmax_mode(mode, out_dtype, log)
     if through_custom_op(x):
         return _softmax(x, d, out_dtype, mode, log)

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..autocast import runs_in_fp32
+from ..autocast import output_dtype
 from ..checks import check_float_tensor, check_keepdim, check_out_dtype, reduced_shape, through_custom_op
 from ..launch import reduce_product
 from ..modes import DEFAULT_PROD_MODE, get_prod_mode
@@ -84,9 +84,7 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtyp
     """
     check_float_tensor(x, "input")
     check_keepdim(keepdim)
-    if dtype is None and runs_in_fp32("prod", x):   # torch.autocast's dtype=float32 (precred.autocast)
-        dtype = torch.float32
-    out_dtype = check_out_dtype(dtype) or x.dtype
+    out_dtype = check_out_dtype(output_dtype("prod", x, dtype)) or x.dtype   # precred.autocast
     get_prod_mode(mode)
     if dim is None:
         dims = list(range(x.dim()))

@@ -9,7 +9,7 @@ import math
 import torch
 
 from .. import eager
-from ..autocast import runs_in_fp32
+from ..autocast import output_dtype
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
 from ..launch import Output, cached_recipe, reduce_sum
@@ -114,9 +114,7 @@ def sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype 
     interpreter (TRITON_INTERPRET=1, set automatically on import when no GPU is present): the same
     numerics, slowly.
     """
-    if dtype is None and runs_in_fp32("sum", x):   # torch.autocast's dtype=float32 (precred.autocast)
-        dtype = torch.float32
-    return _reduce(x, dim, keepdim, dtype, mode, divide=False)
+    return _reduce(x, dim, keepdim, output_dtype("sum", x, dtype), mode, divide=False)   # precred.autocast
 
 
 def mean(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype: torch.dtype | None = None,

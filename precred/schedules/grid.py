@@ -10,9 +10,10 @@ dimension of (row blocks x column blocks) programs, the pair recovered here, row
 order blockIdx.x runs a two-dimensional grid in. Below the cap they keep the two-dimensional grid: the
 flat one's division costs registers (sm_90, softmax fast fp32 16x262144's normalizing pass: 66 -> 80).
 
-A block's indices (block_start, block_indices) are computed in the integer type of the count they run to: Triton
-types an integer argument of 2^31 or more int64, so a call of 2^31 or more rows (outputs, columns) gets
-int64 indices that do not wrap, and every smaller call keeps its int32 ones (no register more).
+A block's indices (block_start, block_indices) are computed in the integer type of the count they run
+to: Triton types an integer argument of 2^31 or more int64, so a call of 2^31 or more rows (outputs,
+columns) gets int64 indices that do not wrap, and every smaller call keeps its int32 ones (no register
+more).
 """
 import triton
 import triton.language as tl
@@ -33,8 +34,9 @@ def row_and_column_block(n_rows, BLOCK_ROWS: tl.constexpr, FLAT_GRID: tl.constex
 
 @triton.jit
 def block_start(block, size, count):
-    """block * size (a block's first index) in count's integer type: int64 where count (the number of rows, outputs or columns
-    the block's indices run to, a kernel argument) is 2^31 or more, as Triton types it; otherwise
+    """block * size (a block's first index) in count's integer type: int64 where count (the number of
+    rows, outputs or columns the block's indices run to, a kernel argument) is 2^31 or more, as Triton
+    types it; otherwise
     int32, block's type (an int32 count, or the constant Triton makes of a count of 1). count * 0
     carries only the type: the compiler folds it."""
     return (block + count * 0) * size
