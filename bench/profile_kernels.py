@@ -1,7 +1,7 @@
 """Where a reduction call's time goes, kernel by kernel (GPU; one device call).
 
     python3 bench/profile_kernels.py sum/exact:bfloat16:65536x1024:0 var/fp64:float32:8192x8192:0 ...
-                                     [--variant "name:CONST=value;CONST=value"] ...
+                                     [--variant "name:CONST=value;CONST=value"] [--scale S] ...
 
 Each case (bench/kernel_resources.py's spelling: op/mode:dtype:RxC:dim, ops of bench/sweep_outer.py)
 prints the whole call's median time and GB/s (do_bench, L2 flushed: the protocol's), each CUDA kernel's
@@ -30,13 +30,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+", help="op/mode:dtype:RxC:dim")
     ap.add_argument("--variant", action="append", default=[], help='"name:CONST=value;CONST=value"')
+    ap.add_argument("--scale", type=float, default=1.0, help="input = randn * scale (bench/exp_suite.py: 4)")
     args = ap.parse_args()
     variants = [("default", {})] + [parse_variant(v) for v in args.variant]
     print(f"device: {torch.cuda.get_device_name()}")
     for spec in args.cases:
         op, mode, dtype, shape, dim = parse_case(spec)
         ours, theirs, modes = OPS[op]
-        x = torch.randn(shape, device="cuda").to(dtype)
+        x = (torch.randn(shape, device="cuda") * args.scale).to(dtype)
         out_bytes = x.numel() // shape[dim] * x.element_size()
         nbytes = x.numel() * x.element_size() + out_bytes
         torch_ms = median_ms(lambda: theirs(x, dim))
