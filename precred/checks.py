@@ -1,4 +1,6 @@
 """Argument checks shared by the public functions: torch's semantics, clear errors naming the argument."""
+import numbers
+import operator
 import os
 
 import torch
@@ -56,16 +58,40 @@ def _stand_in(t) -> bool:
     return cls is not torch.Tensor and cls is not torch.nn.Parameter and isinstance(t, torch.Tensor)
 
 
+def as_int_dim(d):
+    """d as a Python int where torch takes it for one through __index__ -- a NumPy integer, an integer
+    tensor of one element (torch.sum(x, np.int64(1)), torch.softmax(x, torch.tensor(1))) -- else d as
+    it came: bools (torch rejects them), floats, anything else, for the caller's TypeError."""
+    if type(d) is int or isinstance(d, bool):
+        return d
+    if isinstance(d, numbers.Integral) or (isinstance(d, torch.Tensor) and d.numel() == 1 and not (
+            d.dtype == torch.bool or d.dtype.is_floating_point or d.dtype.is_complex)):
+        return operator.index(d)
+    return d
+
+
+def single_dim(dim, ndim: int, name: str = "dim") -> int:
+    """torch's one-dim argument (softmax, argmax, max(x, dim), prod): an int (or an int-like:
+    as_int_dim) in [-ndim, ndim) -> that dim in [0, ndim); 0 for a 0-d tensor."""
+    dim = as_int_dim(dim)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name} must be an int, got {type(dim).__name__}")
+    dims = normalize_dims(dim, ndim, name)
+    return dims[0] if dims else 0
+
+
 def normalize_dims(dim, ndim: int, name: str = "dim") -> tuple:
     """torch's reduction `dim`: None, an int, or a tuple/list of ints -> sorted tuple of unique dims.
 
     None and an empty tuple/list mean every dimension (as torch.sum). A 0-d tensor accepts 0 and -1.
+    Int-likes (NumPy integers, one-element integer tensors) count as ints, as in torch (as_int_dim).
     """
     if dim is None:
         return tuple(range(ndim))
+    dim = as_int_dim(dim)
     if isinstance(dim, bool) or not isinstance(dim, (int, tuple, list, torch.Size)):
         raise TypeError(f"{name} must be None, an int or a tuple of ints, got {type(dim).__name__}")
-    dims = [dim] if isinstance(dim, int) else list(dim)
+    dims = [dim] if isinstance(dim, int) else [as_int_dim(d) for d in dim]
     if not dims:
         return tuple(range(ndim))
     bound = max(ndim, 1)

@@ -13,7 +13,10 @@ nor do CPU tensors (the interpreter has no recipes) or unhashable arguments (a l
 Invariant: an entry is stored only after a call with that key passed every check and launched the
 recipe, so a replay raises nothing that the full path would have raised.
 """
+import torch
+
 from .checks import through_custom_op
+from .device_guard import run_on_device_of
 
 _CALLS = {}
 
@@ -28,6 +31,8 @@ def call_key(op: str, x, dim, *args):
         if not x.is_cuda:
             return None
         dim_types = tuple(map(type, dim)) if type(dim) is tuple else type(dim)
+        if dim_types is torch.Tensor or (type(dim) is tuple and torch.Tensor in dim_types):
+            return None   # a tensor as dim (an int-like: checks.as_int_dim) would sit in the key, hashed by identity
         return (op, x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, dim_types, args,
                 tuple(map(type, args)))
     except (AttributeError, RuntimeError):   # not a tensor, or a sparse one (no strides): the full path,
@@ -42,7 +47,7 @@ def replay(key, x):
         run = _CALLS.get(key)
     except TypeError:   # an unhashable argument (a list as dim): the full path
         return None
-    return None if run is None else run(x)
+    return None if run is None else run_on_device_of(x, run, x)
 
 
 def remember(key, recipe, shape, pair: bool = False) -> None:

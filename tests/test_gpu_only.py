@@ -793,3 +793,43 @@ def test_calls_of_2_pow_31_rows_or_more(device, dtype):
         _assert_outputs_close(got, lambda first, last: reference(columns[:, first:last], 0), tol)
         del got
     del x, columns
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="needs two CUDA devices")
+def test_calls_on_a_device_other_than_the_current_one(device):
+    """An input on cuda:1 while cuda:0 is current: every op launches on cuda:1 (precred.device_guard),
+    its result on cuda:1 and bitwise equal to the same call made with cuda:1 current -- on the first
+    call (planning, compiling) and on the eager replays after it; the norm's backward too."""
+    assert torch.cuda.current_device() == 0
+    x = torch.randn(64, 1000, device="cuda:1")
+    w = torch.randn(1000, device="cuda:1")
+    calls = {
+        "sum": lambda t: precred.sum(t, -1), "sum exact": lambda t: precred.sum(t, 0, mode="exact"),
+        "mean": lambda t: precred.mean(t), "var_mean": lambda t: torch.stack(precred.var_mean(t, -1)),
+        "logsumexp": lambda t: precred.logsumexp(t, -1), "softmax": lambda t: precred.softmax(t, 0),
+        "log_softmax bf16": lambda t: precred.log_softmax(t.bfloat16(), -1),
+        "amax": lambda t: precred.amax(t, 0), "argmax": lambda t: precred.argmax(t, -1),
+        "prod": lambda t: precred.prod(t[:, :8], -1),
+        "layer_norm": lambda t: precred.layer_norm(t, (1000,), w, w),
+        "rms_norm": lambda t: precred.rms_norm(t, (1000,), w),
+    }
+    for name, call in calls.items():
+        with torch.cuda.device(1):
+            expected = call(x)
+        for _ in range(3):
+            got = call(x)
+            assert got.device == x.device, name
+            torch.cuda.synchronize(1)
+            assert torch.equal(got.view(torch.uint8) if got.is_floating_point() else got,
+                               expected.view(torch.uint8) if expected.is_floating_point() else expected), name
+        assert torch.cuda.current_device() == 0, name
+    # backward: autograd's engine runs it on cuda:1's worker thread
+    grads = []
+    for current in (1, 0):
+        xg = x.clone().requires_grad_()
+        with torch.cuda.device(current):
+            y = precred.layer_norm(xg, (1000,), w, w)
+        y.backward(torch.ones_like(y))
+        grads.append(xg.grad)
+    assert torch.equal(grads[0], grads[1])

@@ -172,6 +172,41 @@ def test_errors_name_the_argument(device):
         precred.sum(x, 0, keepdim=1)
 
 
+# Every op taking a dim, as (precred call, torch call), each called with one dim argument.
+DIM_CALLS = {
+    "sum": (precred.sum, torch.sum), "var": (precred.var, torch.var),
+    "logsumexp": (precred.logsumexp, torch.logsumexp), "softmax": (precred.softmax, torch.softmax),
+    "log_softmax": (precred.log_softmax, torch.log_softmax), "amax": (precred.amax, torch.amax),
+    "argmax": (precred.argmax, torch.argmax), "max": (lambda x, d: precred.max(x, d).values,
+                                                       lambda x, d: torch.max(x, d).values),
+    "prod": (precred.prod, torch.prod),
+}
+
+
+@pytest.mark.parametrize("name", list(DIM_CALLS))
+def test_int_like_dims_are_taken_as_torch_takes_them(device, name):
+    """A NumPy integer or a one-element integer tensor as dim is that int (torch takes them through
+    __index__: torch.sum(x, np.int64(1))); bools, floats and float tensors are TypeErrors naming dim.
+    The int-like call returns the int call's result bit for bit, twice (the second call: the eager
+    replay's key must not keep the tensor)."""
+    ours, theirs = DIM_CALLS[name]
+    x = _randn((3, 5), device)
+    expected = ours(x, 1)
+    for like in (np.int64(1), np.int32(-1), torch.tensor(1), torch.tensor(-1, dtype=torch.int16)):
+        for _ in range(2):
+            got = ours(x, like)
+            assert torch.equal(got.view(torch.uint8) if got.is_floating_point() else got,
+                               expected.view(torch.uint8) if expected.is_floating_point() else expected), like
+        assert got.shape == theirs(x.cpu(), like if not isinstance(like, torch.Tensor) else int(like)).shape
+    bools = () if name == "var" else (True,)   # var: a bool in dim's place is unbiased, as torch.var(x, True)
+    for bad in bools + (1.0, torch.tensor(1.0), torch.tensor(True), np.float64(1.0)):
+        with pytest.raises(TypeError, match="dim"):
+            ours(x, bad)
+    if name in ("sum", "var", "logsumexp", "amax"):   # tuples of int-likes
+        got = ours(x, (np.int64(0), torch.tensor(1)))
+        assert torch.equal(got, ours(x, (0, 1)))
+
+
 @pytest.mark.parametrize("op", [precred.sum, precred.mean])
 def test_autograd_gradcheck(device, op):
     x = _randn((3, 5, 4), device, torch.float64).requires_grad_()

@@ -12,12 +12,14 @@ import torch
 
 from .. import eager
 from ..autocast import output_dtype, runs_in_fp32
-from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
+from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape, single_dim,
                       through_custom_op, traced)
+from ..device_guard import on_input_device
 from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
 from ..modes import DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
 
+@on_input_device
 def _logsumexp_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
     shape = reduced_shape(x.shape, dims, keepdim)
     n = math.prod(x.shape[d] for d in dims)
@@ -35,6 +37,7 @@ def _(x, dims, keepdim, mode):
     return x.new_empty(reduced_shape(x.shape, dims, keepdim))
 
 
+@on_input_device
 def _logsumexp_fp32_impl(x: torch.Tensor, dims: list[int], keepdim: bool, mode: str) -> torch.Tensor:
     """logsumexp of a non-empty 16-bit x in `mode`, rounded to fp32 (the backward's exp(x - lse))."""
     return reduce(x, tuple(dims), get_exp_mode(mode), torch.float32, Output())[0].view(
@@ -122,6 +125,7 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False, *, mode: str = DEFAUL
     return result
 
 
+@on_input_device
 def _softmax_impl(x: torch.Tensor, dim: int, out_dtype: torch.dtype, mode: str, log: bool) -> torch.Tensor:
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=out_dtype, device=x.device)
@@ -160,9 +164,7 @@ _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup_conte
 
 def _softmax_call(x, dim, dtype, mode, log: bool):
     check_float_tensor(x, "input")
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-    (d,) = normalize_dims(dim, x.dim()) or (0,)
+    d = single_dim(dim, x.dim())
     out_dtype = check_out_dtype(output_dtype("log_softmax" if log else "softmax", x, dtype)) or x.dtype   # precred.autocast
     mode = softmax_mode(mode, out_dtype, log)
     if through_custom_op(x):

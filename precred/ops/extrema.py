@@ -15,7 +15,8 @@ the result; max/min(dim) send it to the element at the returned index.
 import torch
 
 from .. import eager
-from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op
+from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, single_dim, through_custom_op
+from ..device_guard import on_input_device
 from ..launch import Output, cached_recipe, reduce_extremum
 from ..modes import MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE
 
@@ -44,12 +45,14 @@ def _extremum(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool, wi
     return values.view(shape), (index.view(shape) if with_index else None)
 
 
+@on_input_device
 def _values_impl(x: torch.Tensor, dims: list[int], keepdim: bool, minimum: bool,
                  nan_takes_gradient: bool) -> torch.Tensor:
     """nan_takes_gradient: the backward's (_values_backward); the values do not depend on it."""
     return _extremum(x, dims, keepdim, minimum, with_index=False)[0]
 
 
+@on_input_device
 def _with_index_impl(x: torch.Tensor, dim: int, keepdim: bool, minimum: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return _extremum(x, [dim] if x.dim() else [], keepdim, minimum, with_index=True)
 
@@ -137,13 +140,6 @@ def _amax_call(x, dim, keepdim, minimum: bool, op: str) -> torch.Tensor:
     return result
 
 
-def _single_dim(dim, ndim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-    dims = normalize_dims(dim, ndim)
-    return dims[0] if dims else 0
-
-
 def _with_index_call(x, dim, keepdim, minimum: bool, op: str):
     key = eager.call_key(op + "(dim)", x, dim, keepdim, minimum)
     result = eager.replay(key, x)
@@ -151,7 +147,7 @@ def _with_index_call(x, dim, keepdim, minimum: bool, op: str):
         return result
     check_float_tensor(x, "input")
     check_keepdim(keepdim)
-    d = _single_dim(dim, x.dim())
+    d = single_dim(dim, x.dim())
     _check_reducible(x, [d] if x.dim() else [], op)
     if through_custom_op(x):
         return _with_index(x, d, keepdim, minimum)

@@ -13,6 +13,7 @@ import torch
 
 from ..autocast import fp32_if_sixteen_bit, runs_in_fp32
 from ..checks import check_float_tensor, through_custom_op, traced
+from ..device_guard import on_input_device
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
 
@@ -33,6 +34,7 @@ def _norm_forward(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.
                         x.dtype, keep_stats=keep_stats)
 
 
+@on_input_device
 def _norm_impl(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                eps: float, rms: bool, mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     y, stats = _norm_forward(x, normalized_ndim, weight, bias, eps, rms, mode, keep_stats=True)
@@ -65,6 +67,7 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
+@on_input_device
 def _backward_kernels(grad_y: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], mean: torch.Tensor,
                       rstd: torch.Tensor, normalized_ndim: int, rms: bool, mode: str,
                       weight_grad_dtype: Optional[torch.dtype],

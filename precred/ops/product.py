@@ -9,11 +9,13 @@ import math
 import torch
 
 from ..autocast import output_dtype
-from ..checks import check_float_tensor, check_keepdim, check_out_dtype, reduced_shape, through_custom_op
+from ..checks import check_float_tensor, check_keepdim, check_out_dtype, reduced_shape, single_dim, through_custom_op
+from ..device_guard import on_input_device
 from ..launch import reduce_product
 from ..modes import DEFAULT_PROD_MODE, get_prod_mode
 
 
+@on_input_device
 def _prod_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str) -> torch.Tensor:
     shape = reduced_shape(x.shape, dims, keepdim)
     if x.numel() == 0 or math.prod(x.shape[d] for d in dims) == 0:
@@ -91,13 +93,8 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtyp
         if keepdim:
             raise TypeError("prod: keepdim needs an int dim (torch.prod(input, dim, keepdim)), got dim=None")
     else:
-        if isinstance(dim, bool) or not isinstance(dim, int):
-            raise TypeError(f"prod: dim must be an int or None, got {type(dim).__name__}")
-        bound = max(x.dim(), 1)
-        if not -bound <= dim < bound:
-            raise IndexError(f"dim={dim} is out of range for a tensor of {x.dim()} dimension(s) "
-                             f"(expected to be in range of [{-bound}, {bound - 1}])")
-        dims = [dim % bound] if x.dim() else []
+        d = single_dim(dim, x.dim(), "prod: dim")   # an int (or int-like) in range; None is handled above
+        dims = [d] if x.dim() else []
     if through_custom_op(x):
         return _prod(x, dims, keepdim, out_dtype, mode)
     return _prod_impl(x, dims, keepdim, out_dtype, mode)

@@ -12,11 +12,13 @@ from .. import eager
 from ..autocast import output_dtype
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape,
                       through_custom_op)
+from ..device_guard import on_input_device
 from ..launch import Output, cached_recipe, reduce_sum
 from ..modes import DEFAULT_MODE, EXACT_DTYPES, get_mode, sum_mode
 from ..strategies.superaccumulator import MAX_COUNT
 
 
+@on_input_device
 def _sum_reduce_impl(x: torch.Tensor, dims: list[int], keepdim: bool, out_dtype: torch.dtype, mode: str,
                      divide: bool) -> torch.Tensor:
     shape = reduced_shape(x.shape, dims, keepdim)

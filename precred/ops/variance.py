@@ -12,10 +12,12 @@ import torch
 
 from .. import eager
 from ..checks import check_float_tensor, check_keepdim, normalize_dims, reduced_shape, through_custom_op, traced
+from ..device_guard import on_input_device
 from ..launch import Output, cached_recipe, reduce_moments
 from ..modes import DEFAULT_VAR_MODE, get_var_mode
 
 
+@on_input_device
 def _moments_impl(x: torch.Tensor, dims: list[int], keepdim: bool, correction: float, mode: str,
                   take_sqrt: bool) -> tuple[torch.Tensor, torch.Tensor]:
     shape = reduced_shape(x.shape, dims, keepdim)
@@ -39,6 +41,7 @@ def _(x, dims, keepdim, correction, mode, take_sqrt):
     return x.new_empty(shape), x.new_empty(shape)
 
 
+@on_input_device
 def _moments_fp32_impl(x: torch.Tensor, dims: list[int], correction: float, mode: str,
                        take_sqrt: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(variance or standard deviation, mean) of a non-empty 16-bit x in `mode`, rounded to fp32 and

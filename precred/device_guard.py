@@ -1,0 +1,34 @@
+"""Kernels launch on their input's GPU, whichever device is current.
+
+Triton launches on the current CUDA device (its launcher takes the current device's stream and loads
+the kernel there), as a torch op would not: torch ops switch to their tensors' device first. A precred
+call on a tensor of cuda:1 while cuda:0 is current must therefore make cuda:1 current for its
+launches. `on_input_device` does that around an op's implementation (the function each custom op
+wraps, which the eager path calls too) and around the eager replays (precred.eager), on the one
+condition that costs nothing where it does not apply: the input is a CUDA tensor of a device other
+than the current one. Backward kernels run where autograd's engine runs them: on the gradient's
+device, current on its worker thread, and through the same decorated implementations.
+"""
+import functools
+
+import torch
+
+
+def run_on_device_of(x, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with x's CUDA device current (a plain call where it already is, or x is
+    not a CUDA tensor)."""
+    if isinstance(x, torch.Tensor) and x.is_cuda and not torch.compiler.is_compiling():
+        index = x.device.index
+        if index != torch.cuda.current_device():
+            with torch.cuda.device(index):
+                return fn(*args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+def on_input_device(impl):
+    """impl run with its first argument's CUDA device current (run_on_device_of). functools.wraps keeps
+    impl's signature visible, from which torch.library.custom_op infers the op's schema."""
+    @functools.wraps(impl)
+    def on_device(x, *args, **kwargs):
+        return run_on_device_of(x, impl, x, *args, **kwargs)
+    return on_device
