@@ -1,13 +1,13 @@
 """Kernels launch on their input's GPU, whichever device is current.
 
 Triton launches on the current CUDA device (its launcher takes the current device's stream and loads
-the kernel there), as a torch op would not: torch ops switch to their tensors' device first. A precred
-call on a tensor of cuda:1 while cuda:0 is current must therefore make cuda:1 current for its
-launches. `on_input_device` does that around an op's implementation (the function each custom op
-wraps, which the eager path calls too) and around the eager replays (precred.eager), on the one
-condition that costs nothing where it does not apply: the input is a CUDA tensor of a device other
-than the current one. Backward kernels run where autograd's engine runs them: on the gradient's
-device, current on its worker thread, and through the same decorated implementations.
+the kernel there); torch's own ops switch to their tensors' device first. A precred call on a tensor
+of cuda:1 while cuda:0 is current must therefore make cuda:1 current for its launches.
+`on_input_device` does that around the ops' implementations (the functions the custom ops wrap, which
+the eager paths call too; layer_norm / rms_norm's forward) and precred.eager around its replays. What
+it costs a call on the current device: comparing the input's device index with the current one.
+Backward kernels run on autograd's worker thread of the gradient's device (current there), through
+the same decorated implementations.
 """
 import functools
 

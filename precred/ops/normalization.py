@@ -23,6 +23,7 @@ def _rows(x: torch.Tensor, normalized_ndim: int) -> tuple[int, int]:
     return (x.numel() // n if n else 0), n
 
 
+@on_input_device
 def _norm_forward(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                   eps: float, rms: bool, mode: str, keep_stats: bool) -> tuple[torch.Tensor, Optional[NormStats]]:
     """(y, the per-row statistics, or None when not keep_stats: calls that autograd does not record)."""
@@ -34,7 +35,6 @@ def _norm_forward(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.
                         x.dtype, keep_stats=keep_stats)
 
 
-@on_input_device
 def _norm_impl(x: torch.Tensor, normalized_ndim: int, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                eps: float, rms: bool, mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     y, stats = _norm_forward(x, normalized_ndim, weight, bias, eps, rms, mode, keep_stats=True)
