@@ -70,12 +70,14 @@ def as_int_dim(d):
     return d
 
 
-def single_dim(dim, ndim: int, name: str = "dim") -> int:
+def single_dim(dim, ndim: int, name: str = "dim", expected: str = "an int") -> int:
     """torch's one-dim argument (softmax, argmax, max(x, dim), prod): an int (or an int-like:
-    as_int_dim) in [-ndim, ndim) -> that dim in [0, ndim); 0 for a 0-d tensor."""
-    dim = as_int_dim(dim)
+    as_int_dim; of tensors only 0-d ones, as torch.softmax takes) in [-ndim, ndim) -> that dim in
+    [0, ndim); 0 for a 0-d tensor."""
+    if not (isinstance(dim, torch.Tensor) and dim.dim() != 0):
+        dim = as_int_dim(dim)
     if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{name} must be an int, got {type(dim).__name__}")
+        raise TypeError(f"{name} must be {expected}, got {type(dim).__name__}")
     dims = normalize_dims(dim, ndim, name)
     return dims[0] if dims else 0
 

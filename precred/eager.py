@@ -31,7 +31,7 @@ def call_key(op: str, x, dim, *args):
         if not x.is_cuda:
             return None
         dim_types = tuple(map(type, dim)) if type(dim) is tuple else type(dim)
-        if dim_types is torch.Tensor or (type(dim) is tuple and torch.Tensor in dim_types):
+        if isinstance(dim, torch.Tensor) or (type(dim) is tuple and torch.Tensor in dim_types):
             return None   # a tensor as dim (an int-like: checks.as_int_dim) would sit in the key, hashed by identity
         return (op, x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, dim_types, args,
                 tuple(map(type, args)))

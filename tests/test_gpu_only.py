@@ -800,7 +800,8 @@ def test_calls_of_2_pow_31_rows_or_more(device, dtype):
 def test_calls_on_a_device_other_than_the_current_one(device):
     """An input on cuda:1 while cuda:0 is current: every op launches on cuda:1 (precred.device_guard),
     its result on cuda:1 and bitwise equal to the same call made with cuda:1 current -- on the first
-    call (planning, compiling) and on the eager replays after it; the norm's backward too."""
+    call (planning, launching; the caches cleared before it) and on the eager replays after it; the
+    norm's backward too."""
     assert torch.cuda.current_device() == 0
     x = torch.randn(64, 1000, device="cuda:1")
     w = torch.randn(1000, device="cuda:1")
@@ -814,10 +815,17 @@ def test_calls_on_a_device_other_than_the_current_one(device):
         "layer_norm": lambda t: precred.layer_norm(t, (1000,), w, w),
         "rms_norm": lambda t: precred.rms_norm(t, (1000,), w),
     }
+    def forget_calls():   # the next call plans and launches afresh (no eager replay, no launch recipe)
+        precred.eager._CALLS.clear()
+        precred.launch._RECIPES.clear()
+        precred.norm_launch._RECIPES.clear()
+
     for name, call in calls.items():
+        forget_calls()
         with torch.cuda.device(1):
             expected = call(x)
-        for _ in range(3):
+        forget_calls()
+        for _ in range(3):   # the full path with cuda:0 current, then its replays
             got = call(x)
             assert got.device == x.device, name
             torch.cuda.synchronize(1)

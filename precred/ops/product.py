@@ -93,7 +93,7 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *, dtyp
         if keepdim:
             raise TypeError("prod: keepdim needs an int dim (torch.prod(input, dim, keepdim)), got dim=None")
     else:
-        d = single_dim(dim, x.dim(), "prod: dim")   # an int (or int-like) in range; None is handled above
+        d = single_dim(dim, x.dim(), "prod: dim", "an int or None")   # an int (or int-like) in range; None is handled above
         dims = [d] if x.dim() else []
     if through_custom_op(x):
         return _prod(x, dims, keepdim, out_dtype, mode)
