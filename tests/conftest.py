@@ -47,6 +47,13 @@ def equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
             and torch.equal(torch.where(nan_a, 0, a), torch.where(nan_b, 0, b)))
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal of the bit patterns for floating tensors (-0.0 and 0.0 differ, NaN equals the same
+    NaN), of the values otherwise (indices)."""
+    return torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
+                       b.view(torch.uint8) if b.is_floating_point() else b)
+
+
 def assert_training_step_compiles_to_eagers_bits(f, x: torch.Tensor) -> None:
     """f(x) and its gradient (of the output's sum) compiled with aot_eager -- which traces the backward
     with fake tensors, as inductor does for a training step -- bitwise equal to eager's."""

@@ -13,7 +13,7 @@ from precred.launch import (PIPELINED_STRATEGIES, plan_for, reduce_extremum, red
                             reduce_sum)
 from precred.modes import (CERTIFIED_EXP_MODE, MAXIMUM_MODE, MAXIMUM_VALUE_MODE, MINIMUM_MODE, MINIMUM_VALUE_MODE,
                            get_exp_mode, get_mode, get_var_mode)
-from conftest import equal_with_nan
+from conftest import equal_with_nan, same_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -815,6 +815,7 @@ def test_calls_on_a_device_other_than_the_current_one(device):
         "layer_norm": lambda t: precred.layer_norm(t, (1000,), w, w),
         "rms_norm": lambda t: precred.rms_norm(t, (1000,), w),
     }
+
     def forget_calls():   # the next call plans and launches afresh (no eager replay, no launch recipe)
         precred.eager._CALLS.clear()
         precred.launch._RECIPES.clear()
@@ -829,8 +830,7 @@ def test_calls_on_a_device_other_than_the_current_one(device):
             got = call(x)
             assert got.device == x.device, name
             torch.cuda.synchronize(1)
-            assert torch.equal(got.view(torch.uint8) if got.is_floating_point() else got,
-                               expected.view(torch.uint8) if expected.is_floating_point() else expected), name
+            assert same_bits(got, expected), name
         assert torch.cuda.current_device() == 0, name
     # backward: autograd's engine runs it on cuda:1's worker thread
     grads = []

@@ -36,9 +36,8 @@ def row_and_column_block(n_rows, BLOCK_ROWS: tl.constexpr, FLAT_GRID: tl.constex
 def block_start(block, size, count):
     """block * size (a block's first index) in count's integer type: int64 where count (the number of
     rows, outputs or columns the block's indices run to, a kernel argument) is 2^31 or more, as Triton
-    types it; otherwise
-    int32, block's type (an int32 count, or the constant Triton makes of a count of 1). count * 0
-    carries only the type: the compiler folds it."""
+    types it; otherwise int32, block's type (an int32 count, or the constant Triton makes of a count of
+    1). count * 0 carries only the type: the compiler folds it."""
     return (block + count * 0) * size
 
 
