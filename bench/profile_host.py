@@ -12,7 +12,9 @@ layer_norm's output (dx, dweight, dbias), torch's and precred's, and a cProfile 
 import argparse
 import cProfile
 import pstats
+import statistics
 import sys
+import time
 
 import torch
 
@@ -83,6 +85,114 @@ def norm_backward_host(args):
         "dy.contiguous()": dy.contiguous,
     }
     time_and_profile(steps, steps["precred autograd.grad"], args.calls, top=18)
+    backward_timeline(steps, x, dy)
+
+
+class _PythonIdentity(torch.autograd.Function):
+    """A Python autograd node doing nothing but one torch op: the engine's cost of a Python backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
+def backward_timeline(steps: dict, x, dy, calls: int = 40) -> None:
+    """Host microseconds of each autograd.grad call (median), split for precred into: before its Python
+    backward starts (the engine, its worker thread, the GIL), inside it, and after it returns -- under
+    three conditions of the GPU: idle (synchronized before each call), busy (a sleep kernel ahead of the
+    calls), and do_bench's (each call after a 256 MiB zero_, no synchronization): a call that takes
+    longer when the GPU is busy waits on something."""
+    from precred.ops import normalization
+    stamps = []
+    inner = normalization._backward
+
+    def stamped(*args):
+        stamps.append(time.perf_counter())
+        result = inner(*args)
+        stamps.append(time.perf_counter())
+        return result
+
+    y_identity = _PythonIdentity.apply(x)
+    steps = dict(steps, **{"python identity node": lambda: torch.autograd.grad(y_identity, (x,), dy,
+                                                                              retain_graph=True)})
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    normalization._backward = stamped
+    try:
+        for condition in ("idle", "busy", "do_bench"):
+            for name in ("torch autograd.grad", "precred autograd.grad", "python identity node"):
+                fn = steps[name]
+                fn()
+                torch.cuda.synchronize()
+                stamps.clear()
+                totals = []
+                if condition == "busy":
+                    torch.cuda._sleep(1_000_000_000)
+                for _ in range(calls):
+                    if condition == "idle":
+                        torch.cuda.synchronize()
+                    elif condition == "do_bench":
+                        flush.zero_()
+                    start = time.perf_counter()
+                    fn()
+                    totals.append((start, time.perf_counter()))
+                torch.cuda.synchronize()
+                total = statistics.median(end - start for start, end in totals)
+                line = f"{condition:9s} {name:24s} total {total * 1e6:7.1f} us"
+                if name.startswith("precred") and len(stamps) == 2 * calls:
+                    parts = [(enter - start, leave - enter, end - leave) for (start, end), enter, leave
+                             in zip(totals, stamps[0::2], stamps[1::2])]
+                    before, inside, after = (statistics.median(p[i] for p in parts) * 1e6 for i in range(3))
+                    line += f"  (engine to backward {before:.1f}, backward {inside:.1f}, after {after:.1f})"
+                print(line, flush=True)
+    finally:
+        normalization._backward = inner
+    print("GPU time of a call (CUDA events, median of 40): after a 256 MiB zero_ (do_bench's), and after the "
+          "zero_ and a 300 us sleep kernel (the host's time hidden: the kernels' own)")
+    for name in ("torch autograd.grad", "precred autograd.grad", "python identity node"):
+        fn = steps[name]
+        row = []
+        for sleep in (False, True):
+            times = []
+            for _ in range(40):
+                flush.zero_()
+                if sleep:
+                    torch.cuda._sleep(600_000)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                times.append((start, end))
+            torch.cuda.synchronize()
+            row.append(statistics.median(s.elapsed_time(e) for s, e in times) * 1e3)
+        print(f"  {name:24s} {row[0]:7.1f} us   host hidden {row[1]:7.1f} us", flush=True)
+    _inside_steps(x, dy)
+
+
+def _inside_steps(x, dy, calls: int = 200) -> None:
+    """Host microseconds per call of the steps inside precred's backward (busy GPU), each timed apart."""
+    from precred import norm_launch
+    w, b = (torch.rand(x.shape[-1], device="cuda", dtype=x.dtype) for _ in range(2))
+    steps = {
+        "torch.empty(x.shape)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+        "torch.empty_like(x)": lambda: torch.empty_like(x),
+        "torch.empty(n) x2": lambda: (torch.empty(x.shape[-1:], dtype=x.dtype, device=x.device),
+                                      torch.empty(x.shape[-1:], dtype=x.dtype, device=x.device)),
+        "_backward_key": lambda: norm_launch._backward_key(dy, x, x.shape[-1], w, False, None, x.dtype, x.dtype),
+        "x.contiguous()": x.contiguous,
+        "torch.cuda.current_device": torch.cuda.current_device,
+    }
+    torch.cuda._sleep(2_000_000_000)
+    for name, fn in steps.items():
+        fn()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        print(f"  {name:28s} {(time.perf_counter() - start) / calls * 1e6:6.2f} us", flush=True)
+    torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
