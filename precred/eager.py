@@ -60,3 +60,13 @@ def remember(key, recipe, shape, pair: bool = False) -> None:
             _CALLS[key] = (lambda x: run(x, shape)) if pair else (lambda x: run(x, shape)[0])
         except TypeError:   # unhashable: never replayed
             pass
+
+
+def remember_run(key, recipe) -> None:
+    """Replay `recipe` (its run(x) returns the call's result: softmax's) for later calls with this key;
+    as remember, nothing is stored without a key or a recipe."""
+    if key is not None and recipe is not None:
+        try:
+            _CALLS[key] = recipe.run
+        except TypeError:   # unhashable: never replayed
+            pass

@@ -763,7 +763,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     calls leave a launch recipe, as `reduce` does."""
     key = None
     if plan is None and x.is_cuda:
-        key = ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, mode, out_dtype, log, x.data_ptr() % 16)
+        key = _softmax_key(x, dim, mode, out_dtype, log)
         recipe = _RECIPES.get(key)
         if recipe is not None:
             return recipe.run(x)
@@ -822,6 +822,16 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     if key is not None and not src.copied and launch[0] is not None:
         _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
     return out
+
+
+def _softmax_key(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool) -> tuple:
+    return ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, mode, out_dtype, log, x.data_ptr() % 16)
+
+
+def softmax_recipe(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, log: bool):
+    """The launch recipe (_SoftmaxRecipe) a planned CUDA call of softmax_rows left for this signature,
+    or None (CPU, copied views, empty or 0-d inputs: none is stored)."""
+    return _RECIPES.get(_softmax_key(x, dim, mode, out_dtype, log)) if x.is_cuda else None
 
 
 def _launch_split_tail(source, log_s, row_max, scalars, j_fast: bool):

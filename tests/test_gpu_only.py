@@ -405,6 +405,10 @@ REPLAYED_CALLS = {
     "amax": lambda t: precred.amax(t, 0),
     "max(dim)": lambda t: precred.max(t, -1),
     "argmin flat": lambda t: precred.argmin(t),
+    "softmax": lambda t: precred.softmax(t, -1),
+    "softmax bf16 to fp32": lambda t: precred.softmax(t.bfloat16(), 0, dtype=torch.float32),
+    "log_softmax bf16": lambda t: precred.log_softmax(t.bfloat16(), -1),   # `accurate`: its split tail
+    "log_softmax fast dim 0": lambda t: precred.log_softmax(t, 0, mode="fast"),
 }
 
 
@@ -608,16 +612,18 @@ def test_split_tail_in_parts_replays(device, dtype):
     of the fp64 reference's (1.01 ulp: the mode's bound, precred.softmax_error_bound; the reference's
     own error is ~2^-52 absolute, far below an ulp of these y, |y| > 1e-3)."""
     from validation.oracle import ulp_error
-    from precred import launch, plan as planning
+    from precred import eager, launch, plan as planning
     assert planning.split_tail_parts(65536, False) == 64
     g = torch.Generator(device="cpu").manual_seed(31)
     inputs = [(torch.randn(65536, 64, generator=g) * 5).to(dtype).to(device) for _ in range(3)]
     x64 = inputs[0].double()
     assert bool((torch.exp(x64 - x64.amax(0)).sum(0) < 1.5).any())
     launch._RECIPES.clear()
+    eager._CALLS.clear()
     replayed = [precred.log_softmax(x, 0, mode="accurate") for x in inputs]
     for x, got in zip(inputs, replayed):
         launch._RECIPES.clear()
+        eager._CALLS.clear()
         assert torch.equal(got, precred.log_softmax(x, 0, mode="accurate"))
     top = x64.argmax(0)
     exact = torch.log_softmax(x64, 0).gather(0, top[None])[0]
@@ -637,6 +643,12 @@ def test_replayed_calls_still_check_their_arguments(device):
     precred.amax(x, (1,))
     with pytest.raises(TypeError, match="dim"):
         precred.amax(x, (True,))
+    precred.softmax(x, 1, dtype=torch.float64)
+    precred.softmax(x, 1, dtype=torch.float64)
+    with pytest.raises(TypeError, match="dim"):
+        precred.softmax(x, True, dtype=torch.float64)
+    with pytest.raises(TypeError, match="dtype"):
+        precred.softmax(x, 1, dtype="float64")
 
 
 def _norm_forward_backward(x, w, b, g, mode="fast", wanted=(True, True, True)):

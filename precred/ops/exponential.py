@@ -15,7 +15,7 @@ from ..autocast import output_dtype, runs_in_fp32
 from ..checks import (check_float_tensor, check_keepdim, check_out_dtype, normalize_dims, reduced_shape, single_dim,
                       through_custom_op, traced)
 from ..device_guard import on_input_device
-from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_rows
+from ..launch import Output, cached_recipe, reduce, reduce_logsumexp, softmax_recipe, softmax_rows
 from ..modes import DEFAULT_LOGSUMEXP_MODE, get_exp_mode, logsumexp_mode, softmax_mode
 
 
@@ -163,13 +163,21 @@ _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup_conte
 
 
 def _softmax_call(x, dim, dtype, mode, log: bool):
+    op = "log_softmax" if log else "softmax"
+    dtype = output_dtype(op, x, dtype)   # precred.autocast (None where x is not a tensor)
+    key = eager.call_key(op, x, dim, dtype, mode)
+    result = eager.replay(key, x)
+    if result is not None:
+        return result
     check_float_tensor(x, "input")
     d = single_dim(dim, x.dim())
-    out_dtype = check_out_dtype(output_dtype("log_softmax" if log else "softmax", x, dtype)) or x.dtype   # precred.autocast
+    out_dtype = check_out_dtype(dtype) or x.dtype
     mode = softmax_mode(mode, out_dtype, log)
     if through_custom_op(x):
         return _softmax(x, d, out_dtype, mode, log)
-    return _softmax_impl(x, d, out_dtype, mode, log)
+    result = _softmax_impl(x, d, out_dtype, mode, log)
+    eager.remember_run(key, softmax_recipe(x, d, get_exp_mode(mode), out_dtype, log))
+    return result
 
 
 def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, *,
