@@ -597,7 +597,7 @@ class _RowsRecipe:
 
     def run(self, x: torch.Tensor, shape=None):
         """(the output, flat or in `shape`, the second output or None), as the reductions' recipes return."""
-        size = (self.rows,) if shape is None else (shape or ((),))   # as _Output.outputs: ints parse fastest
+        size = (self.rows,) if shape is None else (shape or ((),))   # as Output.outputs: ints parse fastest
         out = x.new_empty(*size) if x.dtype == self.out_dtype else x.new_empty(*size, dtype=self.out_dtype)
         second = torch.empty_like(out) if self.second else None
         pointers = [x, out]

@@ -164,7 +164,7 @@ _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup_conte
 
 def _softmax_call(x, dim, dtype, mode, log: bool):
     op = "log_softmax" if log else "softmax"
-    dtype = output_dtype(op, x, dtype)   # precred.autocast (None where x is not a tensor)
+    dtype = output_dtype(op, x, dtype)   # precred.autocast: fp32 where it runs op in fp32, else the call's
     key = eager.call_key(op, x, dim, dtype, mode)
     result = eager.replay(key, x)
     if result is not None:
