@@ -7,7 +7,9 @@ Prints microseconds per call of a Python loop (torch's op, precred's), then the 
 apart -- the call key, the replay lookup, the output allocation, the stream query, the launch -- and the
 top of a cProfile of precred's loop (tottime): what DESIGN.md's latency goal (the (64, 4096) loop time per
 call within 1.5x torch's) is spent on. layer_norm_backward: the same for torch.autograd.grad of a
-layer_norm's output (dx, dweight, dbias), torch's and precred's, and a cProfile of precred's.
+layer_norm's output (dx, dweight, dbias), torch's and precred's, and a cProfile of precred's; then
+backward_timeline: where each call's host time goes (before / inside / after precred's Python backward)
+with the GPU idle, busy and as under do_bench, and the GPU time of a call with its host time hidden.
 """
 import argparse
 import cProfile
