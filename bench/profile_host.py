@@ -152,14 +152,14 @@ def backward_timeline(steps: dict, x, dy, calls: int = 40) -> None:
                 print(line, flush=True)
     finally:
         normalization._backward = inner
-    print("GPU time of a call (CUDA events, median of 40): after a 256 MiB zero_ (do_bench's), and after the "
+    print(f"GPU time of a call (CUDA events, median of {calls}): after a 256 MiB zero_ (do_bench's), and after the "
           "zero_ and a 300 us sleep kernel (the host's time hidden: the kernels' own)")
     for name in ("torch autograd.grad", "precred autograd.grad", "python identity node"):
         fn = steps[name]
         row = []
         for sleep in (False, True):
             times = []
-            for _ in range(40):
+            for _ in range(calls):
                 flush.zero_()
                 if sleep:
                     torch.cuda._sleep(600_000)
@@ -176,15 +176,14 @@ def backward_timeline(steps: dict, x, dy, calls: int = 40) -> None:
 
 def _inside_steps(x, dy, calls: int = 200) -> None:
     """Host microseconds per call of the steps inside precred's backward (busy GPU), each timed apart."""
-    from precred import norm_launch
-    w, b = (torch.rand(x.shape[-1], device="cuda", dtype=x.dtype) for _ in range(2))
-    steps = {
+    from precred import launch, norm_launch
+    w = torch.rand(x.shape[-1], device="cuda", dtype=x.dtype)
+    steps = {   # beside norm_backward_host's own steps (empty_like, contiguous), timed there
         "torch.empty(x.shape)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
-        "torch.empty_like(x)": lambda: torch.empty_like(x),
+        "launch.empty_contiguous_like(x)": lambda: launch.empty_contiguous_like(x, x.dtype),
         "torch.empty(n) x2": lambda: (torch.empty(x.shape[-1:], dtype=x.dtype, device=x.device),
                                       torch.empty(x.shape[-1:], dtype=x.dtype, device=x.device)),
         "_backward_key": lambda: norm_launch._backward_key(dy, x, x.shape[-1], w, False, None, x.dtype, x.dtype),
-        "x.contiguous()": x.contiguous,
         "torch.cuda.current_device": torch.cuda.current_device,
     }
     torch.cuda._sleep(2_000_000_000)

@@ -54,19 +54,21 @@ def remember(key, recipe, shape, pair: bool = False) -> None:
     """Replay `recipe` for later calls with this key: its outputs allocated in the result's `shape`
     (no view per call), the first alone or (pair) both. Nothing is stored without a key or a recipe
     (CPU, copied views, the atomic schedule, empty inputs)."""
-    if key is not None and recipe is not None:
+    if recipe is not None:
         run = recipe.run
-        try:
-            _CALLS[key] = (lambda x: run(x, shape)) if pair else (lambda x: run(x, shape)[0])
-        except TypeError:   # unhashable: never replayed
-            pass
+        _store(key, (lambda x: run(x, shape)) if pair else (lambda x: run(x, shape)[0]))
 
 
 def remember_run(key, recipe) -> None:
     """Replay `recipe` (its run(x) returns the call's result: softmax's) for later calls with this key;
     as remember, nothing is stored without a key or a recipe."""
-    if key is not None and recipe is not None:
+    if recipe is not None:
+        _store(key, recipe.run)
+
+
+def _store(key, run) -> None:
+    if key is not None:
         try:
-            _CALLS[key] = recipe.run
+            _CALLS[key] = run
         except TypeError:   # unhashable: never replayed
             pass
