@@ -186,7 +186,8 @@ def main():
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256, TREE_VEC=4, TREE_THREADS=256), 8),
              (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512, FLAT_GRID=False), 4),
              (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512, FLAT_GRID=True), 4),
-             (row_loop_kernel, dict(BLOCK_N=4096, VECTORS=True, TREE_VEC=4, FIRST_READ_EVICTION="evict_last"), 16)],
+             (row_loop_kernel, dict(BLOCK_N=4096, VECTORS=True, TREE_VEC=4, FIRST_READ_EVICTION="evict_last",
+                                    LOOP_STAGES=1), 16)],
             [("fp32", "fp32", "fp32"), ("i16", "i16", "fp32"), ("bf16", "bf16", "fp32"), ("bf16", "bf16", "fp64"),
              ("fp16", "fp32", "fp64"), ("fp32", "fp32", "fp64")],
             [False, True], [True, False]):

@@ -801,7 +801,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          TREE_VEC=tree_vec,
                          VECTORS=planning.stable_exp_vectors(acc.itemsize, x.element_size(), None)
                          and plan.block_n >= 2 * tree_vec,
-                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION)
+                         FIRST_READ_EVICTION=planning.ROW_LOOP_FIRST_READ_EVICTION, LOOP_STAGES=plan.stages)
     else:
         output = Output(with_mean=True)
         log_s, row_max = reduce(x, (dim,), mode, torch.float64, output, two_pass_plan, acc)

@@ -37,20 +37,23 @@ _PLAIN = tl.constexpr(0)        # strategies.PLAIN: the tail's lanes, by the sam
 @triton.jit
 def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
                     LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, SPLIT_TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
-                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr):
+                    VECTORS: tl.constexpr, TREE_VEC: tl.constexpr, FIRST_READ_EVICTION: tl.constexpr,
+                    LOOP_STAGES: tl.constexpr):
     # FIRST_READ_EVICTION: the first read's L2 policy (precred.plan.ROW_LOOP_FIRST_READ_EVICTION).
+    # LOOP_STAGES: the two reads' software pipelining (precred.plan.LoopPlan.stages; 1: plain loops,
+    # which wait out each tile's load). The split-tail read, rare, keeps a plain loop.
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK_N)
     src_row = src_ptr + row * src_stride_row
     if VECTORS:
         start = tl.full((), 0, tl.int64)
         row_s, _, row_m = stable_exp_vector_part(src_row + lanes[None, :], BLOCK_N, lanes, tl.full([1], 1, tl.int1),
-                                                 start, start + red_len, ACC_DTYPE, 1, BLOCK_N, 1, TREE_VEC,
-                                                 FIRST_READ_EVICTION)
+                                                 start, start + red_len, ACC_DTYPE, 1, BLOCK_N, LOOP_STAGES,
+                                                 TREE_VEC, FIRST_READ_EVICTION)
     else:
         s = tl.zeros([1, BLOCK_N], ACC_DTYPE)
         m = tl.full([1, BLOCK_N], float("-inf"), ACC_DTYPE)
-        for start in range(0, red_len, BLOCK_N):
+        for start in tl.range(0, red_len, BLOCK_N, num_stages=LOOP_STAGES):
             mask = ((start + lanes) < red_len)[None, :]
             ptrs = src_row + (start + lanes)[None, :]
             s, _, m = accumulate_tile(s, s, m, ptrs, ptrs, ptrs, mask, 0, 0.0, 1.0, 0.0, ACC_DTYPE, _STABLE_EXP,
@@ -73,7 +76,7 @@ def row_loop_kernel(src_ptr, dst_ptr, red_len, src_stride_row, dst_stride_row,
         log_s = tl.log(row_s.to(tl.float64))[:, None]
     m64 = row_m.to(tl.float64)[:, None]
     dst_row = dst_ptr + row * dst_stride_row
-    for start in range(0, red_len, BLOCK_N):
+    for start in tl.range(0, red_len, BLOCK_N, num_stages=LOOP_STAGES):
         mask = ((start + lanes) < red_len)[None, :]
         x = to_accumulator(tl.load(src_row + (start + lanes)[None, :], mask=mask, other=0), tl.float64)
         tl.store(dst_row + (start + lanes)[None, :],
