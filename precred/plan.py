@@ -1707,6 +1707,9 @@ def split_tail_depth(red: int) -> int:
 ROW_LOOP_MAX_ROW_BYTES = 256 << 10
 ROW_LOOP_MIN_ROWS_PER_SM = 2
 ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
+# The row-loop kernel's loop stages (num_stages of both reads) by the accumulator's bytes: 1, plain
+# loops (to be measured: bench/sweep_softmax.py --loop-only).
+ROW_LOOP_STAGES = {4: 1, 8: 1}
 # The L2 policy of softmax's row-loop first read (its vector-state path: the fast mode), which the
 # second read re-reads. H100, 2026-11-26 (ncu, softmax fast fp32 1024x65536): evict_first read 534 MB
 # from DRAM for the 256 MB input (no second read hit L2), evict_last 466 MB; sweep_outer --op softmax,
@@ -1734,7 +1737,7 @@ def plan_row_loop(rows: int, red: int, *, element_size: int, accumulator_size: i
     if not _row_loop_pays(rows, red, element_size, sm_count):
         return None
     lanes, warps = ROW_LOOP_SHAPE[accumulator_size]
-    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps)
+    return LoopPlan(red, min(block_n or lanes, _pow2_at_least(red)), warps, ROW_LOOP_STAGES[accumulator_size])
 
 
 # layer_norm / rms_norm (precred/norm_launch.py). Forward: rows up to NORM_FORWARD_MAX_ROW elements (by
