@@ -375,8 +375,9 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
         # fp64 reduction, whose log(s) < log(1.5) (within 2 u_64 of s < 1.5: 4 u_64 more) sends the row to
         # the fp64 tail kernel (schedules/split_tail.py), at its own depth. The fp64 mode's log_softmax
         # has no split (log(s) below).
-        if single_read:
-            acc, tail_h, rho_s = split, depth, None
+        if single_read:   # s = c + tail_hat in fp64 (c maxima, counted): one rounding after the tail's tree
+            rho_c, a_c = split_tail_log_sum_error(n, depth + 1, split)
+            acc, tail_h, rho_s = split, depth, rho_c + _UNIT_ROUNDOFF[split] * a_c
         elif row_loop:
             acc, tail_h = split, depth
             rho_s = _sum_relative_error("fast" if split == torch.float32 else "fp64", n, s, t, dtype, out_dtype, depth)
@@ -468,16 +469,18 @@ _LOG1P_ERROR_UNITS = 8.0
 
 
 def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: torch.dtype, depth: int,
-                                  acc: torch.dtype, rho_s: float | None = None) -> float:
+                                  acc: torch.dtype, rho_s: float) -> float:
     """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py and row_loop.py,
     SPLIT_TAIL) in the accumulator acc at the element whose gap to its row's maximum is `gap`, in a
-    finite row of n values with log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat where
-    it is not summed as the tail is (the row loop's online state: _sum_relative_error of fast's fp32 or
-    of the fp64 mode's); no bound where it is inf.
+    finite row of n values with log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat (the
+    single-read kernel's c + tail_hat; the row loop's online state: _sum_relative_error of fast's fp32
+    or of the fp64 mode's; the two-pass path's fp64 reduction); no bound where it is inf.
 
     Derivation. The tail sum tail_hat is within rho relative and a absolute of tail = s - c (c maxima;
-    split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative (rho and a in the
-    single-read kernel, whose s is summed as its tail). fp64 forms log(s) (within _LOG1P_ERROR_UNITS u_64
+    split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative and a absolute (the
+    single-read kernel's s_hat = fl64(c + tail_hat), c counted: within rho tail + a + u (s + rho tail
+    + a) of s, i.e. rho_s = rho at depth + 1 (gamma_(h+1) >= gamma_h + u (1 + gamma_h)) plus u a, s >= 1).
+    fp64 forms log(s) (within _LOG1P_ERROR_UNITS u_64
     of it, log1p or log) as:
     * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho_s) - a > 1.5), so
       log(s) = log1p(tail), and log1p is 1-Lipschitz on [0, inf): within rho tail + a, tail = s - 1.
@@ -491,7 +494,6 @@ def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: t
     the rounding to the output."""
     u, u64 = _UNIT_ROUNDOFF[acc], _UNIT_ROUNDOFF[torch.float64]
     rho, a = split_tail_log_sum_error(n, depth, acc)
-    rho_s = rho if rho_s is None else rho_s
     if math.isinf(rho_s) or rho_s >= 0.25:
         return math.inf
     s = math.exp(log_s)

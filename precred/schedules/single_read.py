@@ -25,7 +25,9 @@ Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for
   normalizing pass forms it in fp64 for both modes; the fp32 accumulator's three roundings here cost
   about one more ulp of y and spare two fp64 additions and three conversions an element).
 * log_softmax with SPLIT_TAIL (precred.modes.log_softmax_split_tail: the `accurate` mode -- into
-  bf16 / fp16 in fp32, with terms exp(x_j - m) 2^32, strategies/stable_exp.py exp_scaled; else in fp64): two sums by the same tree -- s of every term, tail of those strictly below m --, then
+  bf16 / fp16 in fp32, with terms exp(x_j - m) 2^32, strategies/stable_exp.py exp_scaled; else in fp64): one
+  sum by the tree, the tail of the terms of all elements but the maxima, and s = c + tail in fp64 for
+  the row's c maxima (counted), then
   log(s) in fp64 as log1p(tail) where s < 1.5 (the row has one maximum) else log(s)
   (log_of_split_sum), and y_j = (x_j - m) - log(s) in ACC_DTYPE: both parts <= 0, so y's relative
   error is log(s)'s (the tail sum's) and a few u, even for the maximum's y = -log1p(tail) next to 0,
@@ -50,7 +52,6 @@ from .grid import block_indices
 from .tree import tree_reduce_first_axis, tree_sum_blocked_rows
 
 _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tree
-_PLAIN_PAIR = tl.constexpr(12)   # strategies.PLAIN_PAIR: two sums (hi, lo) in one tree
 
 
 @triton.jit
@@ -76,19 +77,23 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
     if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_split_tail)
-        # Both sums, branch-free: computing the tail only in programs holding a row with s < 1.5 (the
-        # terms again inside the branch) took more registers, not fewer (sm_90: the fp64 pass on fp32
-        # rows of 1024, 118 against 108 branch-free; bf16 over dim 0 of 16 x 262144, 788 bytes spilled).
+        # One tree, of the tail: the terms of every element but the maxima (a NaN's term, NaN, included),
+        # branch-free; s = c + tail for the c maxima, whose terms are exactly 1 (counted, not summed:
+        # an integer sum, the same in any order). A row holding +inf (m = +inf) has s NaN, as the sum of
+        # its terms would (inf - inf). (Two trees, s and the tail, spilled on fp32 rows of 8192 in fp64.)
         e = split_tail_terms(x - m_tile)
+        is_max = x == m_tile
+        e_tail = tl.where(is_max, 0.0, e)
         if J_FAST:
-            s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
-            tail = tree_sum_blocked_rows(tl.where(x < m_tile, e, 0.0), BLOCK_ROWS, BLOCK_J, TREE_VEC,
-                                         TREE_THREADS)[:, None]
+            tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+            maxima = tl.sum(is_max.to(tl.int32), 1)[:, None]
         else:
-            # one tree of both sums (PLAIN_PAIR: PLAIN's tree would carry the tail, not sum it)
-            s, tail, _ = tree_reduce_first_axis(e, tl.where(x < m_tile, e, 0.0), e, BLOCK_J, BLOCK_ROWS, _PLAIN_PAIR)
-            s, tail = s[None, :], tail[None, :]
-        y = (x - m_tile) - log_of_split_sum(split_tail_sum(s), split_tail_sum(tail)).to(ACC_DTYPE)
+            tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
+            tail = tail[None, :]
+            maxima = tl.sum(is_max.to(tl.int32), 0)[None, :]
+        tail = split_tail_sum(tail)
+        s = tl.where(m_tile == float("inf"), float("nan"), maxima.to(tl.float64) + tail)
+        y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
             gap_hi, gap_lo = two_sum(x, -m_tile)
