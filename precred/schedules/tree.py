@@ -40,7 +40,7 @@ from ..strategies.compensated import compensated_combine
 from ..strategies.exact import exact_combine
 from ..strategies.extremum import extremum_combine, extremum_reduce
 from ..strategies.extremum_value import value_max_combine
-from ..strategies.plain import plain_combine, plain_pair_combine
+from ..strategies.plain import plain_combine
 from ..strategies.product import product_combine
 from ..strategies.stable_exp import stable_exp_combine
 from ..strategies.welford import welford_combine, welford_equal_combine
@@ -119,10 +119,6 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
                     hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
                 elif STRATEGY == 1:
                     hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
-                elif STRATEGY == 12 and not _INTERPRETED:
-                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_pair_combine)
-                elif STRATEGY == 12:   # the interpreter: numpy's sum of each pair, as PLAIN's
-                    hi, lo = tl.sum(hi_pairs, 2), tl.sum(lo_pairs, 2)
                 elif _INTERPRETED:   # plain_combine's one addition, as numpy's sum of the pair (see above);
                     # lo as plain_combine leaves it: the pair's first lo, not a sum (a kernel that reads it
                     # as a second sum must fail here as on the GPU)
@@ -167,10 +163,6 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
             elif STRATEGY == 1:
                 hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
-            elif STRATEGY == 12 and not _INTERPRETED:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_pair_combine)
-            elif STRATEGY == 12:   # the interpreter: as tree_reduce_last_axis
-                hi, lo = tl.sum(hi_pairs, 1), tl.sum(lo_pairs, 1)
             elif _INTERPRETED:   # as in tree_reduce_last_axis (lo: the pair's first, as plain_combine's)
                 hi, lo = tl.sum(hi_pairs, 1), tl.split(tl.permute(lo_pairs, (0, 2, 1)))[0]
             else:

@@ -18,7 +18,7 @@ branch on the strategy id at compile time where their updates differ.
 import triton
 import triton.language as tl
 
-from .plain import plain_update, plain_combine, plain_finalize, plain_pair_combine
+from .plain import plain_update, plain_combine, plain_finalize
 from .compensated import compensated_update, compensated_combine, compensated_finalize, two_sum
 from .welford import welford_combine, welford_equal_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
@@ -46,10 +46,6 @@ CERTIFIED_EXP = 10
 # Not a mode's strategy: the trees' combine for Welford states that hold equal counts (welford.py
 # welford_equal_combine; cnt carries the fp64 counts), merged without a division.
 WELFORD_EQUAL_COUNTS = 11
-# Not a mode's strategy: the trees' combine for two plain sums in one tree, hi and lo each summed
-# (plain.py plain_pair_combine; PLAIN's trees carry lo, they do not sum it): log_softmax's split tail,
-# a row's s and its tail (schedules/single_read.py).
-PLAIN_PAIR = 12
 EXTREMA = (MAXIMUM, MINIMUM)
 VALUE_EXTREMA = (MAXIMUM_VALUE, MINIMUM_VALUE)
 

@@ -22,11 +22,5 @@ def plain_combine(hi_a, lo_a, hi_b, lo_b):
 
 
 @triton.jit
-def plain_pair_combine(hi_a, lo_a, hi_b, lo_b):
-    # PLAIN_PAIR (not a mode's strategy): two plain sums side by side, hi and lo each its own sum.
-    return hi_a + hi_b, lo_a + lo_b
-
-
-@triton.jit
 def plain_finalize(hi, lo):
     return hi.to(tl.float64)
