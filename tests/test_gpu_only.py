@@ -579,6 +579,31 @@ def test_softmax_within_bound_on_gpu_sized_plans(device, path, dtype):
                                      f"{path} {rows}x{n}", columns)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_loop_stages_keep_the_bits(device, dtype):
+    """The row-loop kernel's software pipelining (LoopPlan.stages, plan.ROW_LOOP_STAGES) moves loads,
+    not arithmetic: softmax / log_softmax of rows it takes give the same bits at 1 to 4 stages, in
+    every mode (a peaked row included, for accurate log_softmax's split tail)."""
+    from dataclasses import replace as replace_plan
+    from precred.launch import _row_accumulator, softmax_rows
+    from precred.modes import log_softmax_split_tail
+    from precred.plan import plan_row_loop
+    x = (torch.randn(6, 20000, device=device) * 4).to(dtype)
+    x[1] = -60.0
+    x[1, 77] = 0.0   # one maximum, tail ~2e4 e^-60: the split-tail read
+    for mode in precred.EXP_MODES:
+        for log in (False, True):
+            m = get_exp_mode(mode)
+            acc = _row_accumulator(x, m, dtype, log_softmax_split_tail(mode, dtype, dtype, log))
+            plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(),
+                                 accumulator_size=acc.itemsize, sm_count=1)
+            plan = replace_plan(plan, stages=1)
+            first = softmax_rows(x, 1, m, dtype, log, plan)
+            for stages in (2, 3, 4):
+                assert same_bits(softmax_rows(x, 1, m, dtype, log, replace_plan(plan, stages=stages)), first), \
+                    (mode, log, stages)
+
+
 @pytest.mark.parametrize("width", [300, 9000])
 def test_certified_logsumexp_replays_its_recompute(device, width):
     """logsumexp's fp64 mode on bf16: rows next to a rounding boundary (padded with -inf, which leaves
