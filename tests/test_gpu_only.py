@@ -584,7 +584,6 @@ def test_row_loop_stages_keep_the_bits(device, dtype):
     """The row-loop kernel's software pipelining (LoopPlan.stages, plan.ROW_LOOP_STAGES) moves loads,
     not arithmetic: softmax / log_softmax of rows it takes give the same bits at 1 to 4 stages, in
     every mode (a peaked row included, for accurate log_softmax's split tail)."""
-    from dataclasses import replace as replace_plan
     from precred.launch import _row_accumulator, softmax_rows
     from precred.modes import log_softmax_split_tail
     from precred.plan import plan_row_loop
@@ -597,10 +596,10 @@ def test_row_loop_stages_keep_the_bits(device, dtype):
             acc = _row_accumulator(x, m, dtype, log_softmax_split_tail(mode, dtype, dtype, log))
             plan = plan_row_loop(x.shape[0], x.shape[1], element_size=x.element_size(),
                                  accumulator_size=acc.itemsize, sm_count=1)
-            plan = replace_plan(plan, stages=1)
+            plan = replace(plan, stages=1)
             first = softmax_rows(x, 1, m, dtype, log, plan)
             for stages in (2, 3, 4):
-                assert same_bits(softmax_rows(x, 1, m, dtype, log, replace_plan(plan, stages=stages)), first), \
+                assert same_bits(softmax_rows(x, 1, m, dtype, log, replace(plan, stages=stages)), first), \
                     (mode, log, stages)
 
 
