@@ -31,7 +31,7 @@ import math
 import torch
 
 from .modes import (get_exp_mode, get_mode, get_norm_mode, get_prod_mode, get_var_mode, log_softmax_split_tail,
-                    norm_affine_dtype, softmax_two_part_exp)
+                    norm_affine_dtype, softmax_two_part_exp, split_tail_counts_maxima)
 from .strategies.stable_exp import TAIL_SCALE_LOG2
 from .plan import LoopPlan, RowPlan, norm_fp32_pass, norm_fp32_rstd, norm_fp64_mean, split_tail_depth
 
@@ -375,9 +375,11 @@ def softmax_error_bound(mode: str, n: int, s: float, t: float, m: float, x: floa
         # fp64 reduction, whose log(s) < log(1.5) (within 2 u_64 of s < 1.5: 4 u_64 more) sends the row to
         # the fp64 tail kernel (schedules/split_tail.py), at its own depth. The fp64 mode's log_softmax
         # has no split (log(s) below).
-        if single_read:   # s = c + tail_hat in fp64 (c maxima, counted): one rounding after the tail's tree
+        if single_read and split_tail_counts_maxima(split):   # s = c + tail_hat in fp64 (c maxima, counted)
             rho_c, a_c = split_tail_log_sum_error(n, depth + 1, split)
             acc, tail_h, rho_s = split, depth, rho_c + _UNIT_ROUNDOFF[split] * a_c
+        elif single_read:   # s summed as its tail is, by a tree of its own
+            acc, tail_h, rho_s = split, depth, split_tail_log_sum_error(n, depth, split)[0]
         elif row_loop:
             acc, tail_h = split, depth
             rho_s = _sum_relative_error("fast" if split == torch.float32 else "fp64", n, s, t, dtype, out_dtype, depth)
@@ -473,13 +475,15 @@ def _split_tail_log_softmax_bound(n: int, log_s: float, gap: float, out_dtype: t
     """softmax_error_bound of log_softmax's split-tail pass (schedules/single_read.py and row_loop.py,
     SPLIT_TAIL) in the accumulator acc at the element whose gap to its row's maximum is `gap`, in a
     finite row of n values with log_s = log(sum exp(x_j - m)). rho_s: the relative error of s_hat (the
-    single-read kernel's c + tail_hat; the row loop's online state: _sum_relative_error of fast's fp32
-    or of the fp64 mode's; the two-pass path's fp64 reduction); no bound where it is inf.
+    single-read kernel's c + tail_hat where it counts the maxima, else its tree of s: rho, as the tail's;
+    the row loop's online state: _sum_relative_error of fast's fp32 or of the fp64 mode's; the two-pass
+    path's fp64 reduction); no bound where it is inf.
 
     Derivation. The tail sum tail_hat is within rho relative and a absolute of tail = s - c (c maxima;
     split_tail_log_sum_error, the plan's depth); s_hat within rho_s relative and a absolute (the
     single-read kernel's s_hat = fl64(c + tail_hat), c counted: within rho tail + a + u (s + rho tail
-    + a) of s, i.e. rho_s = rho at depth + 1 (gamma_(h+1) >= gamma_h + u (1 + gamma_h)) plus u a, s >= 1).
+    + a) of s, i.e. rho_s = rho at depth + 1 (gamma_(h+1) >= gamma_h + u (1 + gamma_h)) plus u a, s >= 1;
+    its s_hat summed by a tree of its own: rho_s = rho).
     fp64 forms log(s) (within _LOG1P_ERROR_UNITS u_64
     of it, log1p or log) as:
     * log1p(tail_hat) where s_hat < 1.5. Then c = 1 (c >= 2 makes s_hat >= 2 (1 - rho_s) - a > 1.5), so

@@ -15,7 +15,7 @@ import triton.language as tl
 from . import plan as planning
 from .bounds import ACCURATE_EXP_ERROR_UNITS, certified_log_sum_margin, gamma, unit_roundoff
 from .layout import reduction_view
-from .modes import Mode, log_softmax_split_tail, softmax_two_part_exp
+from .modes import Mode, log_softmax_split_tail, softmax_two_part_exp, split_tail_counts_maxima
 # Tunable constants are read as planning.NAME at call time, not imported by value: bench/ sweeps set them
 # on precred.plan.
 from .plan import (LoopPlan, Plan, RowPlan, plan_exp_recompute, plan_recompute, plan_reduction, plan_row_loop,
@@ -790,7 +790,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc],
                          TWO_PART_EXP=softmax_two_part_exp(acc, out_dtype, log), SPLIT_TAIL=split_tail,
-                         J_FAST=plan.j_fast,
+                         COUNT_MAXIMA=split_tail and split_tail_counts_maxima(acc), J_FAST=plan.j_fast,
                          BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     elif isinstance(plan, LoopPlan):   # contiguous rows: (r, j) at r * stride_outer + j in both

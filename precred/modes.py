@@ -205,14 +205,28 @@ def log_softmax_split_tail(mode: str, input_dtype: torch.dtype, out_dtype: torch
     1.5. Not the fp64 mode itself: the second fp64 sum cost its single-read kernel 13-15% more
     instructions (sm_90: fp32 rows of 256 / 1024, 976 / 896 -> 1120 / 1016; rows of 8192 116 -> 296
     bytes spilled), and that kernel is issue-bound (log_softmax's fp32 default; 0.85-0.87x torch).
-    (Measured with two trees, s and the tail; since cc7ac7e one tree of the tail and a count of the
-    maxima: rows of 8192 spill 276 bytes, rows of 1024 108 -> 96 registers. Not yet timed.)"""
+    (Measured with two trees, s and the tail; the fp64 accumulator's single-read kernel now sums one
+    tree and counts the maxima: split_tail_counts_maxima.)"""
     if not log or mode != "accurate":
         return None
     if out_dtype in (torch.bfloat16, torch.float16) and input_dtype != torch.float64:
         return torch.float32
     return torch.float64
 
+
+
+def split_tail_counts_maxima(acc_dtype: torch.dtype) -> bool:
+    """Whether the single-read kernel's split-tail pass in acc_dtype (schedules/single_read.py,
+    COUNT_MAXIMA) sums one tree, of the tail, and counts the row's maxima (s = c + tail in fp64) rather
+    than summing two trees, s and the tail: for the fp64 accumulator only. One place for the kernel
+    (precred.launch) and the bound (precred.bounds.softmax_error_bound, single_read).
+    H100, 2026-12-06, bench/sweep_outer.py --op log_softmax --modes accurate --dim -1, GB/s of the
+    input, two runs, two trees -> the count on every accumulator: fp64 (fp32 rows) 8192^2 565 / 565 ->
+    613 / 613, 65536x1024 1177 / 1175 -> 1356 / 1356 (sm_90: rows of 8192 spill 296 -> 276 bytes, rows
+    of 1024 108 -> 96 registers); fp32 (bf16 rows) 8192^2 1162 -> 826, 4096^2 1032 -> 716, rows of 16
+    over dim 0 (16x262144) 670 -> 603, the rest within 2% (sm_90, rows of 8192: 184 -> 168 registers
+    but 1064 -> 1256 instructions, the row's load mask kept as packed bits beside the count)."""
+    return acc_dtype == torch.float64
 
 # How logsumexp's fp64 mode runs on bf16 / fp16 inputs: the fp32 pass (fast's numerics, on the fp32
 # pipe) with a bound that certifies the rounding of most outputs to 16 bits -- those are the exact

@@ -1707,9 +1707,15 @@ def split_tail_depth(red: int) -> int:
 ROW_LOOP_MAX_ROW_BYTES = 256 << 10
 ROW_LOOP_MIN_ROWS_PER_SM = 2
 ROW_LOOP_SHAPE = {4: (4096, 16), 8: (2048, 8)}
-# The row-loop kernel's loop stages (num_stages of both reads) by the accumulator's bytes: 1, plain
-# loops (to be measured: bench/sweep_softmax.py --loop-only).
-ROW_LOOP_STAGES = {4: 1, 8: 1}
+# The row-loop kernel's loop stages (num_stages of both reads) by the accumulator's bytes (1: plain
+# loops). H100, 2026-12-06, bench/sweep_outer.py --dim -1 --variants default --variant
+# "sK:ROW_LOOP_STAGES={4:K,8:K}", GB/s of the input, stages 1 / 2 / 3 / 4: the fp64 accumulator gains --
+# softmax fp64 fp32 1024x65536 881 / 769 / 905 / 917, log_softmax accurate fp32 (its split tail in fp64)
+# 868 / 840 / 931 / 941; softmax fp64 bf16 558 / 496 / 548 / 549 (the one loss, not a default) --, the
+# fp32 accumulator loses: softmax fast fp32 994 / 949 / 956 / 954, bf16 995 / 864 / 925 / 915;
+# log_softmax fast bf16 1013 / 886 / 935 / 932, accurate bf16 1006 / 877 / 936 / 930. Rows of 262144
+# (16x262144: the two-pass path) within 0.5%.
+ROW_LOOP_STAGES = {4: 1, 8: 4}
 # The L2 policy of softmax's row-loop first read (its vector-state path: the fast mode), which the
 # second read re-reads. H100, 2026-11-26 (ncu, softmax fast fp32 1024x65536): evict_first read 534 MB
 # from DRAM for the 256 MB input (no second read hit L2), evict_last 466 MB; sweep_outer --op softmax,

@@ -59,7 +59,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
-                       SPLIT_TAIL: tl.constexpr, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                       SPLIT_TAIL: tl.constexpr, COUNT_MAXIMA: tl.constexpr, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     r1 = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
@@ -77,22 +77,34 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
     else:
         m_tile = tl.max(x_max, 0)[None, :].to(ACC_DTYPE)
     if SPLIT_TAIL:   # log_softmax's split-tail pass (precred.modes.log_softmax_split_tail)
-        # One tree, of the tail: the terms of every element but the maxima (a NaN's term, NaN, included),
-        # branch-free; s = c + tail for the c maxima, whose terms are exactly 1 (counted, not summed:
-        # an integer sum, the same in any order). A row holding +inf (m = +inf) has s NaN, as the sum of
-        # its terms would (inf - inf). (Two trees, s and the tail, spilled on fp32 rows of 8192 in fp64.)
+        # Branch-free. COUNT_MAXIMA (precred.modes.split_tail_counts_maxima: the fp64 accumulator): one
+        # tree, of the tail -- the terms of every element but the maxima (a NaN's term, NaN, included) --,
+        # and s = c + tail for the row's c maxima, whose terms are exactly 1 (counted, not summed: an
+        # integer sum, the same in any order); a row holding +inf (m = +inf) has s NaN, as the sum of its
+        # terms would (inf - inf). Else (fp32) two trees: s, and the tail of the terms below the maximum.
         e = split_tail_terms(x - m_tile)
-        is_max = x == m_tile
-        e_tail = tl.where(is_max, 0.0, e)
-        if J_FAST:
-            tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
-            maxima = tl.sum(is_max.to(tl.int32), 1)[:, None]
+        if COUNT_MAXIMA:
+            is_max = x == m_tile
+            e_tail = tl.where(is_max, 0.0, e)
+            if J_FAST:
+                tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+                maxima = tl.sum(is_max.to(tl.int32), 1)[:, None]
+            else:
+                tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
+                tail = tail[None, :]
+                maxima = tl.sum(is_max.to(tl.int32), 0)[None, :]
+            tail = split_tail_sum(tail)
+            s = tl.where(m_tile == float("inf"), float("nan"), maxima.to(tl.float64) + tail)
         else:
-            tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
-            tail = tail[None, :]
-            maxima = tl.sum(is_max.to(tl.int32), 0)[None, :]
-        tail = split_tail_sum(tail)
-        s = tl.where(m_tile == float("inf"), float("nan"), maxima.to(tl.float64) + tail)
+            e_tail = tl.where(x < m_tile, e, 0.0)
+            if J_FAST:
+                s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+                tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+            else:
+                s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
+                tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
+                s, tail = s[None, :], tail[None, :]
+            s, tail = split_tail_sum(s), split_tail_sum(tail)
         y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
