@@ -214,7 +214,6 @@ def log_softmax_split_tail(mode: str, input_dtype: torch.dtype, out_dtype: torch
     return torch.float64
 
 
-
 def split_tail_counts_maxima(acc_dtype: torch.dtype) -> bool:
     """Whether the single-read kernel's split-tail pass in acc_dtype (schedules/single_read.py,
     COUNT_MAXIMA) sums one tree, of the tail, and counts the row's maxima (s = c + tail in fp64) rather
@@ -225,8 +224,12 @@ def split_tail_counts_maxima(acc_dtype: torch.dtype) -> bool:
     613 / 613, 65536x1024 1177 / 1175 -> 1356 / 1356 (sm_90: rows of 8192 spill 296 -> 276 bytes, rows
     of 1024 108 -> 96 registers); fp32 (bf16 rows) 8192^2 1162 -> 826, 4096^2 1032 -> 716, rows of 16
     over dim 0 (16x262144) 670 -> 603, the rest within 2% (sm_90, rows of 8192: 184 -> 168 registers
-    but 1064 -> 1256 instructions, the row's load mask kept as packed bits beside the count)."""
+    but 1064 -> 1256 instructions, the row's load mask kept as packed bits beside the count). With the
+    count for fp64 only, same protocol, one run: fp32 8192^2 611, 65536x1024 1351; bf16 8192^2 1151,
+    4096^2 1027, 16x262144 over dim 0 638 (664 in that run before cc7ac7e, whose strided rows summed both
+    trees as one tree of pairs)."""
     return acc_dtype == torch.float64
+
 
 # How logsumexp's fp64 mode runs on bf16 / fp16 inputs: the fp32 pass (fast's numerics, on the fp32
 # pipe) with a bound that certifies the rounding of most outputs to 16 bits -- those are the exact

@@ -25,9 +25,10 @@ Numerics, in the accumulator dtype ACC_DTYPE (fp32 for the `fast` mode, fp64 for
   normalizing pass forms it in fp64 for both modes; the fp32 accumulator's three roundings here cost
   about one more ulp of y and spare two fp64 additions and three conversions an element).
 * log_softmax with SPLIT_TAIL (precred.modes.log_softmax_split_tail: the `accurate` mode -- into
-  bf16 / fp16 in fp32, with terms exp(x_j - m) 2^32, strategies/stable_exp.py exp_scaled; else in fp64): one
-  sum by the tree, the tail of the terms of all elements but the maxima, and s = c + tail in fp64 for
-  the row's c maxima (counted), then
+  bf16 / fp16 in fp32, with terms exp(x_j - m) 2^32, strategies/stable_exp.py exp_scaled; else in fp64):
+  in fp64 one sum by the tree, the tail of the terms of all elements but the maxima, and s = c + tail
+  for the row's c maxima (counted); in fp32 two trees, s and the tail of the terms below the maximum
+  (COUNT_MAXIMA: precred.modes.split_tail_counts_maxima); then
   log(s) in fp64 as log1p(tail) where s < 1.5 (the row has one maximum) else log(s)
   (log_of_split_sum), and y_j = (x_j - m) - log(s) in ACC_DTYPE: both parts <= 0, so y's relative
   error is log(s)'s (the tail sum's) and a few u, even for the maximum's y = -log1p(tail) next to 0,
@@ -59,7 +60,8 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
-                       SPLIT_TAIL: tl.constexpr, COUNT_MAXIMA: tl.constexpr, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                       SPLIT_TAIL: tl.constexpr, COUNT_MAXIMA: tl.constexpr, J_FAST: tl.constexpr,
+                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
     r1 = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
