@@ -29,7 +29,8 @@ SETTINGS = list(itertools.product([8, 16, 32, 64], [4096]))   # (per_thread, til
 MAX_STRIDED_ROW = 4096
 LOOP_SETTINGS = list(itertools.product([2048, 4096, 8192], [8, 16, 32], [1]))   # (lanes, warps, stages)
 # --loop-only: the row-loop kernel's shapes near the planner's (plan.ROW_LOOP_SHAPE) at 1-4 stages
-LOOP_STAGE_SETTINGS = [(n, w, s) for n, w in ((2048, 8), (4096, 16), (2048, 16)) for s in (1, 2, 3, 4)]
+LOOP_STAGE_SETTINGS = [(n, w, s) for n, w in ((2048, 8), (4096, 16), (2048, 16), (4096, 8), (1024, 4))
+                       for s in (1, 2, 3, 4)]
 
 
 def _time(fn):
