@@ -56,6 +56,18 @@ _PLAIN = tl.constexpr(0)   # strategies.PLAIN: the sum's combine in the fixed tr
 
 
 @triton.jit
+def _row_sums(v, J_FAST: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr, TREE_VEC: tl.constexpr,
+              TREE_THREADS: tl.constexpr):
+    """Each row's sum of the tile v by the fixed tree (along contiguous rows the register-order tree,
+    across strided rows tree_reduce_first_axis), shaped to broadcast against the tile."""
+    if J_FAST:
+        return tree_sum_blocked_rows(v, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
+    else:
+        total, _, _ = tree_reduce_first_axis(v, v, v, BLOCK_J, BLOCK_ROWS, _PLAIN)
+        return total[None, :]
+
+
+@triton.jit
 def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        src_inner, src_stride_outer, src_stride_inner, src_stride_red,
                        dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
@@ -87,26 +99,17 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
         e = split_tail_terms(x - m_tile)
         if COUNT_MAXIMA:
             is_max = x == m_tile
-            e_tail = tl.where(is_max, 0.0, e)
+            tail = split_tail_sum(_row_sums(tl.where(is_max, 0.0, e), J_FAST, BLOCK_ROWS, BLOCK_J, TREE_VEC,
+                                            TREE_THREADS))
             if J_FAST:
-                tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
                 maxima = tl.sum(is_max.to(tl.int32), 1)[:, None]
             else:
-                tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
-                tail = tail[None, :]
                 maxima = tl.sum(is_max.to(tl.int32), 0)[None, :]
-            tail = split_tail_sum(tail)
             s = tl.where(m_tile == float("inf"), float("nan"), maxima.to(tl.float64) + tail)
         else:
-            e_tail = tl.where(x < m_tile, e, 0.0)
-            if J_FAST:
-                s = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
-                tail = tree_sum_blocked_rows(e_tail, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS)[:, None]
-            else:
-                s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
-                tail, _, _ = tree_reduce_first_axis(e_tail, e_tail, e_tail, BLOCK_J, BLOCK_ROWS, _PLAIN)
-                s, tail = s[None, :], tail[None, :]
-            s, tail = split_tail_sum(s), split_tail_sum(tail)
+            s = split_tail_sum(_row_sums(e, J_FAST, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS))
+            tail = split_tail_sum(_row_sums(tl.where(x < m_tile, e, 0.0), J_FAST, BLOCK_ROWS, BLOCK_J, TREE_VEC,
+                                            TREE_THREADS))
         y = (x - m_tile) - log_of_split_sum(s, tail).to(ACC_DTYPE)
     else:
         if TWO_PART_EXP:   # x - m exactly, as two fp32 parts (precred.modes.softmax_two_part_exp)
@@ -114,11 +117,7 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
             e = exp_two_part(gap_hi, gap_lo)
         else:
             e = tl.exp(x - m_tile)
-        if J_FAST:
-            s_tile = tree_sum_blocked_rows(e, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS).to(tl.float64)[:, None]
-        else:
-            s, _, _ = tree_reduce_first_axis(e, e, e, BLOCK_J, BLOCK_ROWS, _PLAIN)
-            s_tile = s.to(tl.float64)[None, :]
+        s_tile = _row_sums(e, J_FAST, BLOCK_ROWS, BLOCK_J, TREE_VEC, TREE_THREADS).to(tl.float64)
         if LOG:   # in ACC_DTYPE: fp32 for `fast` (three roundings), fp64 for `fp64` (x and m exact there)
             y = (x - m_tile) - tl.log(s_tile).to(ACC_DTYPE)
         else:
