@@ -721,7 +721,7 @@ def plan_softmax(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     and log-sum, then the normalizing pass). The first two are sized for the accumulator those kernels
     run in (_row_accumulator: log_softmax's split-tail pass's)."""
     split = log_softmax_split_tail(mode.name, x.dtype, out_dtype, log)
-    row_plan = _row_plan(x, reduction_view(x, (dim,)), _row_accumulator(x, mode, out_dtype, split))
+    row_plan = _row_plan(x, reduction_view(x, (dim,)), _row_accumulator(x, mode, out_dtype, split), split is not None)
     return row_plan if row_plan is not None else softmax_statistics_plan(x, dim, mode, out_dtype)
 
 
@@ -742,10 +742,11 @@ def softmax_statistics_plan(x: torch.Tensor, dim: int, mode: Mode, out_dtype: to
                     **planner_overrides)[1]
 
 
-def _row_plan(x, view, acc_dtype) -> RowPlan | LoopPlan | None:
+def _row_plan(x, view, acc_dtype, split_tail: bool) -> RowPlan | LoopPlan | None:
     rows = view.outer * view.inner
     plan = plan_single_read(rows, view.red, j_fast=view.stride_red == 1, accumulator_size=acc_dtype.itemsize,
-                            element_size=x.element_size())
+                            element_size=x.element_size(),
+                            counted_split_tail=split_tail and split_tail_counts_maxima(acc_dtype))
     if plan is None and view.inner == 1 and view.stride_red == 1:
         plan = plan_row_loop(rows, view.red, element_size=x.element_size(), accumulator_size=acc_dtype.itemsize,
                              sm_count=device_sm_count(x.device))
@@ -769,7 +770,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     src = reduction_view(x, (dim,))
     split = log_softmax_split_tail(mode.name, x.dtype, out_dtype, log)   # its accumulator, or None
     if plan is None:   # the planner's choice; a two-pass plan stays None so that `reduce` plans (and caches)
-        plan = _row_plan(x, src, _row_accumulator(x, mode, out_dtype, split))
+        plan = _row_plan(x, src, _row_accumulator(x, mode, out_dtype, split), split is not None)
         two_pass_plan = None
     else:
         two_pass_plan = plan

@@ -1162,6 +1162,15 @@ SINGLE_READ_MIN_COLUMNS = 32
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
 SINGLE_READ_FP64_ROW_PER_THREAD = 16
+# Elements a thread where the fp64 accumulator's kernel also runs log_softmax's counted split tail
+# (`accurate` over fp32 rows: precred.modes.split_tail_counts_maxima), by the padded row length, where
+# measured better than SINGLE_READ_FP64_ROW_PER_THREAD: twice the warps, no spill (sm_90, rows of 8192:
+# 62 registers against 64 + 276 bytes spilled; 632 instructions against 1200). H100, 2026-12-06,
+# bench/sweep_outer.py --op log_softmax --modes accurate --dim -1, GB/s of the input, two runs, 16 -> 8
+# (-> 4) a thread: 8192^2 612 / 610 -> 803 / 806 (-> 807), 4096^2 586 / 586 -> 1008 / 1008 (-> 509);
+# rows of 1024 / 256 lose (65536x1024 1357 -> 1333 -> 1030, 262144x256 1374 -> 1265 -> 1076). The fp64
+# mode (no split tail) loses at 8 on both: 8192^2 1255 -> 855, 4096^2 1139 -> 1048.
+SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD = {4096: 8, 8192: 8}
 # The fp64 accumulator's contiguous rows take tiles of SINGLE_READ_FP64_ROW_TILE elements (one row of
 # 8192 per program whatever the tile). H100, 2026-11-27, bench/sweep_outer.py --dim -1 --modes fp64,
 # GB/s of the input, two runs, tile 4096 -> 2048: softmax fp32 65536x1024 1416/1418 -> 1470/1470,
@@ -1248,10 +1257,11 @@ SINGLE_READ_CAP_MIN_WARPS = 4
 @lru_cache(maxsize=4096)
 def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int, element_size: int = 4,
                      tile_elements: int | None = None, per_thread: int | None = None,
-                     max_row: int | None = None) -> RowPlan | None:
+                     max_row: int | None = None, counted_split_tail: bool = False) -> RowPlan | None:
     """The single-read plan of a softmax over rows x red (both >= 1) of element_size-byte inputs, or
-    None where rows do not fit on chip. tile_elements, per_thread, max_row override the defaults
-    (bench/sweep_softmax.py)."""
+    None where rows do not fit on chip. counted_split_tail: the kernel also runs log_softmax's split
+    tail with the maxima counted (COUNT_MAXIMA). tile_elements, per_thread, max_row override the
+    defaults (bench/sweep_softmax.py)."""
     if rows < 1 or red < 1:
         raise ValueError("plan_single_read needs a non-empty softmax")
     block_j = _pow2_at_least(red)
@@ -1267,7 +1277,11 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
                          else SINGLE_READ_FP64_ROW_TILE if j_fast and accumulator_size == 8
                          else SINGLE_READ_TILE)
     if per_thread is None:
-        per_thread = SINGLE_READ_FP64_ROW_PER_THREAD if j_fast and accumulator_size == 8 else 32
+        per_thread = 32
+        if j_fast and accumulator_size == 8:
+            per_thread = SINGLE_READ_FP64_ROW_PER_THREAD
+            if counted_split_tail:
+                per_thread = SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD.get(block_j, per_thread)
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))

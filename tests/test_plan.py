@@ -348,6 +348,24 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
 
 
+def test_counted_split_tail_rows_take_more_warps_where_measured():
+    """The fp64 accumulator's kernel with log_softmax's counted split tail: contiguous rows of 4096 and
+    8192 at 8 elements a thread (SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD: 16 and 32 warps), every
+    other row, strided rows, the fp32 accumulator and the kernel without the tail as before."""
+    assert plan_module.SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD == {4096: 8, 8192: 8}
+    for red, warps in ((4096, 16), (8192, 32), (3000, 16), (1024, 2), (256, 1)):
+        counted = plan_single_read(4096, red, j_fast=True, accumulator_size=8, counted_split_tail=True)
+        plain = plan_single_read(4096, red, j_fast=True, accumulator_size=8)
+        assert counted.num_warps == warps, (red, counted)
+        assert replace(counted, num_warps=plain.num_warps) == plain
+        if red <= 1024:
+            assert counted == plain
+    for j_fast, acc in ((False, 8), (True, 4), (False, 4)):
+        red = 64 if not j_fast else 8192
+        assert (plan_single_read(4096, red, j_fast=j_fast, accumulator_size=acc, counted_split_tail=True)
+                == plan_single_read(4096, red, j_fast=j_fast, accumulator_size=acc))
+
+
 @pytest.mark.parametrize("acc, limit", [(8, 1024), (4, 8192)])
 def test_logsumexp_rows_plans_where_measured(acc, limit):
     """The single-read logsumexp: fp32 rows, of at most 1024 elements for the fp64 accumulator and 8192
