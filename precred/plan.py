@@ -1162,15 +1162,18 @@ SINGLE_READ_MIN_COLUMNS = 32
 # fast: 8 warps 2746, 16 warps 2524; strided: 32 per thread best everywhere.
 SINGLE_READ_TILE = 4096
 SINGLE_READ_FP64_ROW_PER_THREAD = 16
-# Elements a thread where the fp64 accumulator's kernel also runs log_softmax's counted split tail
-# (`accurate` over fp32 rows: precred.modes.split_tail_counts_maxima), by the padded row length, where
-# measured better than SINGLE_READ_FP64_ROW_PER_THREAD: twice the warps, no spill (sm_90, rows of 8192:
-# 62 registers against 64 + 276 bytes spilled; 632 instructions against 1200). H100, 2026-12-06,
-# bench/sweep_outer.py --op log_softmax --modes accurate --dim -1, GB/s of the input, two runs, 16 -> 8
-# (-> 4) a thread: 8192^2 612 / 610 -> 803 / 806 (-> 807), 4096^2 586 / 586 -> 1008 / 1008 (-> 509);
-# rows of 1024 / 256 lose (65536x1024 1357 -> 1333 -> 1030, 262144x256 1374 -> 1265 -> 1076). The fp64
-# mode (no split tail) loses at 8 on both: 8192^2 1255 -> 855, 4096^2 1139 -> 1048.
-SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD = {4096: 8, 8192: 8}
+# Where the fp64 accumulator's kernel also runs log_softmax's counted split tail (`accurate` over fp32
+# rows: precred.modes.split_tail_counts_maxima): (tile elements, elements a thread) by the padded row
+# length, where measured better than SINGLE_READ_FP64_ROW_TILE's 512 at SINGLE_READ_FP64_ROW_PER_THREAD.
+# H100, 2026-12-06, bench/sweep_outer.py --op log_softmax --modes accurate --dim -1, GB/s of the input,
+# two runs each. 8 a thread on rows of 4096 / 8192 -- twice the warps, no spill (sm_90, rows of 8192:
+# 62 registers against 64 + 276 bytes spilled; 632 instructions against 1200): 8192^2 612 / 610 -> 803 /
+# 806 (4 a thread: 807), 4096^2 586 / 586 -> 1008 / 1008 (4: 509); rows of 1024 / 256 lose at 8 (65536x1024
+# 1357 -> 1333, 262144x256 1374 -> 1265), and the fp64 mode (no split tail) on both rows (8192^2 1255 ->
+# 855, 4096^2 1139 -> 1048). Rows of 256 alone in a program (tiles of 256, one warp): 262144x256 1370 /
+# 1370 -> 1418 / 1416, where the fp64 mode loses (1476 / 1471 -> 1438 / 1442); rows of 512 even (1364 ->
+# 1358 / 1362), of 1024 on tiles of 1024 even (1349 -> 1357), 32 a thread on them 932.
+SINGLE_READ_FP64_SPLIT_TAIL_ROW_PLANS = {256: (256, 16), 4096: (512, 8), 8192: (512, 8)}
 # The fp64 accumulator's contiguous rows take tiles of SINGLE_READ_FP64_ROW_TILE elements (one row of
 # 8192 per program whatever the tile). H100, 2026-11-27, bench/sweep_outer.py --dim -1 --modes fp64,
 # GB/s of the input, two runs, tile 4096 -> 2048: softmax fp32 65536x1024 1416/1418 -> 1470/1470,
@@ -1270,18 +1273,17 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     if block_j > max_row:
         return None
     strided = not j_fast and block_j <= SINGLE_READ_STRIDED_MAX_J and tile_elements is None and per_thread is None
-    if j_fast and accumulator_size == 4 and tile_elements is None and per_thread is None:
-        tile_elements, per_thread = SINGLE_READ_FP32_ROW_PLANS.get(block_j, (None, None))
+    if j_fast and tile_elements is None and per_thread is None:
+        if accumulator_size == 4:
+            tile_elements, per_thread = SINGLE_READ_FP32_ROW_PLANS.get(block_j, (None, None))
+        elif counted_split_tail:
+            tile_elements, per_thread = SINGLE_READ_FP64_SPLIT_TAIL_ROW_PLANS.get(block_j, (None, None))
     if tile_elements is None:
         tile_elements = (SINGLE_READ_STRIDED_TILE_BYTES[accumulator_size] // element_size if strided
                          else SINGLE_READ_FP64_ROW_TILE if j_fast and accumulator_size == 8
                          else SINGLE_READ_TILE)
     if per_thread is None:
-        per_thread = 32
-        if j_fast and accumulator_size == 8:
-            per_thread = SINGLE_READ_FP64_ROW_PER_THREAD
-            if counted_split_tail:
-                per_thread = SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD.get(block_j, per_thread)
+        per_thread = SINGLE_READ_FP64_ROW_PER_THREAD if j_fast and accumulator_size == 8 else 32
     floor = 1 if j_fast else min(SINGLE_READ_MIN_COLUMNS, _pow2_at_least(rows))
     block_rows = max(floor, min(_pow2_at_least(rows), tile_elements // block_j))
     warps = max(1, min(SINGLE_READ_MAX_WARPS, block_rows * block_j // (32 * per_thread)))

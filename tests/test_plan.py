@@ -348,18 +348,21 @@ def test_single_read_plans_hold_whole_rows_up_to_the_limit(j_fast, acc):
         plan_single_read(0, 5, j_fast=j_fast, accumulator_size=acc)
 
 
-def test_counted_split_tail_rows_take_more_warps_where_measured():
-    """The fp64 accumulator's kernel with log_softmax's counted split tail: contiguous rows of 4096 and
-    8192 at 8 elements a thread (SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD: 16 and 32 warps), every
-    other row, strided rows, the fp32 accumulator and the kernel without the tail as before."""
-    assert plan_module.SINGLE_READ_FP64_SPLIT_TAIL_ROW_PER_THREAD == {4096: 8, 8192: 8}
-    for red, warps in ((4096, 16), (8192, 32), (3000, 16), (1024, 2), (256, 1)):
+def test_counted_split_tail_rows_plans_where_measured():
+    """The fp64 accumulator's kernel with log_softmax's counted split tail (SINGLE_READ_FP64_SPLIT_TAIL_ROW_PLANS):
+    contiguous rows of 4096 and 8192 at 8 elements a thread (16 and 32 warps), rows of 256 alone in a
+    program; every other row, strided rows, the fp32 accumulator and the kernel without the tail as before."""
+    assert plan_module.SINGLE_READ_FP64_SPLIT_TAIL_ROW_PLANS == {256: (256, 16), 4096: (512, 8), 8192: (512, 8)}
+    for red, block_rows, warps in ((8192, 1, 32), (4096, 1, 16), (3000, 1, 16), (256, 1, 1), (200, 1, 1),
+                                   (1024, 1, 2), (512, 1, 1), (64, 8, 1)):
         counted = plan_single_read(4096, red, j_fast=True, accumulator_size=8, counted_split_tail=True)
         plain = plan_single_read(4096, red, j_fast=True, accumulator_size=8)
-        assert counted.num_warps == warps, (red, counted)
-        assert replace(counted, num_warps=plain.num_warps) == plain
-        if red <= 1024:
+        assert (counted.block_rows, counted.num_warps) == (block_rows, warps), (red, counted)
+        assert replace(counted, block_rows=plain.block_rows, num_warps=plain.num_warps) == plain
+        if red in (1024, 512, 64):
             assert counted == plain
+        else:
+            assert counted != plain
     for j_fast, acc in ((False, 8), (True, 4), (False, 4)):
         red = 64 if not j_fast else 8192
         assert (plan_single_read(4096, red, j_fast=j_fast, accumulator_size=acc, counted_split_tail=True)
