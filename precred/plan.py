@@ -1173,6 +1173,8 @@ SINGLE_READ_FP64_ROW_PER_THREAD = 16
 # 855, 4096^2 1139 -> 1048). Rows of 256 alone in a program (tiles of 256, one warp): 262144x256 1370 /
 # 1370 -> 1418 / 1416, where the fp64 mode loses (1476 / 1471 -> 1438 / 1442); rows of 512 even (1364 ->
 # 1358 / 1362), of 1024 on tiles of 1024 even (1349 -> 1357), 32 a thread on them 932.
+# fp64 input (its split tail counts too) takes the same plans, not timed (sm_90, rows of 8192 at 8 a
+# thread: 64 registers, no spill).
 SINGLE_READ_FP64_SPLIT_TAIL_ROW_PLANS = {256: (256, 16), 4096: (512, 8), 8192: (512, 8)}
 # The fp64 accumulator's contiguous rows take tiles of SINGLE_READ_FP64_ROW_TILE elements (one row of
 # 8192 per program whatever the tile). H100, 2026-11-27, bench/sweep_outer.py --dim -1 --modes fp64,
