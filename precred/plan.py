@@ -1294,6 +1294,31 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
 
 
+# Persistent single-read grids (schedules/single_read.py, ROW_BLOCK_STAGES), by (accumulator size,
+# padded row length, counted split tail -- precred.modes.split_tail_counts_maxima) of contiguous rows:
+# (programs a SM, stages of the loop over row blocks). For rows whose one program fills the SM (fp64
+# accumulator, rows of 8192 on 32 warps: `accurate` log_softmax at 0.80x torch on the H100), where a
+# program's load, reductions and store otherwise run one after the other. Empty: not yet timed on a GPU
+# (bench/sweep_outer.py --op log_softmax --modes accurate --dim -1 --shapes 8192x8192 --variant
+# "p1s2:SINGLE_READ_PERSISTENT={(8, 8192, True): (1, 2)}"); a program per row block meanwhile.
+SINGLE_READ_PERSISTENT = {}
+
+
+def single_read_persistence(p: RowPlan, accumulator_size: int, counted_split_tail: bool, rows: int,
+                            sm_count: int) -> tuple[int, int] | None:
+    """(programs, stages) of a persistent single-read launch of plan p over `rows` rows
+    (SINGLE_READ_PERSISTENT), or None: a program per block of rows (also where there are no more blocks
+    than programs)."""
+    entry = SINGLE_READ_PERSISTENT.get((accumulator_size, p.block_j, counted_split_tail)) if p.j_fast else None
+    if entry is None:
+        return None
+    per_sm, stages = entry
+    programs = per_sm * sm_count
+    if -(-rows // p.block_rows) <= programs:
+        return None
+    return programs, stages
+
+
 def single_read_register_cap(p: RowPlan, accumulator_size: int) -> int | None:
     """The single-read kernel's maxnreg under plan p (SINGLE_READ_MAX_REGISTERS), or None: no cap."""
     cap = SINGLE_READ_MAX_REGISTERS.get(accumulator_size)

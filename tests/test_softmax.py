@@ -575,6 +575,44 @@ def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch
     launch._RECIPES.clear()
 
 
+def test_persistent_grid_gives_the_row_blocks_bits(device, monkeypatch):
+    """The single-read kernel on a persistent grid (precred.plan.SINGLE_READ_PERSISTENT: programs that
+    loop over the row blocks, software-pipelined) writes the bits of a program per block -- the fp64
+    accumulator with and without log_softmax's counted split tail, the fp32 one; rows with specials
+    (NaN, +inf, all -inf, one finite value) among them -- and launches programs per SM x SMs of them."""
+    from precred import launch, plan as planning
+    from precred.schedules.single_read import single_read_kernel
+    grids = {}
+    real = launch._launch
+
+    def recording(kernel, grid, *args, **kwargs):
+        grids[kernel] = grid
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(launch, "_launch", recording)
+    sm_count = launch.device_sm_count(torch.device(device))
+    rows = 2 * sm_count * 4 + 3   # more blocks than programs for blocks of up to 4 rows
+    rng = np.random.default_rng(41)
+    persistent = {(8, 256, True): (1, 2), (8, 256, False): (1, 3), (4, 512, False): (2, 2)}
+    for dtype, mode, log, n, key in ((torch.float32, "accurate", True, 256, (8, 256, True)),
+                                     (torch.float32, "fp64", False, 200, (8, 256, False)),
+                                     (torch.bfloat16, "fast", True, 300, (4, 512, False))):
+        x = peaked(rows, n, rng, dtype)
+        x[1, 5], x[2, 7], x[3] = float("nan"), float("inf"), float("-inf")
+        x[4] = float("-inf")
+        x[4, 9] = 1.0
+        xd = x.to(device)
+        blocks = -(-rows // plan_softmax(xd, 1, get_exp_mode(mode), dtype, log).block_rows)
+        outputs = []
+        for table in ({}, persistent):
+            monkeypatch.setattr(planning, "SINGLE_READ_PERSISTENT", table)
+            launch._RECIPES.clear()
+            outputs.append(softmax_by_path(xd, 1, mode, log, dtype, "single-read")[0])
+            assert grids[single_read_kernel] == ((table[key][0] * sm_count,) if table else (blocks,))
+        assert torch.equal(outputs[0].isnan(), outputs[1].isnan()), (dtype, mode)
+        assert torch.equal(outputs[0].nan_to_num(), outputs[1].nan_to_num()), (dtype, mode)
+    launch._RECIPES.clear()
+
+
 def test_split_tail_log_softmax_keeps_the_tail_next_to_zero(device):
     """The maximum's log_softmax -log1p(tail) of a row [0, -30, -40, ...] comes back within half an ulp
     and a bit in `accurate` (bf16's default: the fp32 split-tail pass; into fp32 the fp64 one; on the

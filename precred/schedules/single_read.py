@@ -74,8 +74,38 @@ def single_read_kernel(src_ptr, dst_ptr, n_rows, red_len,
                        LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
                        SPLIT_TAIL: tl.constexpr, COUNT_MAXIMA: tl.constexpr, J_FAST: tl.constexpr,
                        BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
+                       TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr, ROW_BLOCK_STAGES: tl.constexpr):
+    # ROW_BLOCK_STAGES (precred.plan.single_read_persistence): 0 -- a program per block of BLOCK_ROWS
+    # rows; else a persistent grid, each program taking the blocks program_id, + num_programs, ... in a
+    # loop software-pipelined over that many stages (the next block's load in flight while this one is
+    # reduced and written: where one program holds the SM, nothing else would overlap them). Each
+    # block's numerics are the same either way.
+    if ROW_BLOCK_STAGES == 0:
+        _single_read_block(tl.program_id(0), src_ptr, dst_ptr, n_rows, red_len,
+                           src_inner, src_stride_outer, src_stride_inner, src_stride_red,
+                           dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
+                           LOG, ACC_DTYPE, TWO_PART_EXP, SPLIT_TAIL, COUNT_MAXIMA, J_FAST, BLOCK_ROWS, BLOCK_J,
+                           TREE_VEC, TREE_THREADS)
+    else:
+        for row_block in tl.range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_ROWS), tl.num_programs(0),
+                                  num_stages=ROW_BLOCK_STAGES):
+            _single_read_block(row_block, src_ptr, dst_ptr, n_rows, red_len,
+                               src_inner, src_stride_outer, src_stride_inner, src_stride_red,
+                               dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
+                               LOG, ACC_DTYPE, TWO_PART_EXP, SPLIT_TAIL, COUNT_MAXIMA, J_FAST, BLOCK_ROWS, BLOCK_J,
+                               TREE_VEC, TREE_THREADS)
+
+
+@triton.jit
+def _single_read_block(row_block, src_ptr, dst_ptr, n_rows, red_len,
+                       src_inner, src_stride_outer, src_stride_inner, src_stride_red,
+                       dst_inner, dst_stride_outer, dst_stride_inner, dst_stride_red,
+                       LOG: tl.constexpr, ACC_DTYPE: tl.constexpr, TWO_PART_EXP: tl.constexpr,
+                       SPLIT_TAIL: tl.constexpr, COUNT_MAXIMA: tl.constexpr, J_FAST: tl.constexpr,
+                       BLOCK_ROWS: tl.constexpr, BLOCK_J: tl.constexpr,
                        TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr):
-    r1 = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
+    """Block row_block of BLOCK_ROWS rows: load once, reduce, write (the module docstring)."""
+    r1 = block_indices(row_block, BLOCK_ROWS, n_rows)
     rows, j, mask = tile_indices(r1, tl.arange(0, BLOCK_J), n_rows, red_len, J_FAST)
     raw = tl.load(src_ptr + _offsets(rows, j, src_inner, src_stride_outer, src_stride_inner, src_stride_red),
                   mask=mask, other=0)
