@@ -537,6 +537,19 @@ def test_split_tail_in_parts_within_bound(dim, device, monkeypatch):
     launch._RECIPES.clear()
 
 
+def record_grids(monkeypatch) -> dict:
+    """{kernel: the grid of its latest launch} through precred.launch._launch, for the test's duration."""
+    from precred import launch
+    grids = {}
+    real = launch._launch
+
+    def recording(kernel, grid, *args, **kwargs):
+        grids[kernel] = grid
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(launch, "_launch", recording)
+    return grids
+
+
 @pytest.mark.parametrize("dim", [1, 0])
 def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch):
     """The normalizing pass and the split tail (parts of a row) launched on a one-dimensional grid
@@ -550,13 +563,7 @@ def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch
     monkeypatch.setattr(planning, "SPLIT_TAIL_PART", {True: 32, False: 16})
     monkeypatch.setattr(planning, "SPLIT_TAIL_TILE", {True: (1, 8), False: (4, 8)})
     monkeypatch.setattr(launch, "NORMALIZE_TILE", (4, 32))
-    grids = {}
-    real = launch._launch
-
-    def recording(kernel, grid, *args, **kwargs):
-        grids[kernel] = grid
-        return real(kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(launch, "_launch", recording)
+    grids = record_grids(monkeypatch)
     rng = np.random.default_rng([31, dim])
     n = 300
     for dtype in (torch.bfloat16, torch.float32):
@@ -582,13 +589,7 @@ def test_persistent_grid_gives_the_row_blocks_bits(device, monkeypatch):
     (NaN, +inf, all -inf, one finite value) among them -- and launches programs per SM x SMs of them."""
     from precred import launch, plan as planning
     from precred.schedules.single_read import single_read_kernel
-    grids = {}
-    real = launch._launch
-
-    def recording(kernel, grid, *args, **kwargs):
-        grids[kernel] = grid
-        return real(kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(launch, "_launch", recording)
+    grids = record_grids(monkeypatch)
     sm_count = launch.device_sm_count(torch.device(device))
     rows = 2 * sm_count * 4 + 3   # more blocks than programs for blocks of up to 4 rows
     rng = np.random.default_rng(41)
