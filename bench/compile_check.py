@@ -182,7 +182,8 @@ def main():
         if "--strategies" in sys.argv else None
     cases = compile_atomic_variants() + compile_exp_recompute_variants() + compile_split_tail_variants()
     for (kernel, blocks, warps), (src_ty, dst_ty, acc), log, j_fast in itertools.product(
-            [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384, TREE_VEC=4, TREE_THREADS=512, ROW_BLOCK_STAGES=0), 16),
+            [(single_read_kernel, dict(BLOCK_ROWS=1, BLOCK_J=16384, TREE_VEC=4, TREE_THREADS=512,
+                                      ROW_BLOCK_STAGES=0), 16),
              (single_read_kernel, dict(BLOCK_ROWS=16, BLOCK_J=256, TREE_VEC=4, TREE_THREADS=256,
                                       ROW_BLOCK_STAGES=2), 8),
              (normalize_kernel, dict(BLOCK_ROWS=8, BLOCK_J=512, FLAT_GRID=False), 4),
