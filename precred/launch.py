@@ -788,7 +788,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
     wire, reduction = wire_to_row_kernel, None
     if isinstance(plan, RowPlan):
         counted = split_tail and split_tail_counts_maxima(acc)
-        persistent = planning.single_read_persistence(plan, acc.itemsize, counted, rows, device_sm_count(x.device))
+        persistent = planning.single_read_persistence(plan, acc.itemsize, split_tail, rows, device_sm_count(x.device))
         launch = _launch(single_read_kernel, (persistent[0] if persistent else triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc],

@@ -369,6 +369,29 @@ def test_counted_split_tail_rows_plans_where_measured():
                 == plan_single_read(4096, red, j_fast=j_fast, accumulator_size=acc))
 
 
+def test_persistent_single_read_where_measured():
+    """Persistent single-read grids (SINGLE_READ_PERSISTENT) for log_softmax's split tail on contiguous
+    rows of 4096 and 8192 only, as measured: programs a SM x SMs of them, where the row blocks
+    outnumber those programs; a program per block elsewhere -- the same rows without the split tail
+    (softmax, the fp64 and fast modes), other rows, strided rows, few rows."""
+    table = {(8, 8192, True): (1, 3), (8, 4096, True): (2, 3), (4, 8192, True): (2, 3), (4, 4096, True): (8, 3)}
+    assert plan_module.SINGLE_READ_PERSISTENT == table
+    sms = 132
+    for (acc, red, split_tail), (per_sm, stages) in table.items():
+        plan = plan_single_read(8192, red, j_fast=True, accumulator_size=acc, counted_split_tail=split_tail and acc == 8)
+        blocks = -(-8192 // plan.block_rows)
+        assert blocks > per_sm * sms
+        assert plan_module.single_read_persistence(plan, acc, split_tail, 8192, sms) == (per_sm * sms, stages)
+        assert plan_module.single_read_persistence(plan, acc, False, 8192, sms) is None
+        few = per_sm * sms * plan.block_rows
+        assert plan_module.single_read_persistence(plan, acc, split_tail, few, sms) is None
+        strided = replace(plan, j_fast=False)   # the same blocks over a strided axis
+        assert plan_module.single_read_persistence(strided, acc, split_tail, 8192, sms) is None
+    for acc, red in ((8, 1024), (8, 256), (4, 1024), (4, 2048)):
+        plan = plan_single_read(262144, red, j_fast=True, accumulator_size=acc, counted_split_tail=acc == 8)
+        assert plan_module.single_read_persistence(plan, acc, True, 262144, sms) is None
+
+
 @pytest.mark.parametrize("acc, limit", [(8, 1024), (4, 8192)])
 def test_logsumexp_rows_plans_where_measured(acc, limit):
     """The single-read logsumexp: fp32 rows, of at most 1024 elements for the fp64 accumulator and 8192

@@ -585,18 +585,23 @@ def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch
 def test_persistent_grid_gives_the_row_blocks_bits(device, monkeypatch):
     """The single-read kernel on a persistent grid (precred.plan.SINGLE_READ_PERSISTENT: programs that
     loop over the row blocks, software-pipelined) writes the bits of a program per block -- the fp64
-    accumulator with and without log_softmax's counted split tail, the fp32 one; rows with specials
-    (NaN, +inf, all -inf, one finite value) among them -- and launches programs per SM x SMs of them."""
+    accumulator with and without log_softmax's counted split tail, the fp32 one with and without its
+    split tail; rows with specials (NaN, +inf, all -inf, one finite value) among them -- and launches
+    programs per SM x SMs of them. NaN outputs compare as NaN, not by their bits: the NaN that log_softmax
+    gives a +inf element (inf - inf) came with the sign bit set on the persistent grid and clear on the
+    other (H100, sm_90, the same kernel source), as the compiler orders the subtraction; no caller can
+    rely on a NaN's sign or payload (torch does not say which NaN it returns either)."""
     from precred import launch, plan as planning
     from precred.schedules.single_read import single_read_kernel
     grids = record_grids(monkeypatch)
     sm_count = launch.device_sm_count(torch.device(device))
     rows = 2 * sm_count * 4 + 3   # more blocks than programs for blocks of up to 4 rows
     rng = np.random.default_rng(41)
-    persistent = {(8, 256, True): (1, 2), (8, 256, False): (1, 3), (4, 512, False): (2, 2)}
+    persistent = {(8, 256, True): (1, 2), (8, 256, False): (1, 3), (4, 512, False): (2, 2), (4, 512, True): (1, 3)}
     for dtype, mode, log, n, key in ((torch.float32, "accurate", True, 256, (8, 256, True)),
                                      (torch.float32, "fp64", False, 200, (8, 256, False)),
-                                     (torch.bfloat16, "fast", True, 300, (4, 512, False))):
+                                     (torch.bfloat16, "fast", True, 300, (4, 512, False)),
+                                     (torch.bfloat16, "accurate", True, 300, (4, 512, True))):
         x = peaked(rows, n, rng, dtype)
         x[1, 5], x[2, 7], x[3] = float("nan"), float("inf"), float("-inf")
         x[4] = float("-inf")
@@ -609,7 +614,9 @@ def test_persistent_grid_gives_the_row_blocks_bits(device, monkeypatch):
             launch._RECIPES.clear()
             outputs.append(softmax_by_path(xd, 1, mode, log, dtype, "single-read")[0])
             assert grids[single_read_kernel] == ((table[key][0] * sm_count,) if table else (blocks,))
-        assert same_bits(outputs[0], outputs[1]), (dtype, mode)
+        nan_a, nan_b = outputs[0].isnan(), outputs[1].isnan()
+        assert torch.equal(nan_a, nan_b), (dtype, mode)
+        assert same_bits(outputs[0].masked_fill(nan_a, 0), outputs[1].masked_fill(nan_b, 0)), (dtype, mode)
     launch._RECIPES.clear()
 
 
