@@ -1321,6 +1321,12 @@ def single_read_persistence(p: RowPlan, accumulator_size: int, split_tail: bool,
     (SINGLE_READ_PERSISTENT), or None: a program per block of rows (also where there are no more blocks
     than programs)."""
     entry = SINGLE_READ_PERSISTENT.get((accumulator_size, p.block_j, split_tail)) if p.j_fast else None
+    return _persistent_grid(entry, p, rows, sm_count)
+
+
+def _persistent_grid(entry: tuple[int, int] | None, p: RowPlan, rows: int, sm_count: int) -> tuple[int, int] | None:
+    """(programs, stages) of a persistent grid of entry's (programs a SM, stages) over the blocks of
+    plan p, or None: no entry, or no more blocks of rows than programs."""
     if entry is None:
         return None
     per_sm, stages = entry
@@ -1962,6 +1968,23 @@ def norm_forward_register_cap(element_size: int, num_warps: int, block_n: int) -
     else:
         cap = None
     return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
+
+
+# Persistent grids of the single-read norm forward (schedules/norm_rows.py, ROW_BLOCK_STAGES), by (the
+# kernel's accumulator size, input element size, padded row length): (programs a SM, stages of the loop
+# over row blocks), as SINGLE_READ_PERSISTENT's. For rows whose programs hold the SM at low occupancy, a
+# latency-bound chain of load, two row reductions and store (NORM_FORWARD_ROW_OVERRIDES' ncu note).
+# Empty: not yet timed on a GPU (bench/profile_norm.py --direction forward --no-profile --variant
+# "p2s3:NORM_FORWARD_PERSISTENT={(4, 4, 4096): (2, 3)}"); a program per block meanwhile.
+NORM_FORWARD_PERSISTENT = {}
+
+
+def norm_forward_persistence(p: RowPlan, accumulator_size: int, element_size: int, rows: int,
+                             sm_count: int) -> tuple[int, int] | None:
+    """(programs, stages) of a persistent norm-forward launch of plan p over `rows` rows
+    (NORM_FORWARD_PERSISTENT), or None: a program per block of rows."""
+    return _persistent_grid(NORM_FORWARD_PERSISTENT.get((accumulator_size, element_size, p.block_j)), p, rows,
+                            sm_count)
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int, element_size: int) -> RowPlan | None:
