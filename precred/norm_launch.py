@@ -117,15 +117,11 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     if plan is not None:
         fp64_mean = planner.norm_fp64_mean(acc, x.dtype, out_dtype, parameter_dtypes, rms)
         kernel_acc = torch.float32 if fp64_mean else acc   # the mean alone in fp64 (norm_fp64_mean)
-        persistent = planner.norm_forward_persistence(plan, kernel_acc.itemsize, x.element_size(), rows,
-                                                      device_sm_count(x.device))
-        launch = _launch(norm_forward_kernel, (persistent[0] if persistent else triton.cdiv(rows, plan.block_rows),),
-                         pointers,
+        launch = _launch(norm_forward_kernel, (triton.cdiv(rows, plan.block_rows),), pointers,
                          [rows, n, float(eps), 1.0 / n], plan.num_warps,
                          BLOCK_ROWS=plan.block_rows, BLOCK_N=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          FP32_PASS=planner.norm_fp32_pass(kernel_acc, x.dtype, out_dtype, parameter_dtypes, n),
                          FP32_RSTD=planner.norm_fp32_rstd(kernel_acc, x.dtype, out_dtype, n), FP64_MEAN=fp64_mean,
-                         ROW_BLOCK_STAGES=persistent[1] if persistent else 0,
                          maxnreg=norm_forward_register_cap(x.element_size(), plan.num_warps, plan.block_j),
                          **dict(consts, ACC_DTYPE=_TL_DTYPE[kernel_acc]))
     elif loop is not None:

@@ -1321,12 +1321,6 @@ def single_read_persistence(p: RowPlan, accumulator_size: int, split_tail: bool,
     (SINGLE_READ_PERSISTENT), or None: a program per block of rows (also where there are no more blocks
     than programs)."""
     entry = SINGLE_READ_PERSISTENT.get((accumulator_size, p.block_j, split_tail)) if p.j_fast else None
-    return _persistent_grid(entry, p, rows, sm_count)
-
-
-def _persistent_grid(entry: tuple[int, int] | None, p: RowPlan, rows: int, sm_count: int) -> tuple[int, int] | None:
-    """(programs, stages) of a persistent grid of entry's (programs a SM, stages) over the blocks of
-    plan p, or None: no entry, or no more blocks of rows than programs."""
     if entry is None:
         return None
     per_sm, stages = entry
@@ -1891,6 +1885,14 @@ NORM_FORWARD_ROW_OVERRIDES = {(4, 4096): (16, 64), (4, 8192): (16, 64), (2, 8192
 # before the reductions, as Liger's kernel does (_ab A/B with do_bench, two rounds, layer_norm fast GB/s
 # default -> b early): fp32 8192^2 3514/3533 -> 3389/3366, 65536x1024 within 1%, bf16 8192^2 3193/3225
 # -> 1444/1444 (spills under the cap), 4096^2 2628/2545 -> 1627/1649; both early: worse again.
+# Nor a persistent grid (H100, 2026-12-06, 98a626a: the forward kernel's body in a loop over row blocks
+# pipelined through cp.async, as plan.SINGLE_READ_PERSISTENT's; bench/profile_norm.py --direction forward
+# --no-profile, every key at (programs a SM, stages) (1, 2) / (2, 2) / (2, 3) / (4, 2), GB/s):
+# layer_norm fast fp32 4096^2 2651 -> 1574 / 2310 / 2503 / 2530, bf16 2276 -> 980-2048, 8192^2 fp32 2927
+# -> 2342-2794, 65536x1024 2888 -> 1138-2651; precise and rms_norm alike -- every case lost (the default
+# runs 4 programs of 8 warps an SM on rows of 4096, whose latency the other programs hide). And its
+# rstd, though computed by the same source, differed in the last fp64 bit on 124 of 1059 rows (fp32
+# fast, rows of 200): the loop's compilation rounded differently. Removed.
 NORM_APPLY_TILE = (8, 512)
 # The single-read forward of an fp64 accumulator (`precise`) with 16-bit input and output normalizes in
 # fp32 (norm_fp32_pass) for rows of at least NORM_FP32_PASS_MIN_ROW elements. H100, bench/profile_norm.py,
@@ -1968,23 +1970,6 @@ def norm_forward_register_cap(element_size: int, num_warps: int, block_n: int) -
     else:
         cap = None
     return None if cap is None else min(cap, REGISTER_FILE // (32 * num_warps))
-
-
-# Persistent grids of the single-read norm forward (schedules/norm_rows.py, ROW_BLOCK_STAGES), by (the
-# kernel's accumulator size, input element size, padded row length): (programs a SM, stages of the loop
-# over row blocks), as SINGLE_READ_PERSISTENT's. For rows whose programs hold the SM at low occupancy, a
-# latency-bound chain of load, two row reductions and store (NORM_FORWARD_ROW_OVERRIDES' ncu note).
-# Empty: not yet timed on a GPU (bench/profile_norm.py --direction forward --no-profile --variant
-# "p2s3:NORM_FORWARD_PERSISTENT={(4, 4, 4096): (2, 3)}"); a program per block meanwhile.
-NORM_FORWARD_PERSISTENT = {}
-
-
-def norm_forward_persistence(p: RowPlan, accumulator_size: int, element_size: int, rows: int,
-                             sm_count: int) -> tuple[int, int] | None:
-    """(programs, stages) of a persistent norm-forward launch of plan p over `rows` rows
-    (NORM_FORWARD_PERSISTENT), or None: a program per block of rows."""
-    return _persistent_grid(NORM_FORWARD_PERSISTENT.get((accumulator_size, element_size, p.block_j)), p, rows,
-                            sm_count)
 
 
 def plan_norm_forward(rows: int, n: int, *, accumulator_size: int, element_size: int) -> RowPlan | None:

@@ -33,19 +33,6 @@ def device() -> str:
     return DEVICE
 
 
-def record_grids(monkeypatch, launcher_module) -> dict:
-    """{kernel: the grid of its latest launch} through launcher_module._launch (precred.launch's, or
-    precred.norm_launch's import of it), for the test's duration."""
-    grids = {}
-    real = launcher_module._launch
-
-    def recording(kernel, grid, *args, **kwargs):
-        grids[kernel] = grid
-        return real(kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(launcher_module, "_launch", recording)
-    return grids
-
-
 def mode_takes(mode: str, *dtypes) -> bool:
     """Whether a sum mode takes these input/output dtypes: `exact` takes fp32, bf16 and fp16 only (it
     raises a TypeError on fp64, tested in test_exact.py)."""

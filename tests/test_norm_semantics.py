@@ -17,7 +17,7 @@ from precred.norm_launch import _RECIPES as norm_recipes
 from precred import norm_launch as norm_launch_module
 from precred.plan import plan_norm_backward
 
-from conftest import equal_with_nan, force_long_row_paths, record_grids, same_bits
+from conftest import equal_with_nan, force_long_row_paths
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 # A sanity tolerance for the semantics (shapes, dims, layouts, eps=None, which grads), not the accuracy
@@ -285,39 +285,6 @@ def test_streamed_apply_on_a_flat_grid_gives_the_same_bits(rms, device, monkeypa
     norm_recipes.clear()
     assert [len(g) for g in grids] == [2, 1]
     assert torch.equal(outputs[0], outputs[1])
-
-
-def test_persistent_forward_gives_the_row_blocks_bits(device, monkeypatch):
-    """The single-read forward on a persistent grid (precred.plan.NORM_FORWARD_PERSISTENT: programs that
-    loop over the row blocks, software-pipelined) writes the bits of a program per block -- y, mean and
-    rstd; layer_norm `fast` fp32, layer_norm `precise` bf16 (its mean alone in fp64), rms_norm `precise`
-    fp32; a row of NaN, one of inf and a constant row among them -- and launches programs per SM x SMs."""
-    from precred import launch
-    from precred.modes import get_norm_mode
-    from precred.schedules.norm_rows import norm_forward_kernel
-    grids = record_grids(monkeypatch, norm_launch_module)
-    sm_count = launch.device_sm_count(torch.device(device))
-    rows, n = 2 * sm_count * 4 + 3, 200   # more blocks than programs for blocks of up to 4 rows
-    cases = ((torch.float32, "fast", False, (4, 4, 256)), (torch.bfloat16, "precise", False, (4, 2, 256)),
-             (torch.float32, "precise", True, (8, 4, 256)))
-    for dtype, mode, rms, key in cases:
-        x, w, b = _inputs((rows, n), [n], dtype, device, seed=5)
-        x[1, 3], x[2, 4], x[3] = float("nan"), float("inf"), 2.5
-        m = get_norm_mode(mode)
-        plan = planner.plan_norm_forward(rows, n, accumulator_size=m.accumulator_dtype(dtype, dtype).itemsize,
-                                         element_size=x.element_size())
-        results = []
-        for table in ({}, {key: (2, 3)}):
-            monkeypatch.setattr(planner, "NORM_FORWARD_PERSISTENT", table)
-            norm_recipes.clear()
-            y, stats = norm_launch_module.norm_forward(x, rows, n, w, None if rms else b, 1e-5, rms, m, dtype)
-            results.append((y, stats.mean, stats.rstd))
-            assert grids[norm_forward_kernel] == ((2 * sm_count,) if table else (-(-rows // plan.block_rows),))
-        for first, second in zip(*results):
-            assert equal_with_nan(first, second), (dtype, mode, rms)
-            nan = first.isnan()
-            assert same_bits(first.masked_fill(nan, 0), second.masked_fill(nan, 0)), (dtype, mode, rms)
-    norm_recipes.clear()
 
 
 def test_backward_matches_torch_with_partial_requires_grad(device):

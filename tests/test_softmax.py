@@ -20,7 +20,7 @@ from precred.plan import LoopPlan, Plan, RowPlan, plan_row_loop
 from validation.oracle import round_to, ulp_error
 from validation.stable_exp import output_exact_to, reference_softmax as reference
 
-from conftest import DEVICE as _DEVICE, record_grids, same_bits
+from conftest import DEVICE as _DEVICE, same_bits
 from test_logsumexp import PLANNER_SETTINGS, _exp_of_difference_kernel, family
 
 # softmax's `accurate` is the fp64 mode (modes.EXP_MODES): test_accurate_is_the_fp64_mode checks that.
@@ -537,6 +537,19 @@ def test_split_tail_in_parts_within_bound(dim, device, monkeypatch):
     launch._RECIPES.clear()
 
 
+def record_grids(monkeypatch) -> dict:
+    """{kernel: the grid of its latest launch} through precred.launch._launch, for the test's duration."""
+    from precred import launch
+    grids = {}
+    real = launch._launch
+
+    def recording(kernel, grid, *args, **kwargs):
+        grids[kernel] = grid
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(launch, "_launch", recording)
+    return grids
+
+
 @pytest.mark.parametrize("dim", [1, 0])
 def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch):
     """The normalizing pass and the split tail (parts of a row) launched on a one-dimensional grid
@@ -550,7 +563,7 @@ def test_flat_grid_gives_the_two_dimensional_grids_bits(dim, device, monkeypatch
     monkeypatch.setattr(planning, "SPLIT_TAIL_PART", {True: 32, False: 16})
     monkeypatch.setattr(planning, "SPLIT_TAIL_TILE", {True: (1, 8), False: (4, 8)})
     monkeypatch.setattr(launch, "NORMALIZE_TILE", (4, 32))
-    grids = record_grids(monkeypatch, launch)
+    grids = record_grids(monkeypatch)
     rng = np.random.default_rng([31, dim])
     n = 300
     for dtype in (torch.bfloat16, torch.float32):
@@ -580,7 +593,7 @@ def test_persistent_grid_gives_the_row_blocks_bits(device, monkeypatch):
     rely on a NaN's sign or payload (torch does not say which NaN it returns either)."""
     from precred import launch, plan as planning
     from precred.schedules.single_read import single_read_kernel
-    grids = record_grids(monkeypatch, launch)
+    grids = record_grids(monkeypatch)
     sm_count = launch.device_sm_count(torch.device(device))
     rows = 2 * sm_count * 4 + 3   # more blocks than programs for blocks of up to 4 rows
     rng = np.random.default_rng(41)

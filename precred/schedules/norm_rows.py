@@ -289,35 +289,7 @@ def norm_forward_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, 
                         RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                         ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                         BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
-                        FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr, FP64_MEAN: tl.constexpr,
-                        ROW_BLOCK_STAGES: tl.constexpr):
-    # ROW_BLOCK_STAGES (precred.plan.norm_forward_persistence): 0 -- a program per block of BLOCK_ROWS
-    # rows; else a persistent grid, each program taking the blocks program_id, + num_programs, ... in a
-    # loop software-pipelined over that many stages (the next block's load in flight during this one's
-    # reductions). Each block's numerics are the same either way.
-    # The interpreter passes eps as the Python float itself, which has no .to and whose comparisons
-    # are Python bools (~True is -2): an fp64 scalar tensor on both (a no-op when compiled).
-    eps = tl.full((), eps, tl.float64)
-    if ROW_BLOCK_STAGES == 0:
-        _norm_forward_block(tl.program_id(0), x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
-                            eps, inv_n, RMS, HAS_W, HAS_B, ACC_DTYPE, AFFINE_DTYPE, BLOCK_ROWS, BLOCK_N,
-                            TREE_VEC, TREE_THREADS, FP32_PASS, FP32_RSTD, FP64_MEAN)
-    else:
-        for row_block in tl.range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_ROWS), tl.num_programs(0),
-                                  num_stages=ROW_BLOCK_STAGES):
-            _norm_forward_block(row_block, x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
-                                eps, inv_n, RMS, HAS_W, HAS_B, ACC_DTYPE, AFFINE_DTYPE, BLOCK_ROWS, BLOCK_N,
-                                TREE_VEC, TREE_THREADS, FP32_PASS, FP32_RSTD, FP64_MEAN)
-
-
-@triton.jit
-def _norm_forward_block(row_block, x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps, inv_n,
-                        RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                        ACC_DTYPE: tl.constexpr, AFFINE_DTYPE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-                        BLOCK_N: tl.constexpr, TREE_VEC: tl.constexpr, TREE_THREADS: tl.constexpr,
                         FP32_PASS: tl.constexpr, FP32_RSTD: tl.constexpr, FP64_MEAN: tl.constexpr):
-    """Block row_block of BLOCK_ROWS rows: load once, the statistics, y, mean and rstd (eps: an fp64
-    scalar tensor)."""
     # x, y: [n_rows, n_cols] contiguous; w, b: [n_cols]; mean, rstd: [n_rows] fp64. eps and inv_n (1 / n_cols,
     # correctly rounded on the host: the row divisions by n become products) arrive as fp64 (annotated:
     # an unannotated float argument would reach the kernel rounded to fp32).
@@ -328,7 +300,10 @@ def _norm_forward_block(row_block, x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_pt
     # is 0 or at least 2^-189 in magnitude, so one of 2^-241), so every c^2 and sum(c^2) stay normal
     # and finite in fp64: the scale is 1 there and its pass is skipped (a power-of-two scale changes no
     # bit where nothing underflows).
-    rows = block_indices(row_block, BLOCK_ROWS, n_rows)
+    # The interpreter passes eps as the Python float itself, which has no .to and whose comparisons
+    # are Python bools (~True is -2): an fp64 scalar tensor on both (a no-op when compiled).
+    eps = tl.full((), eps, tl.float64)
+    rows = block_indices(tl.program_id(0), BLOCK_ROWS, n_rows)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
