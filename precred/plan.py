@@ -1296,10 +1296,10 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
 
 # Persistent single-read grids (schedules/single_read.py, ROW_BLOCK_STAGES), by (accumulator size,
 # padded row length, split tail -- log_softmax's `accurate` pass, precred.modes.log_softmax_split_tail)
-# of contiguous rows: (programs a SM, stages of the loop over row blocks). Where a row's one program fills most of the SM
-# (log_softmax's `accurate` mode, rows of 4096 / 8192), a program per block runs its load, reductions
-# and store one after the other; a program looping over blocks loads the next ones (cp.async) during
-# the reductions. H100, 2026-12-06, bench/sweep_outer.py --op log_softmax|softmax --dim -1 --shapes
+# of contiguous rows: (programs a SM, stages of the loop over row blocks). Where a row's one program
+# fills most of the SM (log_softmax's `accurate` mode, rows of 4096 / 8192), a program per block runs
+# its load, reductions and store one after the other; a program looping over blocks loads the next
+# ones (cp.async) during the reductions. H100, 2026-12-06, bench/sweep_outer.py --op log_softmax|softmax --dim -1 --shapes
 # 8192x8192,4096x4096,65536x1024,262144x256, every key at once at (programs a SM, stages) (1, 3) /
 # (2, 3) / (4, 3) / (8, 3) / (2, 2), GB/s of the input (default first; torch 1006 / 1101 fp32, 593 /
 # 654 bf16): accurate log_softmax fp32 8192^2 805 -> 1088 / 1078 / 1063 / 1032 / 754 (0.80 -> 1.08x
