@@ -1294,23 +1294,24 @@ def plan_single_read(rows: int, red: int, *, j_fast: bool, accumulator_size: int
     return RowPlan(j_fast, block_rows, block_j, _pow2_at_most(warps))
 
 
-# Persistent single-read grids (schedules/single_read.py, ROW_BLOCK_STAGES), by (accumulator size,
-# padded row length, split tail -- log_softmax's `accurate` pass, precred.modes.log_softmax_split_tail)
-# of contiguous rows: (programs a SM, stages of the loop over row blocks). Where a row's one program
-# fills most of the SM (log_softmax's `accurate` mode, rows of 4096 / 8192), a program per block runs
-# its load, reductions and store one after the other; a program looping over blocks loads the next
-# ones (cp.async) during the reductions. H100, 2026-12-06, bench/sweep_outer.py --op log_softmax|softmax --dim -1 --shapes
-# 8192x8192,4096x4096,65536x1024,262144x256, every key at once at (programs a SM, stages) (1, 3) /
-# (2, 3) / (4, 3) / (8, 3) / (2, 2), GB/s of the input (default first; torch 1006 / 1101 fp32, 593 /
-# 654 bf16): accurate log_softmax fp32 8192^2 805 -> 1088 / 1078 / 1063 / 1032 / 754 (0.80 -> 1.08x
-# torch; (1, 3) and (1, 4) 1083-1086 in two more runs), 4096^2 1009 -> 870 / 1072 / 1065 / 1037 / 877
-# (1056-1071 at (2, 3) in two more); bf16 (the fp32 accumulator) 8192^2 1154 -> 1211 / 1353 / 1343 /
-# 1339 / 1148, 4096^2 1042 -> 686 / 999 / 1093 / 1120 / 694. Every other case lost at every setting:
-# the fp64 and fast modes of softmax and log_softmax on these shapes (fp32 softmax fp64 8192^2 1460 ->
-# 1357-1407, rows of 1024 / 256 to 0.17-0.93x of their default), and accurate on rows of 1024 / 256
-# (65536x1024 fp32 1356 -> 367-1339): no entry for them. (The split tail is in the key, not only the
-# accumulator: bf16 accurate's fp32 accumulator is fast's.) fp64 input with the split tail takes the
-# fp32 rows' entries, fp16 bf16's: not timed.
+# Persistent single-read grids (schedules/single_read.py, ROW_BLOCK_STAGES), by (accumulator size, padded
+# row length, split tail -- log_softmax's `accurate` pass, precred.modes.log_softmax_split_tail) of
+# contiguous rows: (programs a SM, stages of the loop over row blocks). Where a row's one program fills
+# most of the SM (log_softmax's `accurate` mode, rows of 4096 / 8192), a program per block runs its load,
+# reductions and store one after the other; a program looping over blocks loads the next ones (cp.async)
+# during the reductions. H100, 2026-12-06, bench/sweep_outer.py --op log_softmax|softmax --dim -1 --shapes
+# 8192x8192,4096x4096,65536x1024,262144x256, every key at once at (programs a SM, stages) (1, 3) / (2, 3)
+# / (4, 3) / (8, 3) / (2, 2), GB/s of the input (default first; torch 1006 / 1101 fp32, 593 / 654 bf16):
+# accurate log_softmax fp32 8192^2 805 -> 1088 / 1078 / 1063 / 1032 / 754 (0.80 -> 1.08x torch; (1, 3) and
+# (1, 4) 1083-1086 in two more runs), 4096^2 1009 -> 870 / 1072 / 1065 / 1037 / 877 (1056-1071 at (2, 3)
+# in two more); bf16 (the fp32 accumulator) 8192^2 1154 -> 1211 / 1353 / 1343 / 1339 / 1148, 4096^2 1042
+# -> 686 / 999 / 1093 / 1120 / 694. Every other case lost at every setting: the fp64 and fast modes of
+# softmax and log_softmax on these shapes (fp32 softmax fp64 8192^2 1460 -> 1357-1407, rows of 1024 / 256
+# to 0.17-0.93x of their default), and accurate on rows of 1024 / 256 (65536x1024 fp32 1356 -> 367-1339):
+# no entry for them. (The split tail is in the key, not only the accumulator: bf16 accurate's fp32
+# accumulator is fast's.) fp64 input with the split tail takes the fp32 rows' entries, fp16 bf16's: not
+# timed. This table against it emptied (01202e7, same sweep, log_softmax accurate / fp64 / fast): fp32
+# 8192^2 804 -> 1080, 4096^2 1012 -> 1062, bf16 1150 -> 1349, 1017 -> 1118; fp64 and fast within 1.5%.
 SINGLE_READ_PERSISTENT = {(8, 8192, True): (1, 3), (8, 4096, True): (2, 3),
                           (4, 8192, True): (2, 3), (4, 4096, True): (8, 3)}
 

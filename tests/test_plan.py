@@ -378,7 +378,8 @@ def test_persistent_single_read_where_measured():
     assert plan_module.SINGLE_READ_PERSISTENT == table
     sms = 132
     for (acc, red, split_tail), (per_sm, stages) in table.items():
-        plan = plan_single_read(8192, red, j_fast=True, accumulator_size=acc, counted_split_tail=split_tail and acc == 8)
+        plan = plan_single_read(8192, red, j_fast=True, accumulator_size=acc,
+                                counted_split_tail=split_tail and acc == 8)
         blocks = -(-8192 // plan.block_rows)
         assert blocks > per_sm * sms
         assert plan_module.single_read_persistence(plan, acc, split_tail, 8192, sms) == (per_sm * sms, stages)
