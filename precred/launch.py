@@ -787,13 +787,12 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                dst.inner, dst.stride_outer, dst.stride_inner, dst.stride_red]
     wire, reduction = wire_to_row_kernel, None
     if isinstance(plan, RowPlan):
-        counted = split_tail and split_tail_counts_maxima(acc)
         persistent = planning.single_read_persistence(plan, acc.itemsize, split_tail, rows, device_sm_count(x.device))
         launch = _launch(single_read_kernel, (persistent[0] if persistent else triton.cdiv(rows, plan.block_rows),),
                          [wire(src.source), wire(dst.source)], scalars, plan.num_warps,
                          LOG=log, ACC_DTYPE=_TL_DTYPE[acc],
                          TWO_PART_EXP=softmax_two_part_exp(acc, out_dtype, log), SPLIT_TAIL=split_tail,
-                         COUNT_MAXIMA=counted, J_FAST=plan.j_fast,
+                         COUNT_MAXIMA=split_tail and split_tail_counts_maxima(acc), J_FAST=plan.j_fast,
                          BLOCK_ROWS=plan.block_rows, BLOCK_J=plan.block_j, **blocked_tree_layout(x, plan.num_warps),
                          ROW_BLOCK_STAGES=persistent[1] if persistent else 0,
                          **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
