@@ -90,9 +90,11 @@ def run_tests(out_dir: Path, timeout_s: float, selection=("tests",), workers: in
     """pytest on CUDA in a child process over `selection` (paths and options), output teed to
     out_dir/tests.log; killed after timeout_s. workers > 0: that many pytest-xdist workers (the image's
     xdist crashed its workers once; pytest-xdist 3.8.0 carried as a wheel in .whl/ ran the whole suite
-    on 14 workers in 96 s on an H100, 2026-11-26)."""
+    on 14 workers in 96 s on an H100, 2026-11-26). Workers distribute by loadgroup: the tests marked
+    LARGE_MEMORY (tests/test_gpu_only.py, 2^31-element inputs) run on one worker in turn -- spread over
+    workers, two at once ran the H100 out of memory and failed the tests beside them."""
     # No -x: every failure is listed. pytest-benchmark is never used.
-    parallel = ["-n", str(workers)] if workers > 0 else ["-p", "no:xdist"]
+    parallel = ["-n", str(workers), "--dist", "loadgroup"] if workers > 0 else ["-p", "no:xdist"]
     cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-rf", "-p", "no:cacheprovider", *parallel,
            "-p", "no:benchmark"]
     env = {**os.environ, "PRECRED_TEST_DEVICE": "cuda", "PYTHONUNBUFFERED": "1"}
