@@ -87,53 +87,76 @@ def make_cases(quick: bool) -> list[Case]:
 
 # --------------------------------------------------------------------------------------------- tests
 def run_tests(out_dir: Path, timeout_s: float, selection=("tests",), workers: int = 0) -> dict:
-    """pytest on CUDA in a child process over `selection` (paths and options), output teed to
-    out_dir/tests.log; killed after timeout_s. workers > 0: that many pytest-xdist workers (the image's
-    xdist crashed its workers once; pytest-xdist 3.8.0 carried as a wheel in .whl/ ran the whole suite
-    on 14 workers in 96 s on an H100, 2026-11-26). Workers distribute by loadgroup: the tests marked
-    LARGE_MEMORY (tests/test_gpu_only.py, 2^31-element inputs) run on one worker in turn -- spread over
-    workers, two at once ran the H100 out of memory and failed the tests beside them."""
+    """pytest on CUDA in child processes over `selection` (paths and options), output teed to
+    out_dir/tests.log; killed after timeout_s in all. workers > 0: that many pytest-xdist workers (the
+    image's xdist crashed its workers once; pytest-xdist 3.8.0 carried as a wheel in .whl/ ran the whole
+    suite on 14 workers in 122 s on a warm H100, 2026-12-06) for every test but those marked
+    large_memory (tests/test_gpu_only.py: 2^31-element inputs, tens of GB each), which then run in one
+    process of their own: beside the workers they ran the H100 out of memory (2026-12-06: 3 failures
+    spread over the workers; 670 with them on one worker by --dist loadgroup, its caching allocator
+    keeping their memory for the rest of the run; 5 passed in 48 s alone)."""
     # No -x: every failure is listed. pytest-benchmark is never used.
-    parallel = ["-n", str(workers), "--dist", "loadgroup"] if workers > 0 else ["-p", "no:xdist"]
-    cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-rf", "-p", "no:cacheprovider", *parallel,
-           "-p", "no:benchmark"]
+    base = [sys.executable, "-m", "pytest", *selection, "-q", "-rf", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    if workers > 0:
+        phases = [base + ["-n", str(workers), "-m", "not large_memory"], base + ["-p", "no:xdist", "-m", "large_memory"]]
+    else:
+        phases = [base + ["-p", "no:xdist"]]
     env = {**os.environ, "PRECRED_TEST_DEVICE": "cuda", "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    log(f"[tests] {' '.join(cmd[1:])} (PRECRED_TEST_DEVICE=cuda, timeout {timeout_s:.0f} s)")
     t0 = time.monotonic()
+    results = []
+    with open(out_dir / "tests.log", "w") as f:
+        for cmd in phases:
+            left = timeout_s - (time.monotonic() - t0)
+            if left <= 0:
+                results.append({"returncode": None, "timed_out": True, "summary": "not run: no time left"})
+                continue
+            results.append(_run_pytest(cmd, env, left, f))
+    counts: dict = {}
+    for r in results:
+        for word in ("passed", "failed", "errors", "skipped", "xfailed", "xpassed", "warnings"):   # not deselected
+            if r.get(word):
+                counts[word] = counts.get(word, 0) + r[word]
+    codes = [0 if r["returncode"] == 5 else r["returncode"] for r in results]   # 5: a phase selected no test
+    result = {"returncode": next((c for c in codes if c != 0), 0), "timed_out": any(r["timed_out"] for r in results),
+              "seconds": round(time.monotonic() - t0, 1), **counts,
+              "summary": " | ".join(r["summary"] for r in results)}
+    log(f"[tests] rc={result['returncode']} passed={counts.get('passed', 0)} failed={counts.get('failed', 0)} "
+        f"errors={counts.get('errors', 0)} skipped={counts.get('skipped', 0)} in {result['seconds']} s"
+        + (" (TIMED OUT)" if result["timed_out"] else ""))
+    return result
+
+
+def _run_pytest(cmd, env, timeout_s: float, f) -> dict:
+    """One pytest child process, its output teed to f and stdout, killed after timeout_s: its return code,
+    whether it was killed and its counts (parse_pytest_summary)."""
+    log(f"[tests] {' '.join(cmd[1:])} (PRECRED_TEST_DEVICE=cuda, timeout {timeout_s:.0f} s)")
     lines: list[str] = []
     killed = threading.Event()
-    with open(out_dir / "tests.log", "w") as f:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
 
-        def kill() -> None:
-            killed.set()
-            proc.kill()
+    def kill() -> None:
+        killed.set()
+        proc.kill()
 
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        try:
-            for line in proc.stdout:
-                f.write(line)
-                f.flush()
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                lines.append(line.rstrip("\n"))
-            rc = proc.wait()
-        finally:
-            timer.cancel()
-        if killed.is_set():
-            msg = f"[tests] KILLED after {timeout_s:.0f} s"
-            f.write(msg + "\n")
-            log(msg)
-    counts = parse_pytest_summary(lines)
-    result = {"returncode": rc, "timed_out": killed.is_set(), "seconds": round(time.monotonic() - t0, 1),
-              **counts}
-    log(f"[tests] rc={rc} passed={counts.get('passed', 0)} failed={counts.get('failed', 0)} "
-        f"errors={counts.get('errors', 0)} skipped={counts.get('skipped', 0)} in {result['seconds']} s"
-        + (" (TIMED OUT)" if killed.is_set() else ""))
-    return result
+    timer = threading.Timer(timeout_s, kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            f.write(line)
+            f.flush()
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line.rstrip("\n"))
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+    if killed.is_set():
+        msg = f"[tests] KILLED after {timeout_s:.0f} s"
+        f.write(msg + "\n")
+        log(msg)
+    return {"returncode": rc, "timed_out": killed.is_set(), **parse_pytest_summary(lines)}
 
 
 def parse_pytest_summary(lines: list[str]) -> dict:

@@ -16,8 +16,8 @@ import torch  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on the CPU interpreter)")
-    # pytest-xdist's own marker, registered here too for runs without xdist (-p no:xdist).
-    config.addinivalue_line("markers", "xdist_group(name): tests that one worker runs in turn under --dist loadgroup")
+    config.addinivalue_line("markers", "large_memory: holds tens of GB of GPU memory; run apart from parallel "
+                                       "workers (bench/gpu_suite.py)")
 
 
 def pytest_collection_modifyitems(config, items):
