@@ -17,14 +17,13 @@ from conftest import equal_with_nan, same_bits
 
 pytestmark = pytest.mark.gpu
 
-# Tests that hold tens of GB of GPU memory (2^31-element inputs, their outputs and torch's references).
-# bench/gpu_suite.py runs them in a process of their own after the rest, which it spreads over xdist
-# workers (-m "not large_memory"): beside the workers they ran the H100 out of memory and failed tests
+# Tests marked large_memory hold tens of GB of GPU memory (2^31-element inputs, their outputs and
+# torch's references). bench/gpu_suite.py runs them in a process of their own after the rest, which it
+# spreads over xdist workers (-m "not large_memory"): beside the workers they ran the H100 out of memory and failed tests
 # there (2026-12-06), and a worker's caching allocator keeps their memory after them.
-LARGE_MEMORY = pytest.mark.large_memory
 
 
-@LARGE_MEMORY
+@pytest.mark.large_memory
 def test_more_than_2_pow_31_elements_use_64_bit_offsets(device):
     n = 2 ** 31 + 17
     x = torch.ones(n, dtype=torch.bfloat16, device=device)
@@ -79,7 +78,7 @@ def test_cpu_tensors_in_a_gpu_process_get_a_clear_error(device):
         precred.sum(x, 1)
 
 
-@LARGE_MEMORY
+@pytest.mark.large_memory
 def test_var_of_more_than_2_pow_31_elements(device):
     from fractions import Fraction
     n = 2 ** 31 + 17
@@ -107,7 +106,7 @@ def test_var_mean_within_bound_on_gpu_sized_plans(device, shape, dim):
         check_moments_within_bound(x, (dim,), mode, device=device, std=False)
 
 
-@LARGE_MEMORY
+@pytest.mark.large_memory
 def test_extrema_past_2_pow_31_elements(device):
     """argmax / argmin / amax of a 2^31 + 17 element bf16 tensor whose extremes sit past 2^31, on the
     planner's schedule and on the atomic one (ties before them must not win: they come later in the
@@ -804,7 +803,7 @@ def _assert_outputs_close(got, reference, tol):
         assert ((g - w).abs() <= tol * w.abs().clamp_min(1.0)).all(), first
 
 
-@LARGE_MEMORY
+@pytest.mark.large_memory
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_calls_of_2_pow_31_rows_or_more(device, dtype):
     """Calls of 2^31 or more rows (outputs), and of as many columns: their row, output and column
