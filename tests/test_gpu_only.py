@@ -17,9 +17,9 @@ from conftest import equal_with_nan, same_bits
 
 pytestmark = pytest.mark.gpu
 
-# Tests marked large_memory hold tens of GB of GPU memory (2^31-element inputs, their outputs and
-# torch's references). bench/gpu_suite.py runs them in a process of their own after the rest, which it
-# spreads over xdist workers (-m "not large_memory"): beside the workers they ran the H100 out of memory and failed tests
+# Tests marked large_memory hold tens of GB of GPU memory (2^31-element inputs, their outputs and torch's
+# references). bench/gpu_suite.py runs them in a process of their own after the rest, which it spreads over
+# xdist workers (-m "not large_memory"): beside the workers they ran the H100 out of memory and failed tests
 # there (2026-12-06), and a worker's caching allocator keeps their memory after them.
 
 
