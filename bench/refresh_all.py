@@ -1,0 +1,74 @@
+"""Every benchmark suite behind docs/, in one device call (GPU): each suite a child process of its own,
+in the order asked, for as long as the budget lasts, without their tests (run those apart: bench/README.md).
+
+    python3 bench/refresh_all.py --out DIR [--suites var,extrema,norm,exp,sum,exact] [--budget-s 540]
+
+What each writes, under DIR/<suite>/, and the page docs/refresh.py then regenerates from it:
+var_bench.json (variance.md), extrema_bench.json (extrema.md), norm_bench.json (normalization.md),
+exp_bench.json (logsumexp.md), bench.json (performance.md), exact-fallback.json (exact.md, with
+bench.json's exact column). A suite starts only if the budget left covers its usual time (SECONDS,
+measured on an H100 with a cold Triton cache) and is killed when the budget ends; DIR/refresh.json
+records what ran, its exit code and seconds. FlagGems is not timed (--no-gems); Liger is, where the
+suite knows it and it imports (carried as a wheel: bench/README.md).
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+# suite: (its command after the interpreter, given its output folder and the seconds left; the usual
+# seconds of a run). gpu_suite gets a budget of its own, which skips its last cases rather than be killed.
+SUITES = {
+    "var": (lambda out, left: [BENCH / "var_suite.py", "--out", out, "--no-gems"], 60),
+    "extrema": (lambda out, left: [BENCH / "extrema_suite.py", "--out", out, "--no-gems"], 80),
+    "norm": (lambda out, left: [BENCH / "norm_suite.py", "--out", out, "--no-gems"], 120),
+    "exp": (lambda out, left: [BENCH / "exp_suite.py", "--out", out, "--no-gems"], 170),
+    "sum": (lambda out, left: [BENCH / "gpu_suite.py", "--out", out, "--skip-tests", "--no-gems",
+                               "--budget-s", f"{max(left - 15, 1):.0f}"], 90),
+    "exact": (lambda out, left: [BENCH / "exact_fallback.py", "--json", out / "exact-fallback.json"], 75),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--suites", default=",".join(SUITES), help="comma-separated, in the order to run")
+    ap.add_argument("--budget-s", type=float, default=540.0, help="seconds for all of them")
+    args = ap.parse_args(argv)
+    names = [s for s in args.suites.split(",") if s]
+    unknown = [s for s in names if s not in SUITES]
+    if unknown:
+        ap.error(f"unknown suites {unknown}; known: {', '.join(SUITES)}")
+    t0 = time.monotonic()
+    ran = []
+    for name in names:
+        command, usual = SUITES[name]
+        left = args.budget_s - (time.monotonic() - t0)
+        if left < usual:
+            ran.append({"suite": name, "skipped": f"{left:.0f} s left, it usually takes {usual} s"})
+            print(f"[refresh] {name}: skipped ({ran[-1]['skipped']})", flush=True)
+            continue
+        out = args.out / name
+        out.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        print(f"[refresh] {name}: running (at most {left:.0f} s)", flush=True)
+        with open(out / "output.log", "w") as log:
+            try:
+                rc = subprocess.run([sys.executable, *map(str, command(out, left))], stdout=log, stderr=subprocess.STDOUT,
+                                    timeout=left).returncode
+            except subprocess.TimeoutExpired:
+                rc = "killed at the budget's end"
+        seconds = round(time.monotonic() - start, 1)
+        ran.append({"suite": name, "returncode": rc, "seconds": seconds})
+        tail = (out / "output.log").read_text(errors="replace").splitlines()[-3:]
+        print(f"[refresh] {name}: exit {rc} in {seconds} s; " + " / ".join(line.strip() for line in tail), flush=True)
+    (args.out / "refresh.json").write_text(json.dumps(ran, indent=1))
+    return 0 if all(r.get("returncode") in (0, None) for r in ran) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
