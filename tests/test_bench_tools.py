@@ -1,0 +1,68 @@
+"""The device-call tools' own logic, on the CPU: bench/gpu_suite.py's test phases and docs/refresh.py's
+device sections (what they run on the GPU is timed there, not here)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "docs"))
+
+import gpu_suite  # noqa: E402
+import refresh  # noqa: E402
+
+SAMPLE = '''import pytest
+
+@pytest.mark.large_memory
+def test_large():
+    pass
+
+@pytest.mark.parametrize("i", range(3))
+def test_small(i):
+    pass
+
+def test_failing():
+    assert False
+'''
+
+
+def test_large_memory_tests_run_in_a_process_after_the_workers(tmp_path):
+    """With workers, the tests marked large_memory run alone after the rest (one pytest each); the
+    counts add up over both and a failure in either sets the return code."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_sample.py").write_text(SAMPLE)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = gpu_suite.run_tests(out, 120, selection=(str(tmp_path / "tests"),), workers=2)
+    log = (out / "tests.log").read_text()
+    assert result["passed"] == 4 and result["failed"] == 1 and result["returncode"] == 1
+    assert not result["timed_out"]
+    first, second = result["summary"].split(" | ")
+    assert "3 passed" in first and "1 failed" in first and "1 passed" in second
+    assert log.count("short test summary") == 1   # the failure, in the workers' phase
+
+
+def test_without_workers_one_process_runs_everything(tmp_path):
+    (tmp_path / "test_sample.py").write_text(SAMPLE.replace("def test_failing():\n    assert False\n", ""))
+    result = gpu_suite.run_tests(tmp_path, 120, selection=(str(tmp_path / "test_sample.py"),), workers=0)
+    assert result["passed"] == 4 and result["returncode"] == 0 and " | " not in result["summary"]
+
+
+@pytest.mark.parametrize("name,device", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
+                                         ("nvidia h100 pcie", "h100")])
+def test_refresh_files_each_run_under_its_device(name, device):
+    assert refresh.device_of({"device": name}) == device
+
+
+def test_refresh_refuses_a_device_without_a_section():
+    with pytest.raises(ValueError, match="A100"):
+        refresh.device_of({"device": "NVIDIA A100-SXM4-80GB"})
+
+
+def test_refresh_knows_every_suite_that_refresh_all_runs():
+    import refresh_all
+    assert set(refresh_all.SUITES) == set(refresh.SUITES)
+    # exact_fallback is told its file's name; the other suites name theirs (var_bench.json, ...)
+    command = refresh_all.SUITES["exact"][0](Path("run/exact"), 100)
+    assert str(Path("run/exact") / refresh.SUITES["exact"][0]) in map(str, command)
