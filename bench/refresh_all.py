@@ -8,8 +8,9 @@ var_bench.json (variance.md), extrema_bench.json (extrema.md), norm_bench.json (
 exp_bench.json (logsumexp.md), bench.json (performance.md), exact-fallback.json (exact.md, with
 bench.json's exact column). A suite starts only if the budget left covers its usual time (SECONDS,
 measured on an H100 with a cold Triton cache) and is killed when the budget ends; DIR/refresh.json
-records what ran, its exit code and seconds. FlagGems is not timed (--no-gems); Liger is, where the
-suite knows it and it imports (carried as a wheel: bench/README.md).
+records what ran, its exit code and seconds. FlagGems is timed only with --gems (its wheel and those
+of its dependencies carried: bench/README.md; the usual times are without it); Liger is, where the suite
+knows it and it imports (carried as a wheel).
 """
 import argparse
 import json
@@ -38,6 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--suites", default=",".join(SUITES), help="comma-separated, in the order to run")
     ap.add_argument("--budget-s", type=float, default=540.0, help="seconds for all of them")
+    ap.add_argument("--gems", action="store_true", help="time FlagGems too, where the suite does")
     args = ap.parse_args(argv)
     names = [s for s in args.suites.split(",") if s]
     unknown = [s for s in names if s not in SUITES]
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
         print(f"[refresh] {name}: running (at most {left:.0f} s)", flush=True)
         with open(out / "output.log", "w") as log:
             try:
-                rc = subprocess.run([sys.executable, *map(str, command(out, left))], stdout=log, stderr=subprocess.STDOUT,
+                argv = [str(a) for a in command(out, left) if not (args.gems and a == "--no-gems")]
+                rc = subprocess.run([sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT,
                                     timeout=left).returncode
             except subprocess.TimeoutExpired:
                 rc = "killed at the budget's end"
