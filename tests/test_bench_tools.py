@@ -66,3 +66,14 @@ def test_refresh_knows_every_suite_that_refresh_all_runs():
     # exact_fallback is told its file's name; the other suites name theirs (var_bench.json, ...)
     command = refresh_all.SUITES["exact"][0](Path("run/exact"), 100)
     assert str(Path("run/exact") / refresh.SUITES["exact"][0]) in map(str, command)
+
+
+@pytest.mark.parametrize("suite", ["var", "extrema", "norm", "exp", "sum", "exact"])
+def test_refresh_all_passes_each_suite_options_it_takes(suite):
+    """Every option refresh_all gives a suite is one that suite's command line declares (its --help)."""
+    import subprocess
+    import refresh_all
+    command = [str(a) for a in refresh_all.SUITES[suite][0](Path("run") / suite, 100)]
+    script, options = command[0], [a for a in command[1:] if a.startswith("--")]
+    shown = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120).stdout
+    assert options and all(option in shown for option in options), (options, shown)
