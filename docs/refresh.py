@@ -62,9 +62,12 @@ def main(argv=None) -> int:
         print(f"{source} -> {target.relative_to(DOCS.parent)}")
     pages = [(generator, data_files(name), page) for suite, (_, name, generator, page) in SUITES.items()
              if suite in changed and generator is not None]
-    if changed & {"sum", "exact"}:
-        exact_inputs = [f for device in DEVICES for f in (f"data/exact-fallback-{device}.json", f"data/bench-{device}.json")
-                        if (DOCS / f"data/exact-fallback-{device}.json").exists() and (DOCS / f"data/bench-{device}.json").exists()]
+    if changed & {"sum", "exact"}:   # exact.md: each device's exact_fallback run, then its sum run
+        exact_inputs = []
+        for device in DEVICES:
+            pair = [f"data/exact-fallback-{device}.json", f"data/bench-{device}.json"]
+            if all((DOCS / f).exists() for f in pair):
+                exact_inputs += pair
         pages.append(("gen_exact.py", exact_inputs, "exact.md"))
     for generator, inputs, page in pages:
         subprocess.run([sys.executable, generator, *inputs, "--out", page], cwd=DOCS, check=True)

@@ -1,5 +1,6 @@
 """The device-call tools' own logic, on the CPU: bench/gpu_suite.py's test phases and docs/refresh.py's
 device sections (what they run on the GPU is timed there, not here)."""
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ sys.path.insert(0, str(ROOT / "docs"))
 
 import gpu_suite  # noqa: E402
 import refresh  # noqa: E402
+import refresh_all  # noqa: E402
 
 SAMPLE = '''import pytest
 
@@ -61,7 +63,6 @@ def test_refresh_refuses_a_device_without_a_section():
 
 
 def test_refresh_knows_every_suite_that_refresh_all_runs():
-    import refresh_all
     assert set(refresh_all.SUITES) == set(refresh.SUITES)
     # exact_fallback is told its file's name; the other suites name theirs (var_bench.json, ...)
     command = refresh_all.SUITES["exact"][0](Path("run/exact"), 100)
@@ -71,8 +72,6 @@ def test_refresh_knows_every_suite_that_refresh_all_runs():
 @pytest.mark.parametrize("suite", ["var", "extrema", "norm", "exp", "sum", "exact"])
 def test_refresh_all_passes_each_suite_options_it_takes(suite):
     """Every option refresh_all gives a suite is one that suite's command line declares (its --help)."""
-    import subprocess
-    import refresh_all
     command = [str(a) for a in refresh_all.SUITES[suite][0](Path("run") / suite, 100)]
     script, options = command[0], [a for a in command[1:] if a.startswith("--")]
     shown = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120).stdout
