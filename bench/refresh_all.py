@@ -1,12 +1,13 @@
 """Every benchmark suite behind docs/, in one device call (GPU): each suite a child process of its own,
 in the order asked, for as long as the budget lasts, without their tests (run those apart: bench/README.md).
 
-    python3 bench/refresh_all.py --out DIR [--suites var,extrema,norm,exp,sum,exact] [--budget-s 540]
+    python3 bench/refresh_all.py --out DIR [--suites var,extrema,norm,exp,sum,exact,ceiling] [--budget-s 540]
 
 What each writes, under DIR/<suite>/, and the page docs/refresh.py then regenerates from it:
 var_bench.json (variance.md), extrema_bench.json (extrema.md), norm_bench.json (normalization.md),
 exp_bench.json (logsumexp.md), bench.json (performance.md), exact-fallback.json (exact.md, with
-bench.json's exact column). A suite starts only if the budget left covers its usual time (SECONDS,
+bench.json's exact column), read-ceiling.json (read_ceiling.md: the fastest read the protocol allows, the
+measure of the goals stated as a share of the copy). A suite starts only if the budget left covers its usual time (SECONDS,
 measured on an H100 with a cold Triton cache) and is killed when the budget ends; DIR/refresh.json
 records what ran, its exit code and seconds. FlagGems is timed only with --gems (its wheel and those
 of its dependencies carried: bench/README.md; the usual times are without it); Liger is, where the suite
@@ -31,6 +32,7 @@ SUITES = {
     "sum": (lambda out, left: [BENCH / "gpu_suite.py", "--out", out, "--skip-tests", "--no-gems",
                                "--budget-s", f"{max(left - 15, 1):.0f}"], 90),
     "exact": (lambda out, left: [BENCH / "exact_fallback.py", "--json", out / "exact-fallback.json"], 75),
+    "ceiling": (lambda out, left: [BENCH / "read_ceiling.py", "--out", out], 120),
 }
 
 

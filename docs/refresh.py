@@ -26,6 +26,7 @@ SUITES = {
     "exp": ("exp_bench.json", "exp-bench", "gen_logsumexp.py", "logsumexp.md"),
     "sum": ("bench.json", "bench", "gen_performance.py", "performance.md"),
     "exact": ("exact-fallback.json", "exact-fallback", None, None),   # exact.md: below, with the sum's data
+    "ceiling": ("read-ceiling.json", "read-ceiling", "gen_read_ceiling.py", "read_ceiling.md"),
 }
 
 

@@ -69,7 +69,7 @@ def test_refresh_knows_every_suite_that_refresh_all_runs():
     assert str(Path("run/exact") / refresh.SUITES["exact"][0]) in map(str, command)
 
 
-@pytest.mark.parametrize("suite", ["var", "extrema", "norm", "exp", "sum", "exact"])
+@pytest.mark.parametrize("suite", ["var", "extrema", "norm", "exp", "sum", "exact", "ceiling"])
 def test_refresh_all_passes_each_suite_options_it_takes(suite):
     """Every option refresh_all gives a suite is one that suite's command line declares (its --help)."""
     command = [str(a) for a in refresh_all.SUITES[suite][0](Path("run") / suite, 100)]
