@@ -2203,27 +2203,35 @@ def one_launch_recompute_tile(p: Pass) -> int:
 
 
 # logsumexp's fp32 filter (strategy 10: `accurate` / `fp64` over 16-bit input) planned as one inner pass
-# (one part a row) may finish the rows it cannot certify in the same program, in fp64
-# (schedules/recompute.py certify_exp_or_recompute, the recompute's own code), EXP_FINISH_PER_THREAD
-# fp64 terms a thread a tile: no recompute launch -- as the accurate fp32 kernel's held rows
-# (ACCURATE_FINISH_PER_THREAD, whose spared launch moved randn +2-16% and log-probabilities 1.3-2x on
-# the H200). OFF until measured: written 2026-12-04 without a GPU lent. sm_90 (bench/kernel_resources.py,
+# (one part a row) over rows of CERTIFIED_EXP_ONE_LAUNCH_RED elements (a closed range; None: never) finishes
+# the rows it cannot certify in the same program, in fp64 (schedules/recompute.py certify_exp_or_recompute,
+# the recompute's own code), EXP_FINISH_PER_THREAD fp64 terms a thread a tile: no recompute launch -- as
+# the accurate fp32 kernel's held rows (ACCURATE_FINISH_PER_THREAD). sm_90 (bench/kernel_resources.py,
 # bf16 262144x256 / 8192^2 / 65536x1024, fp16 4096^2): the pass's registers 26-30 -> 30-32 at 1 term a
 # thread (16 programs of 4 warps an SM still), 37-38 at 2, 40-45 at 4, 61-62 at 8 (half the programs);
-# SASS 440-496 -> 720-752 (outside the loop). To measure: bench/probe_accurate_columns.py --dim 1
-# --dtype bfloat16 --variant "inplace:CERTIFIED_EXP_IN_ONE_LAUNCH=True" (randn, every 997th row, every
-# row left), against the recompute launch; then 4 or 8 terms a thread for the dense case.
-CERTIFIED_EXP_IN_ONE_LAUNCH = False
-EXP_FINISH_PER_THREAD = 1
+# SASS 440-496 -> 720-752 (outside the loop).
+# H100, 2026-12-06, bench/probe_accurate_columns.py --dim 1 (the public `accurate` call, GB/s), the
+# recompute launch -> one launch at 8 terms a thread, on randn rows / "dense" log-probability rows (every
+# row left to the fp64 finish): bf16 rows of 64 1813 -> 1647 / 179 -> 750, 128 1927 -> 1778 / 271 -> 825,
+# **256 1888 -> 1976 / 484 -> 907**, **512 2040 -> 2027 / 525 -> 910**, 1024 2206 -> 1955 / 587 -> 852,
+# 2048 2238 -> 2010, 8192 2119 -> 2190, 65536 unchanged (split: not one pass); fp16 64 -8%, 128 -6%,
+# **256 1708 -> 1829 (+7%)**, **512 1936 -> 1974**, 1024 -11%, 2048 -10%; every 997th row left: bf16 256
+# 1883 -> 1945. At 4 terms a thread rows of 256 +0.5% / +4%, 1024 -10%; at 2, 1 every shape lost (1: -8
+# to -25%). So on for rows of 256 and 512 only (the short rows' extra registers halve their programs, the
+# long rows' fp64 tile costs more than the launch it spares); ruled by the row length, which picks the
+# pass's tile (129-256: 256, 257-512: 512).
+CERTIFIED_EXP_ONE_LAUNCH_RED = (129, 512)
+EXP_FINISH_PER_THREAD = 8
 
 
 def certified_exp_in_one_launch(plan: Plan) -> bool:
     """Whether logsumexp's fp32 filter pass of `plan` also finishes what it cannot certify, in fp64: one
-    inner pass of one part a row (a program holds its rows whole)."""
-    if not CERTIFIED_EXP_IN_ONE_LAUNCH or len(plan.passes) != 1 or plan.fused_merge:
+    inner pass of one part a row (a program holds its rows whole) over rows of CERTIFIED_EXP_ONE_LAUNCH_RED."""
+    if CERTIFIED_EXP_ONE_LAUNCH_RED is None or len(plan.passes) != 1 or plan.fused_merge:
         return False
     p = plan.passes[0]
-    return p.schedule == "inner" and p.parts == 1
+    low, high = CERTIFIED_EXP_ONE_LAUNCH_RED
+    return p.schedule == "inner" and p.parts == 1 and low <= p.red <= high
 
 
 def exp_finish_lanes(p: Pass) -> int:

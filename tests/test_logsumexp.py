@@ -443,12 +443,12 @@ def filter_flags(monkeypatch):
     tensor: those it marks). A cleared output is given what the filter leaves in an uncertified one,
     its row's maximum (the recompute's reference): a row the recompute skips keeps that, not its
     result. The filter's flags are seen where the recompute launch reads them: every plan takes the
-    two launches here (plan.CERTIFIED_EXP_IN_ONE_LAUNCH off; the one-launch finish has its own test,
+    two launches here (plan.CERTIFIED_EXP_ONE_LAUNCH_RED None; the one-launch finish has its own test,
     test_certified_filter_finishes_in_one_launch)."""
     seen = []
     settings = {"clear": False, "left": []}   # left: the outputs as the filter left them
     original = launch._launch_exp_recompute
-    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_IN_ONE_LAUNCH", False)
+    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_ONE_LAUNCH_RED", None)
 
     def spy(view, source, out, flags, dependent):
         seen.append(flags.cpu().clone())
@@ -651,7 +651,7 @@ def _peaked_rows(rows, n, rng, dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("n", [200, 1000, 3000])
 def test_certified_filter_finishes_in_one_launch(n, dtype, device, monkeypatch):
-    """plan.CERTIFIED_EXP_IN_ONE_LAUNCH: logsumexp's fp32 filter planned as one inner pass finishes the
+    """plan.CERTIFIED_EXP_ONE_LAUNCH_RED: logsumexp's fp32 filter planned as one inner pass finishes the
     rows it cannot certify itself, in fp64 (recompute.certify_exp_or_recompute): rows next to 0 (every
     one left by the filter) come back with flag 2 and within the fp64 mode's bound at the finish's
     depth (plan.exp_finish_depth), no recompute launch runs, the kept rows (randn + 5, torch's
@@ -674,7 +674,7 @@ def test_certified_filter_finishes_in_one_launch(n, dtype, device, monkeypatch):
         return out, second
 
     monkeypatch.setattr(launch._Workspace, "outputs", outputs)
-    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_IN_ONE_LAUNCH", True)
+    monkeypatch.setattr(plan_module, "CERTIFIED_EXP_ONE_LAUNCH_RED", (1, n))   # these rows too
     for per_thread in (1, 8):
         monkeypatch.setattr(plan_module, "EXP_FINISH_PER_THREAD", per_thread)
         got, plan = _filtered(x, device)
@@ -694,6 +694,17 @@ def test_certified_filter_finishes_in_one_launch(n, dtype, device, monkeypatch):
             public = precred.logsumexp(x.to(device), -1, mode="accurate").cpu()
             assert torch.equal(public.view(torch.int16), got.view(torch.int16)), per_thread
             assert not calls
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_certified_filter_finishes_in_one_launch_where_measured(dtype):
+    """The production rule (plan.CERTIFIED_EXP_ONE_LAUNCH_RED's note, H100): rows of 256 and 512 finish
+    in the filter's launch; rows of 128 and 1024 -- each lost 6-11% on randn that way -- keep the
+    recompute launch (one inner pass of one part a row all four, so the row length alone decides)."""
+    for n, expected in ((128, False), (256, True), (512, True), (1024, False)):
+        _, plan = plan_for(torch.zeros(4096, n, dtype=dtype), (1,), CERTIFIED_EXP_MODE, dtype, sm_count=132)
+        assert len(plan.passes) == 1 and plan.passes[0].parts == 1, (n, plan)
+        assert plan_module.certified_exp_in_one_launch(plan) is expected, (n, plan)
 
 
 # --- the accurate mode over contiguous fp32 rows: the kept results and the fp64 recompute ---
