@@ -270,8 +270,11 @@ def logsumexp_error_bound(mode: str, n: int, s: float, t: float, lse: float, dty
 
     The fp64 mode on bf16 / fp16 inputs first runs the fp32 pass and keeps its result where the bound
     above for that pass (certified_log_sum_margin: every row's) proves it rounds to the exact result's
-    rounding; those outputs are within the rounding alone. The rest are recomputed in fp64, whose
-    depth is the recompute's (precred.plan.ExpRecomputePlan.depth): pass that one for them.
+    rounding; those outputs are within the rounding alone. The rest are recomputed in fp64 -- by the
+    recompute launch (precred.plan.ExpRecomputePlan.depth) or, on rows of
+    plan.CERTIFIED_EXP_ONE_LAUNCH_RED, by the pass's own finish (plan.exp_finish_depth): pass that depth
+    (precred.plan.certified_exp_fp64_depth picks it). The accurate fp32 rows kernel's unkept rows
+    likewise take precred.plan.accurate_rows_fp64_depth.
     """
     out_dtype = dtype if out_dtype is None else out_dtype
     if mode == "accurate" and dtype == torch.float32 and out_dtype == torch.float32:

@@ -2234,6 +2234,24 @@ def certified_exp_in_one_launch(plan: Plan) -> bool:
     return p.schedule == "inner" and p.parts == 1 and low <= p.red <= high
 
 
+def accurate_rows_fp64_depth(rows: int, red: int, *, sm_count: int) -> int:
+    """The fp64 tree depth of the rows the `accurate` fp32 rows kernel's bound does not keep
+    (plan_accurate_logsumexp_rows): held rows' own finish (AccurateExpPlan.finish_depth), streamed ones'
+    recompute launch (plan_exp_recompute). The depth the fp64 part of its bound takes."""
+    p = plan_accurate_logsumexp_rows(rows, red, sm_count=sm_count)
+    return p.finish_depth if p.one_tile else plan_exp_recompute(rows, red, sm_count=1, strided=False).depth
+
+
+def certified_exp_fp64_depth(plan: Plan, n_out: int, red: int, *, sm_count: int, strided: bool) -> int:
+    """The fp64 tree depth of the outputs logsumexp's certified fp32 filter, planned as `plan`, leaves to
+    fp64 (n_out outputs of red elements): its own launch's finish (certified_exp_in_one_launch,
+    exp_finish_depth) or the recompute launch's (plan_exp_recompute). The depth its bound takes
+    (precred.logsumexp_error_bound): the certified outputs are within their rounding alone."""
+    if certified_exp_in_one_launch(plan):
+        return exp_finish_depth(plan.passes[0])
+    return plan_exp_recompute(n_out, red, sm_count=sm_count, strided=strided).depth
+
+
 def exp_finish_lanes(p: Pass) -> int:
     """The fp64 lanes along each row in that finish: EXP_FINISH_PER_THREAD terms a thread a tile over
     the program's block_kept rows, a power of two, at most the row's length rounded up."""

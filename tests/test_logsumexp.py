@@ -76,10 +76,10 @@ def assert_within_bound(x, dim, mode, device, planner=None):
     view, plan = plan_for(xd, dims, m, x.dtype, **(planner or {}))
     got = reduce_logsumexp(xd, dims, m, plan=plan).cpu().double().tolist()
     # The certified fp64 mode's outputs are the filter's where certified (within the rounding alone) and
-    # the fp64 recompute's elsewhere: the bound with the recompute's depth (its chunks; the SM count only
-    # sets outputs per program) covers both.
-    recompute = plan_exp_recompute(view.outer * view.inner, view.red, sm_count=1, strided=view.stride_red != 1)
-    depth = plan.depth if m is not CERTIFIED_EXP_MODE else recompute.depth
+    # the fp64 path's elsewhere -- the filter's own finish or the recompute launch: the bound with that
+    # path's depth (the recompute's chunks; the SM count only sets outputs per program) covers both.
+    depth = plan.depth if m is not CERTIFIED_EXP_MODE else plan_module.certified_exp_fp64_depth(
+        plan, view.outer * view.inner, view.red, sm_count=1, strided=view.stride_red != 1)
     return rows_within_bound(x, dim, got, mode, depth, plan.schedule)
 
 
@@ -739,11 +739,6 @@ def _accurate_rows(x, device, recompute=True, sm_count=1):
     return out.cpu().double().tolist(), flags.cpu().tolist()
 
 
-def _accurate_rows_fp64_depth(rows, n, sm_count):
-    """The fp64 depth of the rows the accurate rows' bound leaves: held rows' own finish in fp64
-    (plan.AccurateExpPlan.finish_depth), streamed ones' recompute."""
-    p = plan_module.plan_accurate_logsumexp_rows(rows, n, sm_count=sm_count)
-    return p.finish_depth if p.one_tile else plan_exp_recompute(rows, n, sm_count=1, strided=False).depth
 
 
 def _log_probability_rows(rows, n, rng):
@@ -788,7 +783,7 @@ def test_accurate_rows_within_two_ulp(tiles, device, monkeypatch):
                     assert first == value and ulp_error(first, row.lse, torch.float32) <= 2.0, (name, n)
                 else:   # what the recompute takes as its reference
                     assert first == float(elements.max()), (name, n, first)
-            depth = _accurate_rows_fp64_depth(rows, n, sm_count)
+            depth = plan_module.accurate_rows_fp64_depth(rows, n, sm_count=sm_count)
             rows_within_bound(x, -1, got, "accurate", depth, "rows", references)
 
 
@@ -809,7 +804,7 @@ def test_accurate_rows_keep_what_their_bound_allows(tiles, device, monkeypatch):
     assert flags == [0] * 6
     assert left == x.amax(1).double().tolist()
     got, _ = _accurate_rows(x, device)
-    rows_within_bound(x, -1, got, "fp64", _accurate_rows_fp64_depth(6, n, 1), "recompute")
+    rows_within_bound(x, -1, got, "fp64", plan_module.accurate_rows_fp64_depth(6, n, sm_count=1), "recompute")
     _assert_kept_near_powers_of_two(lambda x, recompute: _accurate_rows(x, device, recompute=recompute), n, rng, -1)
 
 

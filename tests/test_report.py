@@ -477,6 +477,32 @@ def test_bound_depth_is_the_plan_that_runs():
     assert OPS["var"].plan_depth(short, "fast") == plan_for(short, (1,), get_var_mode("fast"), torch.float32)[1].depth
 
 
+def test_filtered_logsumexp_bounds_take_their_fp64_paths_depth():
+    """logsumexp's filtered calls are held to the fp64 bound at the depth of the fp64 path that makes the
+    outputs their filter leaves (their kept outputs are within the rounding or 2 ulp alone): `accurate`
+    over fp32 rows, the accurate rows kernel's finish or recompute; `fp64` / `accurate` over 16-bit rows,
+    the certified pass's own finish (rows of 256: plan.certified_exp_in_one_launch) or the recompute
+    launch (rows of 100) -- not the plan of another mode's kernel."""
+    from precred.launch import device_sm_count, plan_for
+    from precred.modes import CERTIFIED_EXP_MODE
+    from precred.plan import (certified_exp_in_one_launch, exp_finish_depth, plan_accurate_logsumexp_rows,
+                              plan_exp_recompute)
+    from precred.report.ops import OPS
+    sm_count = device_sm_count(torch.device("cpu"))
+    rows = torch.zeros(3, 100)
+    accurate = plan_accurate_logsumexp_rows(3, 100, sm_count=sm_count)
+    assert accurate.one_tile and OPS["logsumexp"].plan_depth(rows, "accurate") == accurate.finish_depth
+    for n, one_launch in ((100, False), (256, True)):
+        for dtype in (torch.bfloat16, torch.float16):
+            x = torch.zeros(3, n, dtype=dtype)
+            plan = plan_for(x, (1,), CERTIFIED_EXP_MODE, dtype)[1]
+            assert certified_exp_in_one_launch(plan) == one_launch
+            expected = (exp_finish_depth(plan.passes[0]) if one_launch
+                        else plan_exp_recompute(3, n, sm_count=sm_count, strided=False).depth)
+            for mode in ("fp64", "accurate"):
+                assert OPS["logsumexp"].plan_depth(x, mode) == expected, (n, dtype, mode)
+
+
 def test_per_element_ops_bound_the_plan_that_runs():
     """softmax / log_softmax: the path precred.launch.plan_softmax picks (the single-read kernel's RowPlan
     for short rows, else the row loop's LoopPlan or the two passes' Plan); layer_norm / rms_norm: the

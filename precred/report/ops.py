@@ -16,11 +16,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..strategies import CERTIFIED_EXP
 from ..bounds import (error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound,
                       softmax_plan_arguments)
-from ..launch import plan_for, plan_softmax, row_plan_for
-from ..modes import EXACT_DTYPES, EXP_MODES, MODES, NORM_MODES, VAR_MODES, sum_mode
-from ..plan import plan_logsumexp_rows, plan_moments_rows, plan_norm_forward
+from ..launch import device_sm_count, plan_for, plan_softmax, row_plan_for
+from ..modes import EXACT_DTYPES, EXP_MODES, MODES, NORM_MODES, VAR_MODES, logsumexp_mode, sum_mode
+from ..plan import accurate_rows_fp64_depth, certified_exp_fp64_depth, plan_logsumexp_rows, plan_moments_rows, plan_norm_forward
 from ..ops import layer_norm as precred_layer_norm, log_softmax as precred_log_softmax
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm as precred_rms_norm
 from ..ops import softmax as precred_softmax, std as precred_std, sum as precred_sum, var as precred_var
@@ -169,6 +170,29 @@ def _logsumexp_bound(mode, truth, n, dtype, plan):
     return logsumexp_error_bound(mode, r.n, r.s, r.t, float(r.lse), dtype, depth=plan.depth) + r.exact_to
 
 
+@dataclass(frozen=True)
+class FilteredDepth:
+    """What the bound of a filtered call needs of its plan: the fp64 depth of the outputs its filter
+    leaves (plan.certified_exp_fp64_depth); the filter's certified outputs are within their rounding."""
+    depth: int
+
+
+def _logsumexp_planner(x: torch.Tensor, mode):
+    """The plan of precred.logsumexp(x, -1) in `mode` (logsumexp_mode's) as its bound sees it: on 16-bit
+    input in `fp64` / `accurate`, the certified filter's fp64 depth, and `accurate` on fp32 rows, the fp64
+    depth of the rows its kernel does not keep (FilteredDepth both); else the single-read rows plan
+    where the call takes one, or plan_for's (launch.reduce_logsumexp's routes)."""
+    dims = (x.dim() - 1,)
+    if mode.name == "accurate" and x.dtype == torch.float32:   # the report's rows are contiguous
+        return FilteredDepth(accurate_rows_fp64_depth(x.shape[0], x.shape[-1], sm_count=device_sm_count(x.device)))
+    if mode.strategy == CERTIFIED_EXP:
+        view, plan = plan_for(x, dims, mode, x.dtype)
+        return FilteredDepth(certified_exp_fp64_depth(plan, view.outer * view.inner, view.red,
+                                                      sm_count=device_sm_count(x.device), strided=False))
+    row_plan = row_plan_for(x, dims, mode, x.dtype, plan_logsumexp_rows)
+    return row_plan if row_plan is not None else plan_for(x, dims, mode, x.dtype)[1]
+
+
 # ----------------------------------------------------------------------------------- softmax, log_softmax
 def _largest_magnitude(values) -> Fraction:
     """The largest |v| of a row's finite exact values (Fractions; -inf skipped): its scale."""
@@ -251,8 +275,8 @@ OPS: dict[str, ReportOp] = {
                     lambda name, dtype: VAR_MODES[name], False, "the exact standard deviation", plan_moments_rows),
     "logsumexp": ReportOp("logsumexp", tuple(EXP_MODES),
                           lambda x, m: precred_logsumexp(x, -1, mode=m), lambda x: torch.logsumexp(x, -1),
-                          _logsumexp_truths, _logsumexp_bound, lambda name, dtype: EXP_MODES[name], False,
-                          "|logsumexp| (the error is relative)", plan_logsumexp_rows),
+                          _logsumexp_truths, _logsumexp_bound, logsumexp_mode, False,
+                          "|logsumexp| (the error is relative)", planner=_logsumexp_planner),
     "softmax": ReportOp("softmax", tuple(EXP_MODES),
                         lambda x, m: precred_softmax(x, -1, mode=m), lambda x: torch.softmax(x, -1),
                         _softmax_truths(False), _softmax_bound(False), lambda name, dtype: EXP_MODES[name],
