@@ -1,5 +1,6 @@
 """The device-call tools' own logic, on the CPU: bench/gpu_suite.py's test phases and docs/refresh.py's
 device sections (what they run on the GPU is timed there, not here)."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,16 @@ def test_refresh_all_passes_each_suite_options_it_takes(suite):
     script, options = command[0], [a for a in command[1:] if a.startswith("--")]
     shown = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120).stdout
     assert options and all(option in shown for option in options), (options, shown)
+
+
+def test_refresh_all_keeps_every_log_in_its_record(tmp_path):
+    """A run's files are each suite's JSON and refresh.json alone (the device tool brings back 8 files a
+    call): each suite's output, exit code and seconds sit in refresh.json -- here two suites that fail
+    without a GPU, then one the budget left no time for."""
+    code = refresh_all.main(["--out", str(tmp_path), "--suites", "ceiling,exact,exp", "--budget-s", "120"])
+    ran = json.loads((tmp_path / "refresh.json").read_text())
+    assert code == 1 and [r["suite"] for r in ran] == ["ceiling", "exact", "exp"]
+    for failed in ran[:2]:
+        assert failed["returncode"] not in (0, None) and "Traceback" in failed["output"], failed
+    assert "skipped" in ran[2] and "output" not in ran[2]
+    assert [f.name for f in tmp_path.rglob("*") if f.is_file()] == ["refresh.json"]

@@ -465,8 +465,9 @@ def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
     """logsumexp's accurate mode on the GPU's own plans -- few long rows split into parts, streamed rows
     (the recompute a programmatic dependent), held rows -- within its bound (2 ulp; the fp64 mode's
     where that is larger, next to 0) on adversarial families and on log-probability rows (logsumexp ~
-    0: every row left to the fp64 recompute)."""
-    from precred.plan import plan_accurate_logsumexp_rows, plan_exp_recompute
+    0: every row left to the fp64 finish of held rows or the recompute of streamed ones, the bound at
+    that path's depth, plan.accurate_rows_fp64_depth)."""
+    from precred.plan import accurate_rows_fp64_depth, plan_accurate_logsumexp_rows
     from test_logsumexp import _log_probability_rows, family, rows_within_bound
     from precred.launch import device_sm_count
 
@@ -480,8 +481,7 @@ def test_accurate_logsumexp_on_gpu_sized_rows(device, shape):
         else:
             x = family(name, shape[0], shape[1], rng, torch.float32)
         got = precred.logsumexp(x.to(device), -1).cpu()[:rows].double().tolist()
-        depth = plan_exp_recompute(shape[0], shape[1], sm_count=device_sm_count(torch.device(device)),
-                                   strided=False).depth
+        depth = accurate_rows_fp64_depth(shape[0], shape[1], sm_count=device_sm_count(torch.device(device)))
         rows_within_bound(x[:rows], -1, got, "accurate", depth, name)
 
 
