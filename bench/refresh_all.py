@@ -7,12 +7,12 @@ What each writes, under DIR/<suite>/, and the page docs/refresh.py then regenera
 var_bench.json (variance.md), extrema_bench.json (extrema.md), norm_bench.json (normalization.md),
 exp_bench.json (logsumexp.md), bench.json (performance.md), exact-fallback.json (exact.md, with
 bench.json's exact column), read-ceiling.json (read_ceiling.md: the fastest read the protocol allows, the
-measure of the goals stated as a share of the copy). A suite starts only if the budget left covers its usual
-time (SUITES, measured on an H100 with a cold Triton cache) and is killed when the budget ends;
+measure of the goals stated as a share of the copy). A suite starts only if the budget left covers its
+usual time (SUITES, measured on an H100 with a cold Triton cache) and is killed when the budget ends;
 DIR/refresh.json records what ran, its exit code, seconds and whole output -- one file for all the logs,
-as the device tool brings back at most 8 files from a call: the seven suites' JSONs and this one. FlagGems is timed only with --gems (its wheel and those
-of its dependencies carried: bench/README.md; the usual times are without it); Liger is, where the suite
-knows it and it imports (carried as a wheel).
+as the device tool brings back at most 8 files from a call: the seven suites' JSONs and this one.
+FlagGems is timed only with --gems (its wheel and those of its dependencies carried: bench/README.md; the
+usual times are without it); Liger is, where the suite knows it and it imports (carried as a wheel).
 """
 import argparse
 import json

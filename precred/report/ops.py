@@ -16,15 +16,16 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..strategies import CERTIFIED_EXP
 from ..bounds import (error_bound, logsumexp_error_bound, moments_error_bound, norm_error_bound, softmax_error_bound,
                       softmax_plan_arguments)
 from ..launch import device_sm_count, plan_for, plan_softmax, row_plan_for
 from ..modes import EXACT_DTYPES, EXP_MODES, MODES, NORM_MODES, VAR_MODES, logsumexp_mode, sum_mode
-from ..plan import accurate_rows_fp64_depth, certified_exp_fp64_depth, plan_logsumexp_rows, plan_moments_rows, plan_norm_forward
+from ..plan import (accurate_rows_fp64_depth, certified_exp_fp64_depth, plan_logsumexp_rows, plan_moments_rows,
+                    plan_norm_forward)
 from ..ops import layer_norm as precred_layer_norm, log_softmax as precred_log_softmax
 from ..ops import logsumexp as precred_logsumexp, mean as precred_mean, rms_norm as precred_rms_norm
 from ..ops import softmax as precred_softmax, std as precred_std, sum as precred_sum, var as precred_var
+from ..strategies import CERTIFIED_EXP
 from validation.moments import exact_sqrt, reference_moments
 from validation.norms import bound_inputs, reference_norm
 from validation.stable_exp import output_exact_to, reference_logsumexp, reference_softmax
@@ -173,7 +174,8 @@ def _logsumexp_bound(mode, truth, n, dtype, plan):
 @dataclass(frozen=True)
 class FilteredDepth:
     """What the bound of a filtered call needs of its plan: the fp64 depth of the outputs its filter
-    leaves (plan.certified_exp_fp64_depth); the filter's certified outputs are within their rounding."""
+    leaves (plan.certified_exp_fp64_depth, plan.accurate_rows_fp64_depth); the outputs it keeps are
+    within their rounding (or 2 ulp) alone."""
     depth: int
 
 
