@@ -48,8 +48,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     names = [s for s in args.suites.split(",") if s]
     unknown = [s for s in names if s not in SUITES]
-    if unknown:
-        ap.error(f"unknown suites {unknown}; known: {', '.join(SUITES)}")
+    if unknown or not names:
+        ap.error(f"unknown suites {unknown}; known: {', '.join(SUITES)}" if unknown else "no suite given")
     t0 = time.monotonic()
     ran = []
     for name in names:
@@ -58,27 +58,30 @@ def main(argv=None) -> int:
         if left < usual:
             ran.append({"suite": name, "skipped": f"{left:.0f} s left, it usually takes {usual} s"})
             print(f"[refresh] {name}: skipped ({ran[-1]['skipped']})", flush=True)
-            continue
-        out = args.out / name
-        out.mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
-        print(f"[refresh] {name}: running (at most {left:.0f} s)", flush=True)
-        argv = [str(a) for a in command(out, left) if not (args.gems and a == "--no-gems")]
-        try:
-            done = subprocess.run([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=left)
-            rc, output = done.returncode, done.stdout
-        except subprocess.TimeoutExpired as e:
-            rc, output = "killed at the budget's end", e.stdout or b""
-        seconds = round(time.monotonic() - start, 1)
-        log = output.decode(errors="replace") if isinstance(output, bytes) else output
-        ran.append({"suite": name, "returncode": rc, "seconds": seconds, "output": log})
-        tail = log.splitlines()[-3:]
-        print(f"[refresh] {name}: exit {rc} in {seconds} s; " + " / ".join(line.strip() for line in tail), flush=True)
+        else:
+            argv = [str(a) for a in command(args.out / name, left) if not (args.gems and a == "--no-gems")]
+            ran.append(run_suite(name, argv, args.out / name, left))
         # rewritten after each suite: a call cut short keeps the record of what ran
         (args.out / "refresh.json").write_text(json.dumps(ran, indent=1))
-    (args.out / "refresh.json").write_text(json.dumps(ran, indent=1))
     return 0 if all(r.get("returncode") in (0, None) for r in ran) else 1
+
+
+def run_suite(name: str, argv: list, out: Path, left: float) -> dict:
+    """One suite's child process (its output folder made first), killed after `left` seconds: its record
+    -- exit code (or why it was killed), seconds and whole output."""
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    print(f"[refresh] {name}: running (at most {left:.0f} s)", flush=True)
+    try:   # the output as bytes either way: TimeoutExpired keeps what came before the kill (or None)
+        done = subprocess.run([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=left)
+        rc, output = done.returncode, done.stdout
+    except subprocess.TimeoutExpired as e:
+        rc, output = "killed at the budget's end", e.stdout
+    seconds = round(time.monotonic() - start, 1)
+    log = (output or b"").decode(errors="replace")
+    tail = log.splitlines()[-3:]
+    print(f"[refresh] {name}: exit {rc} in {seconds} s; " + " / ".join(line.strip() for line in tail), flush=True)
+    return {"suite": name, "returncode": rc, "seconds": seconds, "output": log}
 
 
 if __name__ == "__main__":

@@ -90,3 +90,11 @@ def test_refresh_all_keeps_every_log_in_its_record(tmp_path):
         assert failed["returncode"] not in (0, None) and "Traceback" in failed["output"], failed
     assert "skipped" in ran[2] and "output" not in ran[2]
     assert [f.name for f in tmp_path.rglob("*") if f.is_file()] == ["refresh.json"]
+
+
+@pytest.mark.parametrize("suites", ["", "var,nosuch"])
+def test_refresh_all_refuses_no_suite_or_an_unknown_one(suites, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        refresh_all.main(["--out", str(tmp_path), "--suites", suites])
+    assert ("nosuch" if suites else "no suite given") in capsys.readouterr().err
+    assert not (tmp_path / "refresh.json").exists()
