@@ -79,17 +79,28 @@ def test_refresh_all_passes_each_suite_options_it_takes(suite):
     assert options and all(option in shown for option in options), (options, shown)
 
 
-def test_refresh_all_keeps_every_log_in_its_record(tmp_path):
+def test_refresh_all_keeps_every_log_in_its_record(tmp_path, monkeypatch):
     """A run's files are each suite's JSON and refresh.json alone (the device tool brings back 8 files a
-    call): each suite's output, exit code and seconds sit in refresh.json -- here two suites that fail
-    without a GPU, then one the budget left no time for."""
-    code = refresh_all.main(["--out", str(tmp_path), "--suites", "ceiling,exact,exp", "--budget-s", "120"])
+    call): each suite's output, exit code and seconds sit in refresh.json -- here stand-in suites (the real
+    ones run on the GPU, where they would be timed: this test must not depend on the device) that write
+    their JSON, raise, overrun the budget, then one the budget left no time for."""
+    def script(code):
+        return lambda out, left: ["-c", code, out]
+    writes = "import sys, pathlib; print('wrote'); pathlib.Path(sys.argv[1], 'its.json').write_text('{}')"
+    monkeypatch.setattr(refresh_all, "SUITES", {
+        "writes": (script(writes), 0),
+        "raises": (script("raise RuntimeError('no GPU here')"), 0),
+        "overruns": (script("import time; print('started', flush=True); time.sleep(60)"), 0),
+        "waits": (script("print('never')"), 60)})
+    code = refresh_all.main(["--out", str(tmp_path), "--suites", "writes,raises,overruns,waits", "--budget-s", "8"])
     ran = json.loads((tmp_path / "refresh.json").read_text())
-    assert code == 1 and [r["suite"] for r in ran] == ["ceiling", "exact", "exp"]
-    for failed in ran[:2]:
-        assert failed["returncode"] not in (0, None) and "Traceback" in failed["output"], failed
-    assert "skipped" in ran[2] and "output" not in ran[2]
-    assert [f.name for f in tmp_path.rglob("*") if f.is_file()] == ["refresh.json"]
+    assert code == 1 and [r["suite"] for r in ran] == ["writes", "raises", "overruns", "waits"]
+    assert ran[0]["returncode"] == 0 and ran[0]["output"].strip() == "wrote"
+    assert ran[1]["returncode"] not in (0, None) and "RuntimeError: no GPU here" in ran[1]["output"]
+    assert ran[2]["returncode"] == "killed at the budget's end" and "started" in ran[2]["output"]
+    assert "skipped" in ran[3] and "output" not in ran[3]
+    files = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.rglob("*") if f.is_file())
+    assert files == ["refresh.json", str(Path("writes", "its.json"))]
 
 
 @pytest.mark.parametrize("suites", ["", "var,nosuch"])
