@@ -250,6 +250,11 @@ def test_edge_cases_follow_torch(device):
         precred.amax(torch.arange(4, device=device))
     with pytest.raises(TypeError, match="dim"):
         precred.max(empty_rows, (0, 1))
+    rows = torch.tensor([[0.5, 2.0], [3.0, -1.0]], device=device)
+    for op in (precred.max, precred.min):   # torch.max(x, tensor) is the elementwise maximum, not dim 1
+        for other in (torch.tensor(1, device=device), torch.tensor([1.0], device=device)):
+            with pytest.raises(TypeError, match="elementwise"):
+                op(rows, other)
     with pytest.raises(IndexError, match="dim"):
         precred.argmax(empty_rows, 2)
     with pytest.raises(TypeError, match="keepdim"):

@@ -192,9 +192,12 @@ def amin(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
 def max(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirrors torch.max
     """torch.max's reductions: `max(x)` is amax over every dim; `max(x, dim)` returns
     torch.return_types.max(values, indices), the index being the first occurrence of the maximum along
-    dim (a NaN is the maximum when present)."""
+    dim (a NaN is the maximum when present). dim is an int: a tensor there is a TypeError, as torch
+    reads a tensor in that place as `other` (torch.max(x, other): the elementwise maximum, not a
+    reduction precred computes)."""
     if dim is None:
         return _amax_call(x, None, keepdim, minimum=False, op="max")
+    _check_not_other(dim, "max", "maximum")
     return torch.return_types.max(_with_index_call(x, dim, keepdim, minimum=False, op="max"))
 
 
@@ -202,7 +205,17 @@ def min(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirr
     """torch.min's reductions; as precred.max."""
     if dim is None:
         return _amax_call(x, None, keepdim, minimum=True, op="min")
+    _check_not_other(dim, "min", "minimum")
     return torch.return_types.min(_with_index_call(x, dim, keepdim, minimum=True, op="min"))
+
+
+def _check_not_other(dim, op: str, elementwise: str) -> None:
+    """torch.max / torch.min read a tensor as their second argument as `other` -- the elementwise
+    extremum of two tensors, torch.maximum / torch.minimum -- so a one-element integer tensor there is not
+    a dim as it is for the other reductions (checks.as_int_dim): refused, rather than reduced along it."""
+    if isinstance(dim, torch.Tensor):
+        raise TypeError(f"{op}(): dim must be an int, got a tensor; torch.{op}(input, other) with a tensor "
+                        f"is the elementwise {elementwise} (torch.{elementwise}), which precred does not compute")
 
 
 def argmax(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:

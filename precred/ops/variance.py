@@ -173,7 +173,9 @@ def var(x: torch.Tensor, dim=None, unbiased: bool | None = None, keepdim: bool =
     two-pass algorithm, each row read once) -- see
     precred.VAR_MODES and precred.moments_error_bound. Never the sum(x^2) - n*mean^2 form: the
     values are shifted by the row's first element and merged by Chan's formula. Empty reductions and
-    n - correction <= 0 give NaN or inf, and NaN/inf inputs give NaN, as torch.
+    n - correction <= 0 give NaN or inf, and NaN/inf inputs give NaN, as torch. "fast" holds the sum of
+    squared deviations in fp32: it overflows to inf once it passes fp32's range (deviations beyond
+    ~1.8e19 -- precred.moments_error_bound is inf there), even for a std that fp32 holds; "fp64" does not.
 
     CUDA tensors run compiled Triton kernels; CPU tensors run the same kernels through Triton's
     interpreter (slowly).
