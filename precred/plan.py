@@ -2142,6 +2142,12 @@ PASS_PROGRAMMATIC_LAUNCH = frozenset({0, 2})
 # 4096^2 1269/1274 -> 1329/1326, 16x262144 838/848 -> 846/792; fp32 within -3% to +3% (262144x256
 # 3190/3184 -> 3106/3100, 4096^2 2060/2062 -> 2131/2129, the 256 MiB shapes +1-2%): not taken.
 # (bench/profile_kernels.py: the two launches of var fp64 over dim 0 leave 4-5 us between them.)
+# The exact filter (7) on bf16 too, H100, 2026-12-06, bench/sweep_outer.py --op sum --modes fast,exact
+# --dtypes bfloat16 --variant "pdl7:PASS_PROGRAMMATIC_LAUNCH_FP64={2: {2, 7}}" --repeat 2, exact GB/s
+# ordinary -> dependent launches: dim 0 262144x256 1913/1909 -> 1900/1942, 8192^2 2044/2037 ->
+# 2076/2039, 1024x65536 2055/2063 -> 2055/2099, 65536x1024 and 16x262144 even; rows (dim -1) within
+# 0.3%: within the runs' spread, not taken (the issue 7 miss, exact / fast on 262144x256 over dim 0,
+# stays ~0.88-0.90).
 PASS_PROGRAMMATIC_LAUNCH_FP64 = {2: frozenset({2})}
 # The exact mode in one launch: where the filter is one inner pass over the input (no split) of at
 # most EXACT_ONE_LAUNCH_MAX_BYTES, its programs recompute their own uncertified rows
