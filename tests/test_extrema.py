@@ -251,10 +251,12 @@ def test_edge_cases_follow_torch(device):
     with pytest.raises(TypeError, match="dim"):
         precred.max(empty_rows, (0, 1))
     rows = torch.tensor([[0.5, 2.0], [3.0, -1.0]], device=device)
-    for op in (precred.max, precred.min):   # torch.max(x, tensor) is the elementwise maximum, not dim 1
-        for other in (torch.tensor(1, device=device), torch.tensor([1.0], device=device)):
-            with pytest.raises(TypeError, match="elementwise"):
-                op(rows, other)
+    for op, name in ((precred.max, "maximum"), (precred.min, "minimum")):
+        for other in (torch.tensor(1), torch.tensor(-1, dtype=torch.int16), torch.tensor([1.0])):
+            # torch reads a tensor there as `other`: the elementwise extremum, not a reduction along dim 1
+            assert getattr(torch, op.__name__)(rows.cpu(), other).shape == rows.shape
+            with pytest.raises(TypeError, match=f"elementwise {name}"):
+                op(rows, other.to(device))
     with pytest.raises(IndexError, match="dim"):
         precred.argmax(empty_rows, 2)
     with pytest.raises(TypeError, match="keepdim"):

@@ -189,17 +189,13 @@ def test_int_like_dims_are_taken_as_torch_takes_them(device, name):
     """A NumPy integer or a one-element integer tensor as dim is that int (torch takes them through
     __index__: torch.sum(x, np.int64(1))); bools, floats and float tensors are TypeErrors naming dim.
     The int-like call returns the int call's result bit for bit, twice (the second call: the eager
-    replay's key must not keep the tensor). But max: torch.max(x, tensor) is the elementwise maximum
-    (`other`), so a tensor there is refused (precred.ops.extrema._check_not_other), not taken as a dim."""
+    replay's key must not keep the tensor). But max: torch.max(x, tensor) is the elementwise maximum,
+    so max takes no tensor there (tests/test_extrema.py::test_edge_cases_follow_torch)."""
     ours, theirs = DIM_CALLS[name]
     x = _randn((3, 5), device)
     expected = ours(x, 1)
-    for like in (np.int64(1), np.int32(-1), torch.tensor(1), torch.tensor(-1, dtype=torch.int16)):
-        if name == "max" and isinstance(like, torch.Tensor):
-            assert torch.max(x.cpu(), like.cpu()).shape == x.shape   # torch's elementwise maximum, not a reduction
-            with pytest.raises(TypeError, match="elementwise maximum"):
-                ours(x, like)
-            continue
+    tensors = () if name == "max" else (torch.tensor(1), torch.tensor(-1, dtype=torch.int16))
+    for like in (np.int64(1), np.int32(-1)) + tensors:
         for _ in range(2):
             got = ours(x, like)
             assert same_bits(got, expected), like
