@@ -17,7 +17,9 @@ import torch
 
 from .checks import through_custom_op
 from .device_guard import run_on_device_of
+from .signature_cache import keep
 
+# Replays by call key, at most signature_cache.SIGNATURES_KEPT (the oldest evicted first).
 _CALLS = {}
 
 
@@ -69,6 +71,6 @@ def remember_run(key, recipe) -> None:
 def _store(key, run) -> None:
     if key is not None:
         try:
-            _CALLS[key] = run
+            keep(_CALLS, key, run)
         except TypeError:   # unhashable: never replayed
             pass

@@ -31,6 +31,7 @@ from .schedules.recompute import exp_recompute_kernel, recompute_kernel
 from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
 from .schedules.split_tail import split_tail_finish_kernel, split_tail_kernel
+from .signature_cache import keep
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -255,10 +256,12 @@ class Output:
 # Launch recipes of CUDA calls already seen, by everything that decides the plan and the compiled
 # kernels: shape, strides, dtypes, device, dims, mode, output, and the input's 16-byte alignment (Triton
 # specializes on it). A hit skips layout analysis, planning and Triton's argument binding: the cached
-# compiled kernels are launched directly. Unbounded only in the number of distinct call signatures.
+# compiled kernels are launched directly. At most signature_cache.SIGNATURES_KEPT signatures, the oldest
+# evicted first (signature_cache.keep: every write goes through it).
 _RECIPES = {}
-# Scratch a recipe may keep for the process's life (per stream): recipes of calls needing more are
-# not kept (norm_launch.norm_forward's statistics, 16 bytes a row).
+# Scratch kept between calls, per CUDA stream: norm_launch's replays share a buffer of at most this many
+# bytes (larger needs take their own per call), and a norm forward whose statistics (16 bytes a row)
+# would pass it leaves no recipe.
 RECIPE_SCRATCH_MAX_BYTES = 64 << 20
 
 
@@ -338,7 +341,7 @@ def moments_rows(x: torch.Tensor, view, mode: Mode, out_dtype: torch.dtype, outp
                      TAKE_SQRT=output.take_sqrt, WITH_MEAN=output.with_mean, BLOCK_ROWS=plan.block_rows,
                      BLOCK_N=plan.block_j, **blocked_tree_layout(x, plan.num_warps))
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = _RowsRecipe(rows, out_dtype, output.with_mean, launch)
+        keep(_RECIPES, key, _RowsRecipe(rows, out_dtype, output.with_mean, launch))
     return out, mean
 
 
@@ -399,13 +402,14 @@ def accurate_logsumexp_rows(view, p: planning.AccurateExpPlan, recompute: bool =
                      FULL_TILES=_full_row_tiles(rows, red, p), PIECES=p.pieces,
                      FINISH_LANES=p.finish_lanes if in_place else 0)
     if in_place and key is not None and launch[0] is not None:
-        _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts"))], {"parts": (make_parts, 4)})
+        keep(_RECIPES, key, _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts"))],
+                                            {"parts": (make_parts, 4)}))
     if second:
         recompute_launch, make_scratch, _ = _launch_exp_recompute(view, view.source, out, flags, dependent)
         if key is not None and launch[0] is not None and recompute_launch[0] is not None:
-            _RECIPES[key] = _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts")),
-                                                   (recompute_launch, ("x", "out", "flags", "recompute"))],
-                                            {"parts": (make_parts, 4), "recompute": (make_scratch, 2)})
+            keep(_RECIPES, key, _AccurateRecipe(rows, [(launch, ("x", "out", "flags", "parts")),
+                                                       (recompute_launch, ("x", "out", "flags", "recompute"))],
+                                                {"parts": (make_parts, 4), "recompute": (make_scratch, 2)}))
     return out, flags
 
 
@@ -499,7 +503,7 @@ def accurate_logsumexp_columns(view, p: planning.AccurateColumnsPlan, recompute:
                                   LAUNCH_DEPENDENTS=pdl and not last, **_programmatic(pdl)),
                           ("parts", "out", "flags", "work")))
     if recompute and key is not None and all(launch[0] is not None for launch, _ in steps):
-        _RECIPES[key] = _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1)})
+        keep(_RECIPES, key, _AccurateRecipe(n_out, steps, {"parts": (make_parts, 3), "work": (make_work, 1)}))
     return out, flags
 
 
@@ -578,7 +582,7 @@ def _logsumexp_rows(x: torch.Tensor, view, mode: Mode, plan: RowPlan, key) -> to
                      **blocked_tree_layout(x, plan.num_warps),
                      **_register_cap(planning.single_read_register_cap(plan, acc.itemsize)))
     if key is not None and launch[0] is not None:
-        _RECIPES[key] = _RowsRecipe(rows, x.dtype, None, launch)
+        keep(_RECIPES, key, _RowsRecipe(rows, x.dtype, None, launch))
     return out
 
 
@@ -674,7 +678,7 @@ def _atomic_extremum(x, dims, mode, with_index, plan, planner_overrides):
                      [source, keys, _bits_if_bf16(values), index if with_index else keys], [rows, *strides], 4,
                      WITH_INDEX=with_index, BLOCK=block)
     if key is not None and not view.copied and merge[0] is not None and finish[0] is not None:
-        _RECIPES[key] = _AtomicRecipe(merge, finish, rows, with_index, keys)
+        keep(_RECIPES, key, _AtomicRecipe(merge, finish, rows, with_index, keys))
     return values, index
 
 
@@ -822,7 +826,7 @@ def softmax_rows(x: torch.Tensor, dim: int, mode: Mode, out_dtype: torch.dtype, 
                          **flat)
         wire, reduction = _bits_if_bf16, (dim, mode, output, acc, tail_launch)
     if key is not None and not src.copied and launch[0] is not None:
-        _RECIPES[key] = _SoftmaxRecipe(wire, out_dtype, reduction, launch)
+        keep(_RECIPES, key, _SoftmaxRecipe(wire, out_dtype, reduction, launch))
     return out
 
 
@@ -1049,7 +1053,7 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
         recompute = _launch_exp_recompute(view, source, out, mean, dependent_recompute)
     if key is not None and not view.copied and all(compiled is not None for compiled, _, _ in launches):
         if recompute is None or recompute[0][0] is not None:
-            _RECIPES[key] = _Recipe(launches, plan, workspace, recompute)
+            keep(_RECIPES, key, _Recipe(launches, plan, workspace, recompute))
     return (out, None) if mode.strategy in FILTERS else (out, mean)
 
 

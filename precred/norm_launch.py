@@ -26,6 +26,7 @@ from .launch import (RECIPE_SCRATCH_MAX_BYTES, _TL_DTYPE, _BoundLaunch, _launch,
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
+from .signature_cache import keep
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_row_loop import norm_row_loop_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
@@ -42,9 +43,16 @@ class NormStats:
     rstd: torch.Tensor     # 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps)
 
 
-# Launch recipes of CUDA calls, by signature (see the module docstring). Unbounded only in the number
-# of signatures; tests that patch the planner's limits clear it.
+# Launch recipes of CUDA calls, by signature (see the module docstring), at most
+# signature_cache.SIGNATURES_KEPT of them; tests that patch the planner's limits clear it.
 _RECIPES = {}
+# The replays' scratch -- the forward's statistics where nothing reads them, the backward's partials --
+# one byte buffer per (device, CUDA stream), shared by every signature and grown to the largest call's
+# need, at most RECIPE_SCRATCH_MAX_BYTES (larger needs take a buffer of their own per call). Sharing is
+# safe because a stream runs its calls in order: a call's kernels write and read the buffer before the
+# next call's start. Per recipe, as before, a serving process kept the backward's partials (programs x n
+# elements, ~17 MB for rows of 8192) once for every token count it met.
+_STREAM_SCRATCH = {}
 
 
 def _recipe_key(direction, *tensors_and_options):
@@ -64,20 +72,14 @@ class _Replay:
     new tensors; on_chip: which path they are, whatever the planner says now (the pointers differ):
     forward, the kernel computes its statistics itself (rows on chip, or the row loop) or a Welford
     launch comes first (streamed); backward, rows on chip or read twice. programs: the backward's partial
-    rows; stats_scratch: see below."""
+    rows. Their scratch is the stream's (_stream_scratch), not the recipe's."""
 
-    def __init__(self, launches, on_chip: bool, programs: int = 0, stats_scratch: NormStats | None = None):
+    def __init__(self, launches, on_chip: bool, programs: int = 0):
         from triton.runtime import driver  # the GPU driver; never touched under the interpreter
 
         self.launches = [_BoundLaunch(*launch) for launch in launches]
         self.on_chip, self.programs = on_chip, programs
-        # The forward's: where calls without statistics write them. Write-only, so one buffer serves
-        # every stream.
-        self.stats_scratch = stats_scratch
         self.get_stream = driver.active.get_current_stream
-        # The backward's partials, one buffer per CUDA stream, reused: a call writes and reads them in
-        # stream order, before the next call on that stream starts (not across streams, hence the key).
-        self.scratch = {}
 
     def __call__(self, stream, *pointer_lists):
         for index, pointers in enumerate(pointer_lists):
@@ -86,6 +88,22 @@ class _Replay:
     def launch(self, index: int, stream, pointers) -> None:
         """The index-th launch alone (the backward allocates dweight / dbias between its launches)."""
         self.launches[index](stream, [p.data_ptr() if isinstance(p, torch.Tensor) else p for p in pointers])
+
+
+def _stream_scratch(device: torch.device, stream, nbytes: int):
+    """(address of at least nbytes of scratch for work queued on `stream` of `device`, the tensor that
+    holds it). The stream's shared buffer (_STREAM_SCRATCH), made or grown on the first need of that
+    size -- while `stream` is current, so torch's caching allocator ties the buffer to it and hands a
+    replaced one only to later work there -- or, past RECIPE_SCRATCH_MAX_BYTES, a buffer for this call
+    alone (the caller holds it until its launches are queued)."""
+    if nbytes > RECIPE_SCRATCH_MAX_BYTES:
+        buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        return buffer.data_ptr(), buffer
+    key = (device.index, stream)
+    buffer = _STREAM_SCRATCH.get(key)
+    if buffer is None or buffer.numel() < nbytes:
+        buffer = _STREAM_SCRATCH[key] = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+    return buffer.data_ptr(), buffer
 
 
 def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, rms: bool, mode: Mode,
@@ -99,9 +117,14 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     key = _recipe_key("forward", x, n, weight, bias, eps, rms, mode, out_dtype) if x.is_cuda else None
     recipe = _RECIPES.get(key)
     if recipe is not None:
-        y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, recipe.on_chip,
-                                              None if keep_stats else recipe.stats_scratch)
-        recipe(recipe.get_stream(x.device.index), pointers)
+        stream = recipe.get_stream(x.device.index)
+        stats_at = None
+        if not keep_stats:   # the statistics nothing reads: mean then rstd, fp64, in the stream's scratch
+            rstd_offset = -(-8 * rows // 16) * 16   # 16-byte aligned, as the compiled kernel assumes of rstd
+            base = _stream_scratch(x.device, stream, rstd_offset + 8 * rows)[0]
+            stats_at = (base, base + rstd_offset)
+        y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, recipe.on_chip, stats_at)
+        recipe(stream, pointers)
         return y, stats
     acc = mode.accumulator_dtype(x.dtype, out_dtype)
     plan = plan_norm_forward(rows, n, accumulator_size=acc.itemsize, element_size=x.element_size())
@@ -132,35 +155,35 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
         grid, flat = two_axis_grid(rows, block_rows, triton.cdiv(n, block_j))
         launch = _launch(norm_apply_kernel, grid, pointers, [rows, n, float(eps)], 4, BLOCK_ROWS=block_rows,
                          BLOCK_J=block_j, **flat, **consts)
-    # A recipe keeps its statistics scratch (16 bytes a row) for the process's life: not for calls whose
-    # scratch would pass RECIPE_SCRATCH_MAX_BYTES -- a (2^31, 2) input's 32 GiB stayed allocated (an H100
-    # ran out of memory) -- whose kernels take milliseconds, where a replay's saved microseconds are lost.
+    # No recipe for calls whose statistics (16 bytes a row) would pass RECIPE_SCRATCH_MAX_BYTES in the
+    # stream's scratch -- a (2^31, 2) input's 32 GiB once stayed allocated (an H100 ran out of memory) --
+    # whose kernels take milliseconds, where a replay's saved microseconds are lost.
     if key is not None and launch[0] is not None and 16 * rows <= RECIPE_SCRATCH_MAX_BYTES:
-        _RECIPES[key] = _Replay([launch], on_chip=not streamed,
-                                stats_scratch=NormStats(torch.empty_like(stats.mean), torch.empty_like(stats.rstd)))
+        keep(_RECIPES, key, _Replay([launch], on_chip=not streamed))
     return y, (stats if keep_stats else None)
 
 
-def _forward_buffers(x, rows, n, weight, bias, out_dtype, on_chip: bool, stats: NormStats | None = None):
-    """(y, the statistics (fresh, or `stats` when given: the recipe's scratch, then None is returned for
-    them), the forward kernel's pointers as tensors); for rows too long to sit on chip, the Welford
-    reduction's fp64 biased variance and mean first (the normalizing pass reads them); on_chip also for
-    the row loop, which computes its statistics itself. A missing weight
-    / bias passes x in its place (never read)."""
+def _forward_buffers(x, rows, n, weight, bias, out_dtype, on_chip: bool, stats_at: tuple | None = None):
+    """(y, the statistics -- fresh, or None where `stats_at` gives the addresses of (mean, rstd) to write
+    them to instead -- and the forward kernel's pointers, tensors or addresses); for rows too long to sit
+    on chip, the Welford reduction's fp64 biased variance and mean first (the normalizing pass reads
+    them); on_chip also for the row loop, which computes its statistics itself. A missing weight / bias
+    passes x in its place (never read)."""
     y = empty_contiguous_like(x, out_dtype)
-    kept = stats is None
-    if kept:
+    stats = None
+    if stats_at is None:
         mean = x.new_empty(rows, dtype=torch.float64)
         stats = NormStats(mean, torch.empty_like(mean))
+        stats_at = (stats.mean, stats.rstd)
     w = weight if weight is not None else x
     b = bias if bias is not None else x
     if on_chip:
-        pointers = [x, w, b, y, stats.mean, stats.rstd]
+        pointers = [x, w, b, y, *stats_at]
     else:
         var, welford_mean = reduce_moments(x.view(rows, n), (1,), _STATISTICS_MODE, torch.float64, 0.0, False,
                                            with_mean=True)
-        pointers = [x, w, b, var, welford_mean, y, stats.mean, stats.rstd]
-    return y, (stats if kept else None), pointers
+        pointers = [x, w, b, var, welford_mean, y, *stats_at]
+    return y, stats, pointers
 
 
 def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight, stats: NormStats, rms: bool,
@@ -208,7 +231,7 @@ def norm_backward(grad: torch.Tensor, x: torch.Tensor, rows: int, n: int, weight
                                 warps, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_P=block_parts,
                                 BLOCK_C=block_cols))
     if key is not None and all(launch[0] is not None for launch in launches):
-        _RECIPES[key] = _Replay(launches, on_chip=plan.on_chip, programs=programs)
+        keep(_RECIPES, key, _Replay(launches, on_chip=plan.on_chip, programs=programs))
     return dx, dweight, dbias
 
 
@@ -266,18 +289,16 @@ def _merge_pointers(parts, dx, dweight, dbias) -> list:
 
 def _replay_backward(recipe: _Replay, grad, x, rows, n, weight, stats, acc, param_shape, weight_grad_dtype,
                      bias_grad_dtype):
-    """norm_backward through a recipe, on the stream's scratch as raw addresses. dx's launches go first
-    and dweight / dbias are allocated while the GPU runs them (the merge, which writes them, launches
-    last): host time on autograd's thread that the GPU no longer waits out."""
+    """norm_backward through a recipe, on the stream's scratch (_stream_scratch) as raw addresses. dx's
+    launches go first and dweight / dbias are allocated while the GPU runs them (the merge, which writes
+    them, launches last): host time on autograd's thread that the GPU no longer waits out."""
     device = x.device
     weight_grad, bias_grad = weight_grad_dtype is not None, bias_grad_dtype is not None
     programs, on_chip = recipe.programs, recipe.on_chip
     stream = recipe.get_stream(device.index)
-    scratch = recipe.scratch.get(stream)
-    if scratch is None:
-        scratch = recipe.scratch[stream] = torch.empty(
-            _scratch_elements(weight_grad, bias_grad, programs, rows, n, on_chip), dtype=acc, device=device)
-    base, itemsize = scratch.data_ptr(), scratch.element_size()
+    itemsize = acc.itemsize
+    base, scratch = _stream_scratch(   # scratch: held until the launches are queued
+        device, stream, _scratch_elements(weight_grad, bias_grad, programs, rows, n, on_chip) * itemsize)
     parts = [base + offset * itemsize for offset in _scratch_offsets(weight_grad, bias_grad, programs, rows, n,
                                                                      on_chip)]
     dx = empty_contiguous_like(x, x.dtype)

@@ -746,6 +746,45 @@ def test_norm_replays_on_two_streams_give_the_bits_of_the_full_path(device, shap
     _assert_same_bits([inference], [precred.layer_norm(inputs[2][0], shape[-1:], *inputs[2][1:3])], "layer_norm")
 
 
+def test_many_signatures_keep_bounded_caches_and_the_same_bits(device, monkeypatch):
+    """A process meeting many call signatures (a server's token counts): the recipe caches hold at most
+    signature_cache.SIGNATURES_KEPT of them (4 here, of 12), a signature evicted and met again gives
+    the bits it gave, and the norms' replays keep one scratch buffer for the stream, not one per
+    signature -- before, each signature's recipe kept its forward statistics (16 bytes a row) and its
+    backward partials (programs x n elements, ~2 MB each here), 12 signatures ~20 MB past the bound
+    asserted below."""
+    from precred import eager, launch, norm_launch, signature_cache
+
+    monkeypatch.setattr(signature_cache, "SIGNATURES_KEPT", 4)
+    caches = (eager._CALLS, launch._RECIPES, norm_launch._RECIPES)
+    for cache in (*caches, norm_launch._STREAM_SCRATCH):
+        cache.clear()
+    n = 1024
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    w, b = (torch.rand(n, generator=gen).add(0.5).to(device) for _ in range(2))
+    row_counts = range(1000, 1000 + 12 * 64, 64)
+    data = {rows: (torch.randn(rows, n, generator=gen), torch.randn(rows, n, generator=gen)) for rows in row_counts}
+
+    def calls(rows):
+        x, g = (t.to(device) for t in data[rows])
+        with torch.no_grad():
+            inference = precred.layer_norm(x, (n,), w, b)   # the forward's statistics to the scratch
+        trained = _norm_forward_backward(x, w, b, g)         # the backward's partials to the scratch
+        return [t.cpu() for t in (precred.sum(x, -1), inference, *trained)]
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    first = {rows: calls(rows) for rows in row_counts}
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - before
+    assert all(len(cache) <= 4 for cache in caches), [len(cache) for cache in caches]
+    assert len(norm_launch._STREAM_SCRATCH) == 1   # the default stream's
+    scratch = norm_launch._STREAM_SCRATCH.popitem()[1]
+    assert held <= scratch.numel() + (1 << 20), (held, scratch.numel())
+    for rows in row_counts:   # all but the last 4 evicted
+        _assert_same_bits(calls(rows), first[rows], "signature met again")
+
+
 def test_grids_past_cudas_second_dimension_launch(device):
     """Launches whose column blocks pass CUDA's 65535 cap on a grid's second dimension take a flat grid
     (schedules/grid.py; the interpreter has no cap, test_softmax / test_norm_semantics check the flat

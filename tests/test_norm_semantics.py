@@ -139,6 +139,10 @@ def test_errors_name_the_argument(device):
         precred.rms_norm(x, [8], w, -1.0)
     with pytest.raises(TypeError, match="eps"):
         precred.layer_norm(x, [8], eps="1e-5")
+    with pytest.raises(TypeError, match="eps"):   # unhashable: was the signature cache's bare TypeError
+        precred.layer_norm(x, [8], eps=[1e-5])
+    with pytest.raises(TypeError, match="eps"):
+        precred.rms_norm(x, [8], w, {1e-5: 1})
     with pytest.raises(ValueError, match="mode"):
         precred.layer_norm(x, [8], mode="exact")
 

@@ -16,6 +16,7 @@ from ..checks import check_float_tensor, through_custom_op, traced
 from ..device_guard import on_input_device
 from ..modes import DEFAULT_NORM_MODE, get_norm_mode
 from ..norm_launch import NormStats, norm_backward, norm_forward
+from ..signature_cache import keep
 
 
 def _rows(x: torch.Tensor, normalized_ndim: int) -> tuple[int, int]:
@@ -198,27 +199,31 @@ def _check_eps(eps) -> float:
 
 # Call signatures whose arguments passed the checks, with what the checks resolved (normalized_ndim,
 # eps): the checks read nothing but what the signature holds, so a signature seen before skips them --
-# about 15 us of host time per call on an H100 host, as much as a mid-sized norm's kernel. Bounded:
-# cleared when full.
+# about 15 us of host time per call on an H100 host, as much as a mid-sized norm's kernel. At most
+# signature_cache.SIGNATURES_KEPT signatures, the oldest evicted first.
 _CHECKED = {}
-_CHECKED_MAX = 4096
 
 
 def _parameter_signature(t):
     return None if t is None else (t.shape, t.dtype, t.device, t.layout) if isinstance(t, torch.Tensor) else t
 
 
+_KEYED_EPS_TYPES = (float, int, type(None))
+
+
 def _signature(x, normalized_shape, weight, bias, eps, mode, rms: bool):
     """A hashable key of every argument the checks read, or None where the key could not tell two
     arguments apart that the checks do (then the checks run): normalized_shape other than an int, a
-    torch.Size or a tuple / list of ints (bools hash as ints), a mode other than a str, inputs that are
-    not tensors."""
+    torch.Size or a tuple / list of ints (bools hash as ints), an eps other than a float, an int or None,
+    a mode other than a str, inputs that are not tensors."""
     kind = type(normalized_shape)
     if kind is list or kind is tuple:
         if not all(type(s) is int for s in normalized_shape):
             return None
         normalized_shape = tuple(normalized_shape)
     elif kind is not int and kind is not torch.Size:
+        return None
+    if type(eps) not in _KEYED_EPS_TYPES:   # a list would not hash; the checks name eps instead
         return None
     if type(mode) is not str or not isinstance(x, torch.Tensor) or (weight is not None and not isinstance(
             weight, torch.Tensor)) or (bias is not None and not isinstance(bias, torch.Tensor)):
@@ -260,9 +265,7 @@ def _norm_call(x, normalized_shape, weight, bias, eps, mode, rms: bool) -> torch
     if checked is None:
         checked = _check_call(x, normalized_shape, weight, bias, eps, mode)
         if signature is not None:
-            if len(_CHECKED) >= _CHECKED_MAX:
-                _CHECKED.clear()
-            _CHECKED[signature] = checked
+            keep(_CHECKED, signature, checked)
     normalized_ndim, eps = checked
     if any(through_custom_op(t) for t in (x, weight, bias)):   # autograd records the call
         return _EagerNorm.apply(x, normalized_ndim, weight, bias, eps, rms, mode)[0]

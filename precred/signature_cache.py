@@ -1,0 +1,31 @@
+"""The caches kept by call signature, bounded in entries: launch recipes (precred.launch,
+precred.norm_launch), eager replays (precred.eager) and checked norm arguments
+(precred.ops.normalization).
+
+A process that meets ever new signatures -- a server whose batches come in many token counts, a
+training loop over sequences of many lengths -- must not keep every signature's recipe, and the GPU
+scratch a recipe keeps per stream, for its life (unbounded before: layer_norm's forward keeps 16 bytes
+a row per signature). Each cache stays a plain dict, read with dict.get on every call's host path (a
+dict subclass's get costs ~10 ns more, CPU host); writes go through `keep`, which first evicts the
+oldest entries, in insertion order, while the cache holds SIGNATURES_KEPT. An evicted signature's next
+call takes the full path (checks, planning, Triton's argument binding: tens of microseconds of host
+time) and is kept again, with the same results (the recipe launches what the full path launches).
+
+Evicting a recipe frees its scratch while kernels queued before may still use it. That is safe because
+every scratch tensor a recipe keeps was allocated on the CUDA stream that uses it and is used by no
+other (the recipes key their scratch by stream): torch's caching allocator hands a freed block only to
+later allocations on that same stream, whose kernels run after the ones already queued there.
+"""
+
+# Entries per cache. With the largest per-signature scratch seen on the benchmark shapes (a norm's
+# backward partials, a few MB per stream), at most a few GB in the worst case, typically a few MB.
+SIGNATURES_KEPT = 1024
+
+
+def keep(cache: dict, key, value) -> None:
+    """cache[key] = value, first evicting the oldest entries while the cache is full (a key already
+    there is replaced in place and evicts nothing). An unhashable key raises TypeError, as a dict does."""
+    if key not in cache:
+        while cache and len(cache) >= SIGNATURES_KEPT:
+            del cache[next(iter(cache))]
+    cache[key] = value
