@@ -766,11 +766,16 @@ def test_many_signatures_keep_bounded_caches_and_the_same_bits(device, monkeypat
     data = {rows: (torch.randn(rows, n, generator=gen), torch.randn(rows, n, generator=gen)) for rows in row_counts}
 
     def calls(rows):
+        """Each call twice: the second replays the recipe the first left."""
         x, g = (t.to(device) for t in data[rows])
-        with torch.no_grad():
-            inference = precred.layer_norm(x, (n,), w, b)   # the forward's statistics to the scratch
-        trained = _norm_forward_backward(x, w, b, g)         # the backward's partials to the scratch
-        return [t.cpu() for t in (precred.sum(x, -1), inference, *trained)]
+        results = []
+        for _ in range(2):
+            with torch.no_grad():
+                inference = precred.layer_norm(x, (n,), w, b)   # the forward's statistics to the scratch
+            trained = _norm_forward_backward(x, w, b, g)         # the backward's partials to the scratch
+            results.append([t.detach().cpu() for t in (precred.sum(x, -1), inference, *trained)])
+        _assert_same_bits(results[1], results[0], "replay")
+        return results[1]
 
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
