@@ -26,12 +26,12 @@ from .launch import (RECIPE_SCRATCH_MAX_BYTES, _TL_DTYPE, _BoundLaunch, _launch,
 from .modes import VAR_MODES, Mode, norm_affine_dtype
 from . import plan as planner
 from .plan import norm_forward_register_cap, plan_norm_backward, plan_norm_forward, plan_norm_row_loop
-from .signature_cache import keep
 from .schedules.norm_merge import norm_merge_kernel
 from .schedules.norm_row_loop import norm_row_loop_kernel
 from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import (norm_apply_kernel, norm_backward_columns_kernel,
                                     norm_backward_row_terms_kernel)
+from .signature_cache import keep
 
 _STATISTICS_MODE = VAR_MODES["fp64"]   # long rows: Welford in fp64 (no overflow, ~2^-50 relative)
 
@@ -50,8 +50,8 @@ _RECIPES = {}
 # one byte buffer per (device, CUDA stream), shared by every signature and grown to the largest call's
 # need, at most RECIPE_SCRATCH_MAX_BYTES (larger needs take a buffer of their own per call). Sharing is
 # safe because a stream runs its calls in order: a call's kernels write and read the buffer before the
-# next call's start. Per recipe, as before, a serving process kept the backward's partials (programs x n
-# elements, ~17 MB for rows of 8192) once for every token count it met.
+# next call's start. Kept per recipe (until 2026-12-06), the backward's partials (programs x n elements,
+# ~2 MB for rows of 1024, more for longer ones) stayed allocated once for every token count a process met.
 _STREAM_SCRATCH = {}
 
 

@@ -3,13 +3,14 @@ precred.norm_launch), eager replays (precred.eager) and checked norm arguments
 (precred.ops.normalization).
 
 A process that meets ever new signatures -- a server whose batches come in many token counts, a
-training loop over sequences of many lengths -- must not keep every signature's recipe, and the GPU
-scratch a recipe keeps per stream, for its life (unbounded before: layer_norm's forward keeps 16 bytes
-a row per signature). Each cache stays a plain dict, read with dict.get on every call's host path (a
-dict subclass's get costs ~10 ns more, CPU host); writes go through `keep`, which first evicts the
-oldest entries, in insertion order, while the cache holds SIGNATURES_KEPT. An evicted signature's next
-call takes the full path (checks, planning, Triton's argument binding: tens of microseconds of host
-time) and is kept again, with the same results (the recipe launches what the full path launches).
+training loop over sequences of many lengths -- must not keep every signature's recipe for its life,
+nor the GPU scratch a recipe keeps (precred.launch's: their split passes' partial states, per stream;
+the norms' replays share one buffer per stream instead, norm_launch._STREAM_SCRATCH). Each cache stays a
+plain dict, read with dict.get on every call's host path (a dict subclass's get costs ~10 ns more, CPU
+host); writes go through `keep`, which first evicts the oldest entries, in insertion order, while the
+cache holds SIGNATURES_KEPT. An evicted signature's next call takes the full path (checks, planning,
+Triton's argument binding: tens of microseconds of host time) and is kept again, with the same results
+(a recipe launches what the full path launches). Evicting costs nothing on the hits' path.
 
 Evicting a recipe frees its scratch while kernels queued before may still use it. That is safe because
 every scratch tensor a recipe keeps was allocated on the CUDA stream that uses it and is used by no
@@ -17,8 +18,9 @@ other (the recipes key their scratch by stream): torch's caching allocator hands
 later allocations on that same stream, whose kernels run after the ones already queued there.
 """
 
-# Entries per cache. With the largest per-signature scratch seen on the benchmark shapes (a norm's
-# backward partials, a few MB per stream), at most a few GB in the worst case, typically a few MB.
+# Entries per cache: far more signatures than a training loop or a model's layers meet, few enough
+# that the recipes' own scratch stays small (a sum's split partial states: at most ~13 KB a signature on
+# DESIGN.md's shapes, by the planner, fp64 states) and the host's memory bounded.
 SIGNATURES_KEPT = 1024
 
 
