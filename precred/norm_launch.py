@@ -95,7 +95,8 @@ def _stream_scratch(device: torch.device, stream, nbytes: int):
     holds it). The stream's shared buffer (_STREAM_SCRATCH), made or grown on the first need of that
     size -- while `stream` is current, so torch's caching allocator ties the buffer to it and hands a
     replaced one only to later work there -- or, past RECIPE_SCRATCH_MAX_BYTES, a buffer for this call
-    alone (the caller holds it until its launches are queued)."""
+    alone. The caller holds the tensor until its launches are queued: another thread may replace the
+    stream's buffer in between, and the freed block must not go to other work queued before them."""
     if nbytes > RECIPE_SCRATCH_MAX_BYTES:
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
         return buffer.data_ptr(), buffer
@@ -118,10 +119,10 @@ def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, r
     recipe = _RECIPES.get(key)
     if recipe is not None:
         stream = recipe.get_stream(x.device.index)
-        stats_at = None
+        stats_at = scratch = None
         if not keep_stats:   # the statistics nothing reads: mean then rstd, fp64, in the stream's scratch
             rstd_offset = -(-8 * rows // 16) * 16   # 16-byte aligned, as the compiled kernel assumes of rstd
-            base = _stream_scratch(x.device, stream, rstd_offset + 8 * rows)[0]
+            base, scratch = _stream_scratch(x.device, stream, rstd_offset + 8 * rows)   # held until launched
             stats_at = (base, base + rstd_offset)
         y, stats, pointers = _forward_buffers(x, rows, n, weight, bias, out_dtype, recipe.on_chip, stats_at)
         recipe(stream, pointers)

@@ -17,6 +17,7 @@ every scratch tensor a recipe keeps was allocated on the CUDA stream that uses i
 other (the recipes key their scratch by stream): torch's caching allocator hands a freed block only to
 later allocations on that same stream, whose kernels run after the ones already queued there.
 """
+import threading
 
 # Entries per cache: far more signatures than a training loop or a model's layers meet, few enough
 # that the recipes' own scratch stays small (a sum's split partial states: at most ~13 KB a signature on
@@ -24,10 +25,19 @@ later allocations on that same stream, whose kernels run after the ones already 
 SIGNATURES_KEPT = 1024
 
 
+# Writers hold it: autograd's worker thread keeps the norms' backward recipes while the caller's thread
+# may keep others. Under CPython 3.11's GIL the eviction's steps ran without a thread switch between
+# them (4 writers on one full cache, a switch every microsecond: no error without the lock); a build
+# without the GIL gives no such promise (a key another thread evicted, a dict resized under an
+# iterator). Readers never take it.
+_WRITING = threading.Lock()
+
+
 def keep(cache: dict, key, value) -> None:
     """cache[key] = value, first evicting the oldest entries while the cache is full (a key already
     there is replaced in place and evicts nothing). An unhashable key raises TypeError, as a dict does."""
-    if key not in cache:
-        while cache and len(cache) >= SIGNATURES_KEPT:
-            del cache[next(iter(cache))]
-    cache[key] = value
+    with _WRITING:
+        if key not in cache:
+            while cache and len(cache) >= SIGNATURES_KEPT:
+                del cache[next(iter(cache))]
+        cache[key] = value
