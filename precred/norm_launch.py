@@ -101,10 +101,11 @@ def _stream_scratch(device: torch.device, stream, nbytes: int):
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
         return buffer.data_ptr(), buffer
     key = (device.index, stream)
-    buffer = _STREAM_SCRATCH.get(key)
-    if buffer is None or buffer.numel() < nbytes:
-        buffer = _STREAM_SCRATCH[key] = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-    return buffer.data_ptr(), buffer
+    held = _STREAM_SCRATCH.get(key)   # (buffer, its bytes, its address): no tensor method calls on a hit
+    if held is None or held[1] < nbytes:
+        buffer = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+        held = _STREAM_SCRATCH[key] = (buffer, buffer.numel(), buffer.data_ptr())
+    return held[2], held[0]
 
 
 def norm_forward(x: torch.Tensor, rows: int, n: int, weight, bias, eps: float, rms: bool, mode: Mode,

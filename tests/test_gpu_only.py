@@ -784,7 +784,7 @@ def test_many_signatures_keep_bounded_caches_and_the_same_bits(device, monkeypat
     held = torch.cuda.memory_allocated() - before
     assert all(len(cache) <= 4 for cache in caches), [len(cache) for cache in caches]
     assert len(norm_launch._STREAM_SCRATCH) == 1   # the default stream's
-    scratch = norm_launch._STREAM_SCRATCH.popitem()[1]
+    scratch = norm_launch._STREAM_SCRATCH.popitem()[1][0]
     assert held <= scratch.numel() + (1 << 20), (held, scratch.numel())
     for rows in row_counts:   # all but the last 4 evicted
         _assert_same_bits(calls(rows), first[rows], "signature met again")

@@ -1,7 +1,7 @@
 """The caches kept by call signature are bounded (precred.signature_cache): the oldest signature goes
-first, a signature kept again stays where it was, an unhashable key is refused as a dict refuses it.
-The GPU's recipe caches and the norms' per-stream scratch: tests/test_gpu_only.py
-test_many_signatures_keep_bounded_caches_and_the_same_bits."""
+first, a signature kept again stays where it was, an unhashable key is refused as a dict refuses it;
+the norms' replays keep one scratch buffer per stream. The GPU's recipe caches and that scratch in use:
+tests/test_gpu_only.py test_many_signatures_keep_bounded_caches_and_the_same_bits."""
 import pytest
 import torch
 
@@ -51,3 +51,24 @@ def test_norms_checked_signatures_stay_bounded(capacity_3, device):
     for x, y in zip(inputs, first):   # every signature evicted before it comes back
         assert torch.equal(precred.layer_norm(x, [8]), y)
         assert len(normalization._CHECKED) <= 3
+
+
+def test_norm_replays_share_one_scratch_buffer_per_stream(monkeypatch):
+    """norm_launch._stream_scratch (the norms' replays' scratch, CUDA only in use; its bookkeeping runs
+    on any device): a stream's buffer serves every need it holds, grows on a larger one, is the
+    stream's own, and a need past RECIPE_SCRATCH_MAX_BYTES gets a buffer of its own, not kept."""
+    from precred import norm_launch
+
+    monkeypatch.setattr(norm_launch, "_STREAM_SCRATCH", {})
+    monkeypatch.setattr(norm_launch, "RECIPE_SCRATCH_MAX_BYTES", 4096)
+    cpu = torch.device("cpu")
+    address, buffer = norm_launch._stream_scratch(cpu, 7, 1000)
+    assert buffer.numel() >= 1000 and address == buffer.data_ptr()
+    assert norm_launch._stream_scratch(cpu, 7, 10)[1] is buffer          # a smaller need: the same buffer
+    grown = norm_launch._stream_scratch(cpu, 7, 3000)[1]
+    assert grown is not buffer and grown.numel() >= 3000
+    assert norm_launch._stream_scratch(cpu, 7, 1000)[1] is grown        # kept at its largest
+    assert norm_launch._stream_scratch(cpu, 8, 1000)[1] is not grown    # another stream's own
+    alone = norm_launch._stream_scratch(cpu, 7, 5000)[1]
+    assert alone.numel() >= 5000 and norm_launch._stream_scratch(cpu, 7, 10)[1] is grown
+    assert len(norm_launch._STREAM_SCRATCH) == 2
