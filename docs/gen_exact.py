@@ -46,7 +46,9 @@ def fallback_section(fallback: dict) -> list[str]:
 
 
 def bench_section(bench: dict) -> list[str]:
-    lines = [f"## Sum benchmark, {bench['device']} (`bench/gpu_suite.py`, label `{bench.get('label')}`)", "",
+    # The run's label, else the tree it timed (refresh_all runs pass no label; docs/refresh.py files the git).
+    label = bench.get("label") or bench.get("versions", {}).get("git", "").split(" ")[0]
+    lines = [f"## Sum benchmark, {bench['device']} (`bench/gpu_suite.py`" + (f", `{label}`" if label else "") + ")", "",
              "| case | input MiB | fast GB/s | exact GB/s | exact / fast |", "|---|---:|---:|---:|---:|"]
     recs = {(r["case"], r["mode"]): r for r in bench["records"] if r["impl"] == "precred"}
     for r in bench["records"]:
