@@ -44,6 +44,7 @@ import triton.language as tl
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, exact_combine,
                           exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
+from ..strategies.extremum_value import lanes_as_keys
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors, welford_vector_moments
 from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
@@ -160,6 +161,7 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
         lo_ptrs += step
         cnt_ptrs += step
     if STRATEGY == 8 or STRATEGY == 9:
+        hi = lanes_as_keys(hi, ACC_DTYPE)
         has_tail = loop_end < part_end   # a partial last tile, where the pointers stopped ...
         if INTERLEAVED:   # ... unless this part's tiles stepped past it: then it is another part's
             has_tail = has_tail & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0)

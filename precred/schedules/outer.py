@@ -23,6 +23,7 @@ import triton.language as tl
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combine, magnitude_key, stable_exp_combine,
                           welford_combine, welford_lane_counts)
+from ..strategies.extremum_value import lanes_as_keys
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_pairs, welford_merge_vectors
 from .finish import to_accumulator
@@ -161,6 +162,7 @@ def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, 
         lo_ptrs += step
         cnt_ptrs += step
     if STRATEGY == 8 or STRATEGY == 9:
+        hi = lanes_as_keys(hi, ACC_DTYPE)
         if loop_end < part_end:
             mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
             hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)

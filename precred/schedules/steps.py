@@ -11,7 +11,8 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, bound_up_to_fp32, exact_combine,
-                          exact_finish, exact_update, extremum_combine, extremum_update, key_value, lowest_key,
+                          exact_finish, exact_update, extremum_combine, extremum_update, fold_value_lanes, key_value,
+                          lowest_key, value_lanes,
                           magnitude_key, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update,
                           value_key, welford_combine, welford_update)
 from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
@@ -23,8 +24,8 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
     """The identity state of a [ROWS, COLS] tile of lanes: (0, 0, -) for the sums, (0, 0, 0) for
     Welford, (0, 0, no magnitude) for the exact filter, (0, -, -inf) for the stable exponential sum, (-inf, -,
     no index) for the extremum (int32 relative indices on the input, int64 on partial states),
-    (key(-inf), -, -) for the extremum's value alone and (1, -, -) for the product. Unused parts are
-    placeholders the compiler drops."""
+    (-inf or key(-inf), -, -) for the extremum's value alone (extremum_value.value_lanes) and (1, -, -)
+    for the product. Unused parts are placeholders the compiler drops."""
     hi = tl.zeros([ROWS, COLS], ACC_DTYPE)
     lo = tl.zeros([ROWS, COLS], ACC_DTYPE)
     cnt = hi
@@ -41,7 +42,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
         else:
             cnt = tl.full([ROWS, COLS], INDEX_NONE_32, tl.int32)
     elif STRATEGY == 8 or STRATEGY == 9:
-        hi = lowest_key(ROWS, COLS, ACC_DTYPE)
+        hi = value_lanes(ROWS, COLS, ACC_DTYPE)   # floats or keys (extremum_value.py); keys after the loop
     elif STRATEGY == 6:
         hi = tl.full([ROWS, COLS], 1.0, ACC_DTYPE)
     return hi, lo, cnt
@@ -61,7 +62,9 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
     scalar) stands for the index in each lane until lane_positions adds the lanes' own offsets, once,
     after the loop (a select of a scalar per element instead of an add and a select); masked partial
     states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
-    keeps the largest key; it is given full tiles only (value_tail folds the last, partial one). The product's masked lanes are 1."""
+    keeps its lanes' maxima (fold_value_lanes: floats on the GPU, keys when interpreted; the schedules
+    key them after the loop, lanes_as_keys); it is given full tiles only (value_tail folds the last,
+    partial one). The product's masked lanes are 1."""
     # Every input element is read once: evict_first lets the next tiles replace this one in L2 before
     # other lines (dirty ones cost a write-back). Plain loads carry the hint; pipelined loops' cp.async
     # drops it (precred.plan.PLAIN_16BIT_ROWS_MIN_RED). (The norms' and softmax's single-read kernels
@@ -78,7 +81,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
     elif STRATEGY == 8 or STRATEGY == 9:   # partial states are oriented already
         # Full tiles only (the schedules fold a part's partial last tile by value_tail): a masked
         # element here belongs to a row or column past the outputs, which is never written.
-        hi = tl.maximum(hi, value_key(x_hi if SRC_IS_STATE else oriented(x_hi, STRATEGY)))
+        hi = fold_value_lanes(hi, x_hi if SRC_IS_STATE else oriented(x_hi, STRATEGY), ACC_DTYPE)
     elif STRATEGY == 6:
         hi, lo = state_combine(hi, lo, tl.where(mask, x_hi, 1.0), lo, STRATEGY)
     elif STRATEGY == 3 or STRATEGY == 10:

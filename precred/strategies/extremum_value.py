@@ -19,9 +19,24 @@ Placement in the schedules' (hi, lo, cnt) state: hi = the key (int32 for an fp32
 for fp64: both hold every input value exactly); lo is unused (passed through). Partial states are
 stored as the floats the keys stand for (the map is its own inverse on keys) and keyed again on load.
 The identity (an empty lane) is key(-inf): any element reaches it, -inf included.
+
+Lanes of fp32 values on the GPU: in a loop over full tiles, a compiled kernel with an fp32 accumulator
+keeps each lane's running maximum as a float, folded by tl.maximum(propagate_nan=ALL) -- PTX's
+max.NaN.f32, one FMNMX.NAN per element, which is IEEE 754-2019's maximum (NaN if either is NaN, +0.0
+above -0.0) -- and keys the lanes once, after the loop (`lanes_as_keys`). The key per element cost
+seven instructions more (sm_90 SASS of a bf16 2^28 amax: mask, shift, sign extension, NaN test and
+select, xor, integer max), which held the 16-bit amax of 2^28 elements at 0.73 of the copy on an H200.
+The lane's maximum is the same element either way (both are IEEE's maximum; a NaN lane becomes the
+canonical NaN's key), so the result keeps its bits. The interpreter keys every element: numpy's
+maximum returns its first argument on -0.0 == +0.0, which would make a lane's zero depend on order.
+fp64 accumulators key every element too (PTX has no max.NaN.f64).
 """
 import triton
 import triton.language as tl
+
+from ..checks import KERNELS_INTERPRETED
+
+_COMPILED = tl.constexpr(not KERNELS_INTERPRETED)
 
 # Keys of the canonical quiet NaN (positive: its key is its bit pattern) and of -inf, by width.
 NAN_KEY_32 = tl.constexpr(0x7FC00000)
@@ -65,3 +80,32 @@ def lowest_key(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr):
 @triton.jit
 def value_max_combine(key_a, lo_a, key_b, lo_b):
     return tl.maximum(key_a, key_b), lo_a
+
+
+@triton.jit
+def value_lanes(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """The identity state of a [ROWS, COLS] tile of lanes folded by `fold_value_lanes`: -inf where the
+    lanes hold floats (compiled, fp32), else key(-inf)."""
+    if ACC_DTYPE == tl.float32 and _COMPILED:
+        lanes = tl.full([ROWS, COLS], float("-inf"), tl.float32)
+    else:
+        lanes = lowest_key(ROWS, COLS, ACC_DTYPE)
+    return lanes
+
+
+@triton.jit
+def fold_value_lanes(lanes, x, ACC_DTYPE: tl.constexpr):
+    """Fold a full tile of oriented values x (elements, or partial states) into the lanes."""
+    if ACC_DTYPE == tl.float32 and _COMPILED:
+        lanes = tl.maximum(lanes, x, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        lanes = tl.maximum(lanes, value_key(x))
+    return lanes
+
+
+@triton.jit
+def lanes_as_keys(lanes, ACC_DTYPE: tl.constexpr):
+    """The lanes after their loop, as keys (what value_tail and the tree take)."""
+    if ACC_DTYPE == tl.float32 and _COMPILED:
+        lanes = value_key(lanes)
+    return lanes
