@@ -16,7 +16,7 @@ recipe, so a replay raises nothing that the full path would have raised.
 import torch
 
 from .checks import through_custom_op
-from .device_guard import run_on_device_of
+from .device_guard import current_cuda_device, run_on_device_of
 from .signature_cache import keep
 
 # Replays by call key, at most signature_cache.SIGNATURES_KEPT (the oldest evicted first).
@@ -35,8 +35,8 @@ def call_key(op: str, x, dim, *args):
         dim_types = tuple(map(type, dim)) if type(dim) is tuple else type(dim)
         if isinstance(dim, torch.Tensor) or (type(dim) is tuple and torch.Tensor in dim_types):
             return None   # a tensor as dim (an int-like: checks.as_int_dim) would sit in the key, hashed by identity
-        return (op, x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, dim, dim_types, args,
-                tuple(map(type, args)))
+        return (op, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() % 16, dim, dim_types, args,
+                tuple(map(type, args)))   # the device as its index (x is on CUDA): no torch.device made
     except (AttributeError, RuntimeError):   # not a tensor, or a sparse one (no strides): the full path,
         return None                           # whose checks raise the TypeError
 
@@ -49,7 +49,11 @@ def replay(key, x):
         run = _CALLS.get(key)
     except TypeError:   # an unhashable argument (a list as dim): the full path
         return None
-    return None if run is None else run_on_device_of(x, run, x)
+    if run is None:
+        return None
+    if x.get_device() != current_cuda_device():   # another GPU's tensor: its device current first
+        return run_on_device_of(x, run, x)
+    return run(x)   # (eager replays run only outside torch.compile: call_key)
 
 
 def remember(key, recipe, shape, pair: bool = False) -> None:

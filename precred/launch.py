@@ -7,6 +7,7 @@ optionally the mean (Welford's strategy). `reduce_sum` and `reduce_moments` name
 """
 from dataclasses import dataclass
 import math
+import operator
 
 import torch
 import triton
@@ -974,9 +975,17 @@ class _BoundLaunch:
         else:   # the wrapper, which allocates their scratch
             self.function = runner
             self.middle = (compiled.function, compiled.packed_metadata, None, None, None)
+        # (stream, the arguments up to the pointers) of the last launch: one tuple, replaced whole (a
+        # thread reads a stream and its head together). Unpacking it costs less host time than the
+        # grid, the stream and the middle apart (CPU host: a 67-argument call 0.72 -> 0.40 us).
+        self.last_head = (None, None)
 
     def __call__(self, stream, pointers):
-        self.function(*self.grid, stream, *self.middle, *pointers, *self.trailing)
+        last_stream, head = self.last_head
+        if stream != last_stream:
+            head = (*self.grid, stream, *self.middle)
+            self.last_head = (stream, head)
+        self.function(*head, *pointers, *self.trailing)
 
 
 def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, output: Output,
@@ -1276,17 +1285,18 @@ class _Recipe:
         self.recompute_tensors = {}   # ... and the tensors behind those addresses, kept alive here
         if len(self.launches) == 1 and recompute is None and not self.fused_merge:
             self.run = self._run_one_pass
+            # The one pass's pointers from (source, out, mean): run's _pass_pointers, worked out once
+            # on the positions and replayed by a C-level itemgetter.
+            self.one_pass_pointers = operator.itemgetter(*_pass_pointers((0, 0, 0), (1, 2, 1), 0, self.inner[0]))
 
     def _run_one_pass(self, x: torch.Tensor, shape=None):
         """run() of a recipe whose one pass writes the outputs (no scratch, no second stage; most small
         calls): the same launch and pointers as run's loop builds, with less host time per call (CPU
         host, launch stubbed: 1.69 -> 1.46 us per replay)."""
         out, mean = self.workspace.outputs(x, shape)
-        source = x.data_ptr()
         out_ptr = out.data_ptr()
-        mean_ptr = mean.data_ptr() if mean is not None else out_ptr
-        self.launches[0](self.get_stream(x.get_device()),
-                         _pass_pointers((source, source, source), (out_ptr, mean_ptr, out_ptr), source, self.inner[0]))
+        self.launches[0](self.get_stream(x.get_device()), self.one_pass_pointers(
+            (x.data_ptr(), out_ptr, mean.data_ptr() if mean is not None else out_ptr)))
         return out, mean
 
     def run(self, x: torch.Tensor, shape=None):
