@@ -63,7 +63,8 @@ def atomic_extremum_kernel(
         v, lo, index = accumulate_tile(v, lo, index, ptrs, ptrs, ptrs, mask, start - part_start, 0.0, 1.0,
                                        0.0, tl.float32, STRATEGY, False, False)
         ptrs += step
-    index = lane_positions(index, lanes[None, :], STRATEGY, False)
+    index = lane_positions(index, lanes[None, :], row_mask[:, None] & ((part_start + lanes) < part_end)[None, :],
+                           STRATEGY, False)
     row_v, _, row_index = tree_reduce_last_axis(v, lo, index, BLOCK_M, BLOCK_N, STRATEGY)
     row_index = finished_index(row_index, part_start, STRATEGY, False)
     # A part of only padding (none here: parts cover the row) would keep INDEX_NONE; masked rows skip.

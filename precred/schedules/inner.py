@@ -146,7 +146,11 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
                                 TREE_VEC if VECTOR_SUMS else 1)
     hi, lo, cnt = initial_state(BLOCK_M, BLOCK_N, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
-    if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
+    # The extremum's value alone, and the indexed extremum on the input: whole tiles in the loop, then
+    # the partial last tile apart (steps.accumulate_tile's FULL_TILE).
+    FULL_TILES: tl.constexpr = (STRATEGY == 8 or STRATEGY == 9
+                                or ((STRATEGY == 4 or STRATEGY == 5) and not SRC_IS_STATE))
+    if FULL_TILES:
         loop_end = part_start + (part_end - part_start) // BLOCK_N * BLOCK_N
     for start in tl.range(part_start, loop_end, tile_step, num_stages=LOOP_STAGES):
         mask = row_mask[:, None] & ((start + lanes) < part_end)[None, :]
@@ -156,23 +160,29 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
             reciprocal, complement = 1.0, 0.0
         hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
                                       shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
-                                      USES_LO)
+                                      USES_LO, FULL_TILES)
         hi_ptrs += step
         lo_ptrs += step
         cnt_ptrs += step
-    if STRATEGY == 8 or STRATEGY == 9:
-        hi = lanes_as_keys(hi, ACC_DTYPE)
+    if FULL_TILES:
+        if STRATEGY == 8 or STRATEGY == 9:
+            hi = lanes_as_keys(hi, ACC_DTYPE)
         has_tail = loop_end < part_end   # a partial last tile, where the pointers stopped ...
         if INTERLEAVED:   # ... unless this part's tiles stepped past it: then it is another part's
             has_tail = has_tail & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0)
         if has_tail:
             mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
-            hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+            if STRATEGY == 8 or STRATEGY == 9:
+                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+            else:
+                hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
+                                              shift_tile, 1.0, 0.0, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
                               (BLOCK_M, BLOCK_N))
 
-    cnt = lane_positions(cnt, lanes[None, :], STRATEGY, SRC_IS_STATE)
+    cnt = lane_positions(cnt, lanes[None, :], row_mask[:, None] & ((part_start + lanes) < part_end)[None, :],
+                         STRATEGY, SRC_IS_STATE)
     # the plain sums' lanes, at least HALVES_MIN_LANES of them (> 0), by tree.tree_sum_halves: an order the
     # program's warps do not change (plan.PLAIN_HALVES_MIN_LANES)
     HALVES_VEC: tl.constexpr = TREE_VEC if HALVES_MIN_LANES > 0 and BLOCK_N >= HALVES_MIN_LANES else 0

@@ -147,7 +147,11 @@ def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, 
     BLOCK_R lanes of each column merge once, by the fixed tree."""
     hi, lo, cnt = initial_state(BLOCK_R, BLOCK_I, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
     loop_end = part_end
-    if STRATEGY == 8 or STRATEGY == 9:   # the extremum's value alone: full tiles, then value_tail
+    # The extremum's value alone, and the indexed extremum on the input: whole tiles in the loop, then
+    # the partial last tile apart (steps.accumulate_tile's FULL_TILE).
+    FULL_TILES: tl.constexpr = (STRATEGY == 8 or STRATEGY == 9
+                                or ((STRATEGY == 4 or STRATEGY == 5) and not SRC_IS_STATE))
+    if FULL_TILES:
         loop_end = part_start + (part_end - part_start) // BLOCK_R * BLOCK_R
     for start in tl.range(part_start, loop_end, BLOCK_R, num_stages=LOOP_STAGES):
         mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
@@ -157,19 +161,25 @@ def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, 
             reciprocal, complement = 1.0, 0.0
         hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, start - part_start,
                                       shift_tile, reciprocal, complement, ACC_DTYPE, STRATEGY, SRC_IS_STATE,
-                                      USES_LO)
+                                      USES_LO, FULL_TILES)
         hi_ptrs += step
         lo_ptrs += step
         cnt_ptrs += step
-    if STRATEGY == 8 or STRATEGY == 9:
-        hi = lanes_as_keys(hi, ACC_DTYPE)
+    if FULL_TILES:
+        if STRATEGY == 8 or STRATEGY == 9:
+            hi = lanes_as_keys(hi, ACC_DTYPE)
         if loop_end < part_end:
             mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
-            hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+            if STRATEGY == 8 or STRATEGY == 9:
+                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+            else:
+                hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
+                                              shift_tile, 1.0, 0.0, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
                               (BLOCK_R, BLOCK_I))
-    cnt = lane_positions(cnt, lanes[:, None], STRATEGY, SRC_IS_STATE)
+    cnt = lane_positions(cnt, lanes[:, None], ((part_start + lanes) < part_end)[:, None] & col_mask[None, :],
+                         STRATEGY, SRC_IS_STATE)
     col_hi, col_lo, col_cnt = tree_reduce_first_axis(hi, lo, cnt, BLOCK_R, BLOCK_I, STRATEGY)
     return col_hi, col_lo, finished_index(col_cnt, part_start, STRATEGY, SRC_IS_STATE)
 

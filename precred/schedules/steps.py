@@ -11,10 +11,10 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ..strategies import (INDEX_NONE, INDEX_NONE_32, NO_MAGNITUDE, absolute_index, bound_up_to_fp32, exact_combine,
-                          exact_finish, exact_update, extremum_combine, extremum_update, fold_value_lanes, key_value,
-                          lowest_key, value_lanes,
-                          magnitude_key, oriented, stable_exp_combine, stable_exp_update, state_combine, state_update,
-                          value_key, welford_combine, welford_update)
+                          exact_finish, exact_update, extremum_combine, extremum_update, fold_value_lanes,
+                          key_value, lowest_key, magnitude_key, oriented, stable_exp_combine, stable_exp_update,
+                          state_combine, state_update,
+                          value_key, value_lanes, welford_combine, welford_update)
 from .finish import certify_logsumexp, finish, finish_logsumexp, finish_mean, finish_moments, round_to_output, to_accumulator
 
 
@@ -51,7 +51,7 @@ def initial_state(ROWS: tl.constexpr, COLS: tl.constexpr, ACC_DTYPE: tl.constexp
 @triton.jit
 def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, reciprocal, complement,
                     ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr,
-                    USES_LO: tl.constexpr):
+                    USES_LO: tl.constexpr, FULL_TILE: tl.constexpr = False):
     """Fold one tile into the tile-shaped state: input elements by `update`, partial states (a later
     pass of the split schedule) by `combine`. For the sums, masked lanes load the identity 0, which
     every sum strategy adds exactly; Welford's update skips them (`mask`), and masked partial states
@@ -61,7 +61,8 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
     there: on the input, `tile_offset` (the tile's first position relative to the part's start, a
     scalar) stands for the index in each lane until lane_positions adds the lanes' own offsets, once,
     after the loop (a select of a scalar per element instead of an add and a select); masked partial
-    states enter as the identity (-inf, INDEX_NONE). The extremum's value alone
+    states enter as the identity (-inf, INDEX_NONE); FULL_TILE (a loop over whole tiles of the input:
+    schedules.inner / outer, FULL_TILES) lets its update skip the mask. The extremum's value alone
     keeps its lanes' maxima (fold_value_lanes: floats on the GPU, keys when interpreted; the schedules
     key them after the loop, lanes_as_keys); it is given full tiles only (value_tail folds the last,
     partial one). The product's masked lanes are 1."""
@@ -77,7 +78,7 @@ def accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, 
             x_i = tl.load(cnt_ptrs, mask=mask, other=INDEX_NONE)
             hi, lo, cnt = extremum_combine(hi, lo, cnt, x_v, lo, x_i)
         else:
-            hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), tile_offset.to(tl.int32), mask)
+            hi, cnt = extremum_update(hi, cnt, oriented(x_hi, STRATEGY), tile_offset.to(tl.int32), mask, FULL_TILE)
     elif STRATEGY == 8 or STRATEGY == 9:   # partial states are oriented already
         # Full tiles only (the schedules fold a part's partial last tile by value_tail): a masked
         # element here belongs to a row or column past the outputs, which is never written.
@@ -127,12 +128,14 @@ def value_tail(hi, ptrs, mask, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, 
 
 
 @triton.jit
-def lane_positions(cnt, lane_offsets, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr):
+def lane_positions(cnt, lane_offsets, has_elements, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr):
     """A first pass's extremum, after its loop: each lane's tile offset (accumulate_tile) + the lane's
     offset in the tile (`lane_offsets`, broadcast along the kept axis) = the index relative to the part's
-    start; empty lanes keep INDEX_NONE_32. Other strategies' cnt passes through."""
+    start. A lane that took no element (INDEX_NONE_32) but has some (`has_elements`: the mask of the
+    part's first tile, tile offset 0) holds -inf alone (strategies.extremum_update): its first element,
+    at its own offset; empty lanes keep INDEX_NONE_32. Other strategies' cnt passes through."""
     if (STRATEGY == 4 or STRATEGY == 5) and not SRC_IS_STATE:
-        cnt = tl.where(cnt == INDEX_NONE_32, INDEX_NONE_32, cnt + lane_offsets)
+        cnt = tl.where(cnt == INDEX_NONE_32, tl.where(has_elements, lane_offsets, INDEX_NONE_32), cnt + lane_offsets)
     return cnt
 
 
@@ -293,3 +296,4 @@ def programmatic_launch_points(LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOU
         gdc_launch_dependents()
     if WAIT_FOR_PREVIOUS:
         gdc_wait()
+

@@ -88,7 +88,7 @@ __all__ = [
     "stable_exp_combine", "MAXIMUM", "MINIMUM", "PRODUCT", "INDEX_NONE", "INDEX_NONE_32", "absolute_index", "extremum_combine", "extremum_reduce",
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
-    "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key", "value_lanes",
-    "fold_value_lanes",
+    "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",
+    "value_lanes", "fold_value_lanes",
     "value_max_combine", "CERTIFIED_EXP", "WELFORD_EQUAL_COUNTS", "welford_equal_combine",
 ]

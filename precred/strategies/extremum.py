@@ -26,15 +26,23 @@ INDEX_NONE_32 = tl.constexpr(2**31 - 1)
 
 
 @triton.jit
-def extremum_update(v, i, x, tile_offset, mask):
+def extremum_update(v, i, x, tile_offset, mask, FULL_TILE: tl.constexpr = False):
     """Fold a tile of oriented elements x into the lanes' (v, i), i holding the offset of the tile that
     gave v (`tile_offset`, int32, above every offset the lanes hold: a lane's elements arrive in order;
     schedules.steps.lane_positions adds each lane's own offset after the loop): an element replaces
-    the lane's state when it is larger, or a NaN over a number, or the lane is still empty -- never on
-    a tie, since the lane's index is the earlier one. Cheaper than the merge, which must order the
-    indices. "x is above v" is written as not(x <= v) and v a number: the same as (x > v) or (x is NaN
-    and v is not), in two comparisons instead of three."""
-    take = mask & ((~(x <= v) & (v == v)) | (i == INDEX_NONE_32))
+    the lane's state when it is larger, or a NaN over a number -- never on a tie, since the lane's
+    index is the earlier one. Cheaper than the merge, which must order the indices. "x is above v" is
+    written as not(x <= v) and v a number: the same as (x > v) or (x is NaN and v is not), in two
+    comparisons instead of three. An element of -inf does not replace the identity (-inf, INDEX_NONE_32)
+    here, though it comes first in the order: a lane left at the identity with elements holds -inf
+    alone, and lane_positions gives it its first element's index (tile offset 0). Asking here whether
+    the lane is still empty cost a compare and a predicate operation per element in the loop.
+    FULL_TILE: every lane of the tile holds an element of its part (or of a row past the outputs, whose
+    state is never written): `mask` is not asked, one predicate operation less per element."""
+    if FULL_TILE:
+        take = ~(x <= v) & (v == v)
+    else:
+        take = mask & ~(x <= v) & (v == v)
     return tl.where(take, x, v), tl.where(take, tile_offset, i)
 
 
