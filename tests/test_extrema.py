@@ -87,6 +87,15 @@ def family(name: str, rows: int, n: int, rng, dtype) -> torch.Tensor:
         a[0, :] = -np.inf
         if rows > 1:
             a[1, :] = np.inf
+    elif name == "infinite_start":  # each row opens with a run of -inf (even rows) or +inf (odd rows), of
+        # random length, before ordinary values (one row also holds a NaN after it): lanes that meet
+        # only -inf (for minima: +inf) before their first larger element, or to their end
+        a = rng.standard_normal((rows, n))
+        for r in range(rows):
+            start = int(rng.integers(1, n + 1))
+            a[r, :start] = -np.inf if r % 2 == 0 else np.inf
+            if r == rows - 1 and start < n:
+                a[r, int(rng.integers(start, n))] = np.nan
     elif name == "equal":           # every element equal
         a = np.full((rows, n), 1.5)
     elif name == "subnormals":      # the format's subnormals (and a few smallest normals): no flush to zero
@@ -96,7 +105,7 @@ def family(name: str, rows: int, n: int, rng, dtype) -> torch.Tensor:
     return torch.from_numpy(a).to(dtype)
 
 
-FAMILIES = ["normal", "ties", "zeros", "nan", "inf", "equal", "subnormals"]
+FAMILIES = ["normal", "ties", "zeros", "nan", "inf", "infinite_start", "equal", "subnormals"]
 
 
 def check_rows(x: torch.Tensor, device, minimum: bool, schedule: dict, dim: int = -1):
