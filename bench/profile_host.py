@@ -64,11 +64,10 @@ def main():
     cells = [c.cell_contents for c in getattr(eager._CALLS.get(key), "__closure__", None) or ()]
     run = next((c for c in cells if hasattr(getattr(c, "__self__", None), "launches")), None)
     bound = getattr(run, "__self__", None)
-    if bound is not None and len(bound.launches) == 1:
+    if hasattr(bound, "one_pass_pointers"):   # a one-pass recipe (launch._Recipe._run_one_pass)
         launch, out = bound.launches[0], bound.workspace.outputs(x)[0]
         stream = bound.get_stream(x.get_device())
-        pointers = (x.data_ptr(),) * 3 + (out.data_ptr(),) * 3 + (x.data_ptr(),) + (
-            (out.data_ptr(),) * 4 if bound.inner[0] else ())
+        pointers = bound.one_pass_pointers((x.data_ptr(), out.data_ptr(), out.data_ptr()))
         steps["recipe run (outputs + launch)"] = lambda: run(x)
         steps["launch alone (C launcher)"] = lambda: launch(stream, pointers)
         steps["get_stream"] = lambda: bound.get_stream(0)

@@ -43,12 +43,12 @@ import triton
 import triton.language as tl
 
 from ..strategies import (NO_MAGNITUDE, PLAIN, STABLE_EXP, WELFORD_EQUAL_COUNTS, exact_combine,
-                          exact_update, magnitude_key, stable_exp_combine, welford_combine, welford_lane_counts)
-from ..strategies.extremum_value import lanes_as_keys
+                          exact_update, lanes_as_keys, magnitude_key, stable_exp_combine, welford_combine,
+                          welford_lane_counts)
 from ..strategies.stable_exp import exp_of_gap, terms_below
 from ..strategies.welford import welford_merge_vectors, welford_vector_moments
-from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, initial_state, lane_positions,
-                    load_shift, programmatic_launch_points, tile_at, tile_weights, value_tail, write_result)
+from .steps import (accumulate_tile, counted_tile, counted_values, finished_index, fold_partial_tile, initial_state,
+                    lane_positions, load_shift, programmatic_launch_points, tile_at, tile_weights, write_result)
 from .finish import to_accumulator
 from .grid import block_indices
 from .recompute import certify_exp_or_recompute, certify_or_recompute
@@ -172,11 +172,8 @@ def reduce_part(src_hi_ptr, src_lo_ptr, src_cnt_ptr, rows, row_mask, row_base, p
             has_tail = has_tail & (loop_end >= part_start) & ((loop_end - part_start) % tile_step == 0)
         if has_tail:
             mask = row_mask[:, None] & ((loop_end + lanes) < part_end)[None, :]
-            if STRATEGY == 8 or STRATEGY == 9:
-                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
-            else:
-                hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
-                                              shift_tile, 1.0, 0.0, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+            hi, lo, cnt = fold_partial_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
+                                            shift_tile, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_N)[None, :],
                               (BLOCK_M, BLOCK_N))

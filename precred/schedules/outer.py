@@ -21,16 +21,15 @@ Bytes moved: every input element once; one output (or partial state) per (o, i) 
 import triton
 import triton.language as tl
 
-from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combine, magnitude_key, stable_exp_combine,
-                          welford_combine, welford_lane_counts)
-from ..strategies.extremum_value import lanes_as_keys
+from ..strategies import (NO_MAGNITUDE, PLAIN, WELFORD_EQUAL_COUNTS, exact_combine, lanes_as_keys, magnitude_key,
+                          stable_exp_combine, welford_combine, welford_lane_counts)
 from ..strategies.stable_exp import terms_below
 from ..strategies.welford import welford_merge_pairs, welford_merge_vectors
 from .finish import to_accumulator
 from .grid import block_indices
 from .recompute import certify_or_recompute_columns
-from .steps import (accumulate_tile, counted_values, finished_index, initial_state, lane_positions, load_shift,
-                    programmatic_launch_points, tile_weights, value_tail, write_result)
+from .steps import (accumulate_tile, counted_values, finished_index, fold_partial_tile, initial_state, lane_positions,
+                    load_shift, programmatic_launch_points, tile_weights, write_result)
 from .tree import counter_push, counter_total, tree_reduce_first_axis
 
 _EQUAL_COUNTS = tl.constexpr(WELFORD_EQUAL_COUNTS)
@@ -170,11 +169,8 @@ def chained_part(hi_ptrs, lo_ptrs, cnt_ptrs, step, lanes, col_mask, part_start, 
             hi = lanes_as_keys(hi, ACC_DTYPE)
         if loop_end < part_end:
             mask = ((loop_end + lanes) < part_end)[:, None] & col_mask[None, :]
-            if STRATEGY == 8 or STRATEGY == 9:
-                hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
-            else:
-                hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
-                                              shift_tile, 1.0, 0.0, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+            hi, lo, cnt = fold_partial_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, loop_end - part_start,
+                                            shift_tile, ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
     if STRATEGY == 2 and not SRC_IS_STATE:
         cnt = tl.broadcast_to(welford_lane_counts(part_start, part_end, lanes, BLOCK_R)[:, None],
                               (BLOCK_R, BLOCK_I))

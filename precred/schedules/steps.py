@@ -128,6 +128,20 @@ def value_tail(hi, ptrs, mask, ACC_DTYPE: tl.constexpr, STRATEGY: tl.constexpr, 
 
 
 @triton.jit
+def fold_partial_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, ACC_DTYPE: tl.constexpr,
+                      STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr, USES_LO: tl.constexpr):
+    """The partial last tile of a loop over whole tiles (the schedules' FULL_TILES: the extremum's value
+    alone, the indexed extremum on the input), folded with its mask: by value_tail into the keys, or by
+    accumulate_tile."""
+    if STRATEGY == 8 or STRATEGY == 9:
+        hi = value_tail(hi, hi_ptrs, mask, ACC_DTYPE, STRATEGY, SRC_IS_STATE)
+    else:
+        hi, lo, cnt = accumulate_tile(hi, lo, cnt, hi_ptrs, lo_ptrs, cnt_ptrs, mask, tile_offset, shift, 1.0, 0.0,
+                                      ACC_DTYPE, STRATEGY, SRC_IS_STATE, USES_LO)
+    return hi, lo, cnt
+
+
+@triton.jit
 def lane_positions(cnt, lane_offsets, has_elements, STRATEGY: tl.constexpr, SRC_IS_STATE: tl.constexpr):
     """A first pass's extremum, after its loop: each lane's tile offset (accumulate_tile) + the lane's
     offset in the tile (`lane_offsets`, broadcast along the kept axis) = the index relative to the part's
@@ -296,4 +310,3 @@ def programmatic_launch_points(LAUNCH_DEPENDENTS: tl.constexpr, WAIT_FOR_PREVIOU
         gdc_launch_dependents()
     if WAIT_FOR_PREVIOUS:
         gdc_wait()
-

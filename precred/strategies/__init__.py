@@ -23,7 +23,8 @@ from .compensated import compensated_update, compensated_combine, compensated_fi
 from .welford import welford_combine, welford_equal_combine, welford_lane_counts, welford_update
 from .stable_exp import stable_exp_combine, stable_exp_update
 from .extremum import INDEX_NONE, INDEX_NONE_32, absolute_index, extremum_combine, extremum_reduce, extremum_update, oriented
-from .extremum_value import fold_value_lanes, key_value, lowest_key, value_key, value_lanes, value_max_combine
+from .extremum_value import (fold_value_lanes, key_value, lanes_as_keys, lowest_key, value_key, value_lanes,
+                             value_max_combine)
 from .product import product_combine
 from .exact import NO_MAGNITUDE, bound_up_to_fp32, exact_combine, exact_finish, exact_update, magnitude_key
 
@@ -89,6 +90,6 @@ __all__ = [
     "extremum_update", "oriented",
     "product_combine", "EXTREMA", "EXACT", "exact_update", "exact_combine", "exact_finish", "magnitude_key",
     "NO_MAGNITUDE", "MAXIMUM_VALUE", "MINIMUM_VALUE", "VALUE_EXTREMA", "key_value", "lowest_key", "value_key",
-    "value_lanes", "fold_value_lanes",
+    "value_lanes", "fold_value_lanes", "lanes_as_keys",
     "value_max_combine", "CERTIFIED_EXP", "WELFORD_EQUAL_COUNTS", "welford_equal_combine",
 ]
