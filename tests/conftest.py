@@ -14,6 +14,60 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
+def _patch_language_once_per_launch() -> None:
+    """Triton 3.6's interpreter patches triton.language for a kernel's launch (GridExecutor: _patch_lang on
+    the modules the kernel's globals hold, undone when the grid is done) and again at every call of a
+    @triton.jit function from inside the kernel (InterpretedFunction.__call__), though those modules are
+    patched already: inspect.getmembers over triton.language, its tensor and math modules at every call,
+    38% of a profiled test's time (tests/test_sum_accuracy.py's tiny-tile sums). Here an inner call patches
+    only where its function's globals hold a language module (triton.language, triton.language.core: the
+    latter for Triton's own jit functions, tl.zeros) not yet patched during this launch -- as Triton does,
+    its patches left in place -- then calls the function as Triton does. Tests only (precred leaves Triton
+    as it is); PRECRED_TEST_REPATCH=1 runs Triton's interpreter unchanged."""
+    import inspect
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+    if triton.__version__ != "3.6.0" or os.environ.get("PRECRED_TEST_REPATCH") == "1":
+        return
+    launch, call = interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__
+    patched = [None]   # the language modules patched during the running launch; None outside launches
+    languages = {}     # a function -> the language modules its globals hold (what _patch_lang patches)
+
+    def languages_of(fn):
+        if fn not in languages:
+            languages[fn] = frozenset(id(v) for v in fn.__globals__.values()
+                                      if inspect.ismodule(v) and v in (tl, tl.core))
+        return languages[fn]
+
+    def launch_patching_once(self, *args, **kwargs):
+        outer, patched[0] = patched[0], set(languages_of(self.fn))   # launch's own _patch_lang(self.fn)
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched[0] = outer
+
+    def call_patching_once(self, *args, **kwargs):
+        if patched[0] is None:
+            return call(self, *args, **kwargs)
+        missing = languages_of(self.fn) - patched[0]
+        if missing:
+            interpreter._patch_lang(self.fn)
+            patched[0] |= missing
+        fn = self.rewrite()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
+
+    interpreter.GridExecutor.__call__ = launch_patching_once
+    interpreter.InterpretedFunction.__call__ = call_patching_once
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _patch_language_once_per_launch()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on the CPU interpreter)")
     config.addinivalue_line("markers", "large_memory: holds tens of GB of GPU memory; run apart from parallel "

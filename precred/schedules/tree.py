@@ -10,9 +10,10 @@ error term is exact in either order, the exact filter's sums and minima commute,
 orders its operands first, the extremum's order is total, integer maxima are exact), so the order is
 ours, identical on every GPU and in the interpreter. (A full-width tl.reduce would leave the order to
 Triton, which has changed it between releases; a reshape + tl.split tree compiled 100x slower for wide
-fp64 tiles.) The interpreter runs the plain strategy's levels as tl.sum of each pair -- numpy's sum of
-two values, the same one addition -- because its tl.reduce calls the combine element by element (a
-logsumexp test of 64 rows of 8192: 90 s -> 7 s); the GPU keeps tl.reduce, whose code that choice would
+fp64 tiles.) The interpreter runs each level as the combine called once on the pairs' two halves (merge_pairs:
+tl.split, combine(first, second) as its tl.reduce would), numpy operations on whole tiles, because its
+tl.reduce calls the combine pair by pair in Python (a logsumexp test of 64 rows of 8192: 90 s -> 7 s when
+the plain sums' levels first stopped doing so); the GPU keeps tl.reduce, whose code that choice would
 change (ptxas scheduled the bf16 sum's loop differently).
 The plain sums' passes of plan.PLAIN_HALVES_MIN_LANES lanes or more take tree_sum_halves instead: each
 16-byte vector's adjacent pairs, then the vectors' sums in halves -- every level a sum of two, so the
@@ -47,6 +48,74 @@ from ..strategies.welford import welford_combine, welford_equal_combine
 from ..checks import KERNELS_INTERPRETED
 
 _INTERPRETED = tl.constexpr(KERNELS_INTERPRETED)
+
+
+@triton.jit
+def _pair_halves(pairs, AXIS: tl.constexpr):
+    """Elements 0 and 1 of AXIS, an axis of two of a 3-D tile: tl.split's halves, the axis moved last."""
+    if AXIS == 2:
+        first, second = tl.split(pairs)
+    else:
+        first, second = tl.split(tl.permute(pairs, (0, 2, 1)))
+    return first, second
+
+
+@triton.jit
+def merge_pairs(hi_pairs, lo_pairs, cnt, AXIS: tl.constexpr, STRATEGY: tl.constexpr):
+    """One level of the trees: merge each pair of states along AXIS (1 or 2), an axis of exactly two
+    elements of the 3-D hi_pairs / lo_pairs, by STRATEGY's combine. cnt (its elements in hi_pairs' order)
+    is merged where the state has a third part (counts, maxima, indices, smallest magnitudes), else
+    returned untouched. The GPU runs one tl.reduce over the axis. The interpreter calls the combine once
+    on the two halves: combine(first, second), what its tl.reduce computes, but as numpy operations on
+    whole tiles -- its tl.reduce calls the combine pair by pair in Python (ReduceOps.generic_reduce: a
+    CI run spent most of its time there), so the bits are the same in fewer steps."""
+    if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
+            or STRATEGY == 11):
+        cnt_pairs = tl.reshape(cnt, hi_pairs.shape)
+        if _INTERPRETED:
+            hi_a, hi_b = _pair_halves(hi_pairs, AXIS)
+            lo_a, lo_b = _pair_halves(lo_pairs, AXIS)
+            cnt_a, cnt_b = _pair_halves(cnt_pairs, AXIS)
+            if STRATEGY == 2:
+                hi, lo, cnt = welford_combine(hi_a, lo_a, cnt_a, hi_b, lo_b, cnt_b)
+            elif STRATEGY == 11:
+                hi, lo, cnt = welford_equal_combine(hi_a, lo_a, cnt_a, hi_b, lo_b, cnt_b)
+            elif STRATEGY == 3 or STRATEGY == 10:
+                hi, lo, cnt = stable_exp_combine(hi_a, lo_a, cnt_a, hi_b, lo_b, cnt_b)
+            elif STRATEGY == 4 or STRATEGY == 5:
+                hi, lo, cnt = extremum_combine(hi_a, lo_a, cnt_a, hi_b, lo_b, cnt_b)
+            else:
+                hi, lo, cnt = exact_combine(hi_a, lo_a, cnt_a, hi_b, lo_b, cnt_b)
+        elif STRATEGY == 2:
+            hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), AXIS, welford_combine)
+        elif STRATEGY == 11:
+            hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), AXIS, welford_equal_combine)
+        elif STRATEGY == 3 or STRATEGY == 10:
+            hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), AXIS, stable_exp_combine)
+        elif STRATEGY == 4 or STRATEGY == 5:
+            hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), AXIS, extremum_combine)
+        else:
+            hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), AXIS, exact_combine)
+    elif _INTERPRETED:
+        hi_a, hi_b = _pair_halves(hi_pairs, AXIS)
+        lo_a, lo_b = _pair_halves(lo_pairs, AXIS)
+        if STRATEGY == 8 or STRATEGY == 9:
+            hi, lo = value_max_combine(hi_a, lo_a, hi_b, lo_b)
+        elif STRATEGY == 6:
+            hi, lo = product_combine(hi_a, lo_a, hi_b, lo_b)
+        elif STRATEGY == 1:
+            hi, lo = compensated_combine(hi_a, lo_a, hi_b, lo_b)
+        else:
+            hi, lo = plain_combine(hi_a, lo_a, hi_b, lo_b)
+    elif STRATEGY == 8 or STRATEGY == 9:
+        hi, lo = tl.reduce((hi_pairs, lo_pairs), AXIS, value_max_combine)
+    elif STRATEGY == 6:
+        hi, lo = tl.reduce((hi_pairs, lo_pairs), AXIS, product_combine)
+    elif STRATEGY == 1:
+        hi, lo = tl.reduce((hi_pairs, lo_pairs), AXIS, compensated_combine)
+    else:
+        hi, lo = tl.reduce((hi_pairs, lo_pairs), AXIS, plain_combine)
+    return hi, lo, cnt
 
 
 @triton.jit
@@ -101,30 +170,8 @@ def tree_reduce_last_axis(hi, lo, cnt, ROWS: tl.constexpr, WIDTH: tl.constexpr, 
         # static_range unrolls at compile time, so each level may rebind hi/lo with a halved shape.
         for level in tl.static_range(0, 24):
             if (WIDTH >> level) > TO_WIDTH:
-                hi_pairs = tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2))
-                lo_pairs = tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2))
-                if STRATEGY == 2:
-                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_combine)
-                elif STRATEGY == 11:
-                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, welford_equal_combine)
-                elif STRATEGY == 3 or STRATEGY == 10:
-                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, stable_exp_combine)
-                elif STRATEGY == 7:
-                    cnt_pairs = tl.reshape(cnt, (ROWS, (WIDTH >> level) // 2, 2))
-                    hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 2, exact_combine)
-                elif STRATEGY == 6:
-                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, product_combine)
-                elif STRATEGY == 1:
-                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, compensated_combine)
-                elif _INTERPRETED:   # plain_combine's one addition, as numpy's sum of the pair (see above);
-                    # lo as plain_combine leaves it: the pair's first lo, not a sum (a kernel that reads it
-                    # as a second sum must fail here as on the GPU)
-                    hi, lo = tl.sum(hi_pairs, 2), tl.split(lo_pairs)[0]
-                else:
-                    hi, lo = tl.reduce((hi_pairs, lo_pairs), 2, plain_combine)
+                hi, lo, cnt = merge_pairs(tl.reshape(hi, (ROWS, (WIDTH >> level) // 2, 2)),
+                                          tl.reshape(lo, (ROWS, (WIDTH >> level) // 2, 2)), cnt, 2, STRATEGY)
     if TO_WIDTH == 1:
         if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
                 or STRATEGY == 11):
@@ -140,33 +187,8 @@ def tree_reduce_first_axis(hi, lo, cnt, WIDTH: tl.constexpr, COLS: tl.constexpr,
     tree_reduce_last_axis, along axis 0, without transposing the tile first."""
     for level in tl.static_range(0, 24):
         if (WIDTH >> level) > 1:
-            hi_pairs = tl.reshape(hi, ((WIDTH >> level) // 2, 2, COLS))
-            lo_pairs = tl.reshape(lo, ((WIDTH >> level) // 2, 2, COLS))
-            if STRATEGY == 2:
-                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_combine)
-            elif STRATEGY == 11:
-                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, welford_equal_combine)
-            elif STRATEGY == 3 or STRATEGY == 10:
-                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, stable_exp_combine)
-            elif STRATEGY == 4 or STRATEGY == 5:
-                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, extremum_combine)
-            elif STRATEGY == 7:
-                cnt_pairs = tl.reshape(cnt, ((WIDTH >> level) // 2, 2, COLS))
-                hi, lo, cnt = tl.reduce((hi_pairs, lo_pairs, cnt_pairs), 1, exact_combine)
-            elif STRATEGY == 8 or STRATEGY == 9:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, value_max_combine)
-            elif STRATEGY == 6:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, product_combine)
-            elif STRATEGY == 1:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, compensated_combine)
-            elif _INTERPRETED:   # as in tree_reduce_last_axis (lo: the pair's first, as plain_combine's)
-                hi, lo = tl.sum(hi_pairs, 1), tl.split(tl.permute(lo_pairs, (0, 2, 1)))[0]
-            else:
-                hi, lo = tl.reduce((hi_pairs, lo_pairs), 1, plain_combine)
+            hi, lo, cnt = merge_pairs(tl.reshape(hi, ((WIDTH >> level) // 2, 2, COLS)),
+                                      tl.reshape(lo, ((WIDTH >> level) // 2, 2, COLS)), cnt, 1, STRATEGY)
     if (STRATEGY == 2 or STRATEGY == 3 or STRATEGY == 4 or STRATEGY == 5 or STRATEGY == 7 or STRATEGY == 10
             or STRATEGY == 11):
         cnt = tl.reshape(cnt, (COLS,))
