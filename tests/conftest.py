@@ -4,6 +4,7 @@ The device under test comes from PRECRED_TEST_DEVICE ("cpu" by default, "cuda" o
 On the CPU the Triton kernels run under Triton's interpreter, which must be switched on before
 triton is first imported, hence the environment variable is set here, at collection time.
 """
+import contextlib
 import os
 
 DEVICE = os.environ.get("PRECRED_TEST_DEVICE", "cpu")
@@ -23,13 +24,15 @@ def _patch_language_once_per_launch() -> None:
     only where its function's globals hold a language module (triton.language, triton.language.core: the
     latter for Triton's own jit functions, tl.zeros) not yet patched during this launch -- as Triton does,
     its patches left in place -- then calls the function as Triton does. Tests only (precred leaves Triton
-    as it is); PRECRED_TEST_REPATCH=1 runs Triton's interpreter unchanged."""
+    as it is); PRECRED_TEST_REPATCH=1 runs Triton's interpreter unchanged, and tests/test_interpreter_patch.py
+    holds outputs and gradients to Triton's bits (triton_interpreter_as_released). Returns the
+    (GridExecutor, InterpretedFunction) calls: Triton's and these, or None where not installed."""
     import inspect
     import triton
     import triton.language as tl
     from triton.runtime import interpreter
     if triton.__version__ != "3.6.0" or os.environ.get("PRECRED_TEST_REPATCH") == "1":
-        return
+        return None
     launch, call = interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__
     patched = [None]   # the language modules patched during the running launch; None outside launches
     languages = {}     # a function -> the language modules its globals hold (what _patch_lang patches)
@@ -62,10 +65,23 @@ def _patch_language_once_per_launch() -> None:
 
     interpreter.GridExecutor.__call__ = launch_patching_once
     interpreter.InterpretedFunction.__call__ = call_patching_once
+    return (launch, call), (launch_patching_once, call_patching_once)
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
-    _patch_language_once_per_launch()
+INTERPRETER_CALLS = _patch_language_once_per_launch() if os.environ.get("TRITON_INTERPRET") == "1" else None
+
+
+@contextlib.contextmanager
+def triton_interpreter_as_released():
+    """Triton's own GridExecutor / InterpretedFunction calls inside the block (the patch-once shim above
+    undone), the shim's again after it."""
+    from triton.runtime import interpreter
+    (launch, call), shim = INTERPRETER_CALLS
+    interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__ = launch, call
+    try:
+        yield
+    finally:
+        interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__ = shim
 
 
 def pytest_configure(config):
