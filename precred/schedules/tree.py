@@ -37,6 +37,7 @@ element by element.
 import triton
 import triton.language as tl
 
+from ..strategies import state_combine
 from ..strategies.compensated import compensated_combine
 from ..strategies.exact import exact_combine
 from ..strategies.extremum import extremum_combine, extremum_reduce
@@ -101,12 +102,8 @@ def merge_pairs(hi_pairs, lo_pairs, cnt, AXIS: tl.constexpr, STRATEGY: tl.conste
         lo_a, lo_b = _pair_halves(lo_pairs, AXIS)
         if STRATEGY == 8 or STRATEGY == 9:
             hi, lo = value_max_combine(hi_a, lo_a, hi_b, lo_b)
-        elif STRATEGY == 6:
-            hi, lo = product_combine(hi_a, lo_a, hi_b, lo_b)
-        elif STRATEGY == 1:
-            hi, lo = compensated_combine(hi_a, lo_a, hi_b, lo_b)
-        else:
-            hi, lo = plain_combine(hi_a, lo_a, hi_b, lo_b)
+        else:   # compensated, product or plain
+            hi, lo = state_combine(hi_a, lo_a, hi_b, lo_b, STRATEGY)
     elif STRATEGY == 8 or STRATEGY == 9:
         hi, lo = tl.reduce((hi_pairs, lo_pairs), AXIS, value_max_combine)
     elif STRATEGY == 6:
