@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
-def _patch_language_once_per_launch() -> None:
+def _patch_language_once_per_launch():
     """Triton 3.6's interpreter patches triton.language for a kernel's launch (GridExecutor: _patch_lang on
     the modules the kernel's globals hold, undone when the grid is done) and again at every call of a
     @triton.jit function from inside the kernel (InterpretedFunction.__call__), though those modules are

@@ -41,7 +41,7 @@ def _calls():
         "argmax columns": lambda: precred.argmax(bf16, 0),
         "amax rows": lambda: precred.amax(x, -1),
         "prod rows": lambda: precred.prod(1 + small / 100, -1),
-        "layer_norm and its gradients": lambda: _layer_norm_and_grads(x[:, :300], weight, bias),
+        "layer_norm and its gradients": lambda: _layer_norm_and_grads(x, weight, bias),
     }
 
 
