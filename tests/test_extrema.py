@@ -270,6 +270,13 @@ def test_edge_cases_follow_torch(device):
         precred.argmax(empty_rows, 2)
     with pytest.raises(TypeError, match="keepdim"):
         precred.amax(empty_rows, 1, keepdim=1)
+    for op in (precred.max, precred.min):
+        for keep in (False, True):   # torch.max(x, keepdim=...) is a TypeError too: no overload takes it
+            with pytest.raises(TypeError):
+                getattr(torch, op.__name__)(rows.cpu(), keepdim=keep)
+            with pytest.raises(TypeError, match="keepdim needs a dim"):
+                op(rows, keepdim=keep)
+        assert op(rows, 1, keepdim=True).values.shape == (2, 1)
 
 
 def test_input_untouched_and_deterministic(device):

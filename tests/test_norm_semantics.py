@@ -67,6 +67,27 @@ def test_matches_torch(shape, normalized, dtype, path, device):
         _close(precred.rms_norm(x, normalized, weight), ref, dtype)   # eps=None: as torch's kernels
 
 
+@pytest.mark.parametrize("x_dtype, p_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.float64),
+                                               (torch.float32, torch.bfloat16)], ids=str)
+def test_parameters_of_another_dtype(x_dtype, p_dtype, device):
+    """weight / bias of a float dtype other than x's (layer_norm's docstring): read as they are, the
+    output in x's dtype, their gradients in their own dtypes -- as torch's CUDA kernel for 16-bit x with
+    fp32 parameters."""
+    x, w, b = _inputs((6, 40), [40], x_dtype, device)
+    w, b = w.to(p_dtype).requires_grad_(True), b.to(p_dtype).requires_grad_(True)
+    f = lambda t: t.detach().double()  # noqa: E731
+    _close(precred.layer_norm(x, [40], w, b), F.layer_norm(f(x), [40], f(w), f(b), 1e-5), x_dtype)
+    _close(precred.rms_norm(x, [40], w), F.rms_norm(f(x), [40], f(w), precred_eps_default(x_dtype)), x_dtype)
+    precred.layer_norm(x, [40], w, b).sum().backward()
+    wr, br = f(w).requires_grad_(True), f(b).requires_grad_(True)
+    F.layer_norm(f(x), [40], wr, br, 1e-5).sum().backward()
+    # fp32 arithmetic (x is not fp64), rounded to the parameters' dtype
+    tolerance = max(TOLERANCE[torch.float32], TOLERANCE[p_dtype])
+    for got, want in ((w.grad, wr.grad), (b.grad, br.grad)):
+        assert got.dtype == p_dtype
+        assert (got.double() - want).abs().max().item() <= tolerance * max(1.0, want.abs().max().item())
+
+
 def precred_eps_default(dtype):
     return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
 

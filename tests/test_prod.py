@@ -173,6 +173,25 @@ def test_gradient_handles_zeros(device):
     assert torch.autograd.gradcheck(lambda t: precred.prod(t, 0, keepdim=True), (z,))
 
 
+def test_gradient_where_torch_divides(device):
+    """Rows holding inf or NaN: the gradient is the other factors' product (precred/ops/product.py), which
+    torch gives too when a 0 is somewhere in the input, but not without one (the product over each
+    element: NaN at the inf, and across the NaN's row)."""
+    inf, nan = float("inf"), float("nan")
+    rows = [[1.0, inf, 2.0], [1.0, nan, 2.0], [3.0, -inf, 0.5]]
+    want = torch.tensor([[inf, 2.0, inf], [nan, 2.0, nan], [-inf, 1.5, -inf]], dtype=torch.float64)
+    for extra in ([], [[0.0, 1.0, 2.0]]):   # without, and with, a 0 elsewhere in the input
+        x = torch.tensor(rows + extra, dtype=torch.float64, device=device, requires_grad=True)
+        precred.prod(x, 1).sum().backward()
+        assert equal_with_nan(x.grad[:3].cpu(), want)
+        xt = x.detach().cpu().requires_grad_(True)
+        torch.prod(xt, 1).sum().backward()
+        assert torch.isnan(xt.grad[0, 1]).item() != bool(extra)   # torch's own, for the docstring's claim
+    x = torch.tensor(rows[0], dtype=torch.float64, device=device, requires_grad=True)
+    precred.prod(x).backward()
+    assert x.grad.tolist() == [inf, 2.0, inf]
+
+
 @pytest.mark.parametrize("shape, dim", [((0, 3), 0), ((3, 0), 1), ((0, 3), None), ((0,), None), ((0, 3), 1),
                                         ((2, 0, 3), 2), ((2, 0, 3), 0)])
 def test_gradient_of_empty_input(shape, dim, device):

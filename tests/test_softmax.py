@@ -309,6 +309,11 @@ def test_specials_and_shapes_follow_torch(device):
     torch.testing.assert_close(out, torch.softmax(y.bfloat16(), 1, dtype=torch.float32))
     assert torch.equal(precred.softmax(y.bfloat16(), 1, torch.float32), out)   # dtype positional, as torch's
     assert torch.equal(precred.log_softmax(y, 0, torch.float64), precred.log_softmax(y, 0, dtype=torch.float64))
+    # A narrower dtype rounds the output alone (softmax's docstring); torch casts x first: 70000 -> fp16's inf
+    wide = torch.tensor([[70000.0, 0.0]])
+    assert torch.softmax(wide, 1, torch.float16).isnan().all()
+    assert precred.softmax(wide.to(device), 1, torch.float16).tolist() == [[1.0, 0.0]]
+    assert precred.log_softmax(wide.to(device), 1, torch.float16).tolist() == [[0.0, -float("inf")]]
     assert precred.softmax(torch.empty(0, 3, device=device), 1).shape == (0, 3)
     assert precred.softmax(torch.tensor(3.0, device=device), 0).item() == 1.0
     assert precred.log_softmax(torch.tensor(3.0, device=device), 0).item() == 0.0

@@ -185,7 +185,9 @@ def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, *,
     """exp(x - logsumexp(x, dim)) along `dim` (torch.softmax's semantics; the output is contiguous).
 
     dtype: the output dtype (default x's; positional too, as torch.softmax's); the computation runs in
-    the mode's accumulator (fp64 for "fp64"; fp32 for "fast", fp64 when x or dtype is fp64). mode None
+    the mode's accumulator (fp64 for "fp64"; fp32 for "fast", fp64 when x or dtype is fp64) on x's own
+    values: where torch casts x to a narrower dtype first (an fp32 70000 becomes fp16's inf, and its row
+    NaN), precred rounds only the output, as precred.sum with dtype. mode None
     (the default): "fp64" into fp32 / fp64 outputs (about 0.5 ulp), "fast" into bf16 / fp16 ones, where
     its bound is at most 1/16 ulp above fp64's plus 2^-124: within 2 ulp (precred.modes.softmax_mode;
     the bound: precred.softmax_error_bound).

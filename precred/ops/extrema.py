@@ -189,24 +189,37 @@ def amin(x: torch.Tensor, dim=(), keepdim: bool = False) -> torch.Tensor:
     return _amax_call(x, dim, keepdim, minimum=True, op="amin")
 
 
-def max(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirrors torch.max
-    """torch.max's reductions: `max(x)` is amax over every dim; `max(x, dim)` returns
+def max(x: torch.Tensor, dim=None, keepdim: bool | None = None):  # noqa: A001 -- mirrors torch.max
+    """torch.max's reductions: `max(x)` is amax over every dim (a 0-d tensor; keepdim without a dim is a
+    TypeError, as torch's -- precred.amax(x, keepdim=True) keeps the dims); `max(x, dim)` returns
     torch.return_types.max(values, indices), the index being the first occurrence of the maximum along
     dim (a NaN is the maximum when present). dim is an int: a tensor there is a TypeError, as torch
     reads a tensor in that place as `other` (torch.max(x, other): the elementwise maximum, not a
     reduction precred computes)."""
     if dim is None:
-        return _amax_call(x, None, keepdim, minimum=False, op="max")
+        _check_no_keepdim(keepdim, "max", "amax")
+        return _amax_call(x, None, False, minimum=False, op="max")
     _check_not_other(dim, "max", "maximum")
+    keepdim = False if keepdim is None else keepdim
     return torch.return_types.max(_with_index_call(x, dim, keepdim, minimum=False, op="max"))
 
 
-def min(x: torch.Tensor, dim=None, keepdim: bool = False):  # noqa: A001 -- mirrors torch.min
+def min(x: torch.Tensor, dim=None, keepdim: bool | None = None):  # noqa: A001 -- mirrors torch.min
     """torch.min's reductions; as precred.max."""
     if dim is None:
-        return _amax_call(x, None, keepdim, minimum=True, op="min")
+        _check_no_keepdim(keepdim, "min", "amin")
+        return _amax_call(x, None, False, minimum=True, op="min")
     _check_not_other(dim, "min", "minimum")
+    keepdim = False if keepdim is None else keepdim
     return torch.return_types.min(_with_index_call(x, dim, keepdim, minimum=True, op="min"))
+
+
+def _check_no_keepdim(keepdim, op: str, kept: str) -> None:
+    """torch.max(x) / torch.min(x) take no keepdim (torch has no such overload: a TypeError, False or True);
+    precred would otherwise have to pick a meaning for it."""
+    if keepdim is not None:
+        raise TypeError(f"{op}(): keepdim needs a dim: {op}(x) reduces every element to a 0-d tensor, as "
+                        f"torch.{op}; precred.{kept}(x, keepdim=True) keeps x's dims as size 1")
 
 
 def _check_not_other(dim, op: str, elementwise: str) -> None:

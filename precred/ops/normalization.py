@@ -274,7 +274,9 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
                bias: torch.Tensor | None = None, eps: float = 1e-5, *, mode: str = DEFAULT_NORM_MODE) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape` dims
     (torch.nn.functional.layer_norm's semantics; var is the biased variance; the output is contiguous,
-    of x's dtype).
+    of x's dtype). weight and bias may be of any float dtype, not only x's (torch's CUDA kernel takes fp32
+    ones for 16-bit x, its CPU kernel x's alone): they are read as they are, and their gradients come
+    back in their own dtypes. normalized_shape may be an int, as torch.nn.LayerNorm's.
 
     mode: "fast" (default: fp32 statistics and arithmetic, fp64 for fp64 input) or "precise" (fp64; the
     output rounded once; for bf16/fp16 outputs the last steps, * w + b, run in fp32, and on bf16/fp16
@@ -302,7 +304,7 @@ def rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = No
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims
     (torch.nn.functional.rms_norm's semantics; eps=None means the epsilon of the type torch computes
     in, as torch's kernels do: fp32's for fp32 / bf16 / fp16 input, fp64's for fp64 --
-    rms_norm_default_eps). Modes, bounds,
+    rms_norm_default_eps). Modes, bounds, parameter dtypes,
     specials and paths as precred.layer_norm; an inf in a row makes its finite outputs 0 and its inf
     outputs NaN, as torch -- except for rows longer than 16384 (8192 in fp64), which take the Welford
     statistics: there a row holding both +inf and -inf comes out NaN throughout."""

@@ -1,8 +1,13 @@
 """`precred.prod`: public function -> torch.library custom op -> launcher.
 
 The product runs on the sums' schedules and plans (strategies/product.py, one multiplication per element
-and per merge). Its gradient is torch's: the product of the other factors, formed by exclusive
-cumulative products from both ends, so zeros in the row are handled without dividing by them.
+and per merge). Its gradient is the product of the other factors, formed by exclusive cumulative
+products from both ends, so zeros in the row are handled without dividing by them: torch's wherever the
+row is finite. Where a row holds an inf or a NaN, torch's depends on the rest of the input: with no 0
+anywhere in it, torch divides the product by each element -- NaN at an inf (inf / inf) and across a
+row with a NaN --, with a 0 somewhere it takes the other factors' product as here. This one is always
+the other factors' product (d/dx1 of 1 * x1 * 2 at x1 = inf is 2):
+tests/test_prod.py::test_gradient_where_torch_divides.
 """
 import math
 
