@@ -204,6 +204,22 @@ def test_gradient_of_empty_input(shape, dim, device):
     assert torch.equal(x.grad, xt.grad)
 
 
+def test_torch_compile_traces_prod_and_its_gradient(device):
+    """precred.prod is a torch.library custom op: torch.compile(fullgraph=True) traces it, forward and
+    backward (aot_eager runs the registered autograd), with eager's bits."""
+    def f(t):
+        return precred.prod(t, 1).sum() + precred.prod(t[:, :3])
+
+    x = (torch.rand(4, 9, dtype=torch.float64, device=device) + 0.5).requires_grad_(True)
+    xc = x.detach().clone().requires_grad_(True)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    got, want = compiled(xc), f(x)
+    assert torch.equal(got, want)
+    got.backward()
+    want.backward()
+    assert torch.equal(xc.grad, x.grad)
+
+
 def test_deterministic(device):
     x = (torch.rand(16, 999, device=device) + 0.5)
     assert torch.equal(precred.prod(x, 1, mode="fast"), precred.prod(x, 1, mode="fast"))
