@@ -33,6 +33,7 @@ from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
 from .schedules.split_tail import split_tail_finish_kernel, split_tail_kernel
 from .signature_cache import keep
+from .stream_scratch import StreamScratch, stream_is_capturing, with_addresses
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -546,18 +547,11 @@ class _AccurateRecipe:
 
         self.n_out = n_out
         self.steps = [(_BoundLaunch(*launch), order) for launch, order in steps]
-        self.makers = makers   # scratch name: (factory or None, how many pointers its placeholders fill)
-        self.scratch = {}
+        # scratch name: (its scratch per stream -- (tensors, addresses) -- or None, how many pointers its
+        # placeholders fill where it has none)
+        self.scratch = {name: (None if make is None else StreamScratch(lambda make=make: with_addresses(make())), count)
+                        for name, (make, count) in makers.items()}
         self.get_stream = driver.active.get_current_stream
-
-    def _scratch(self, which, stream, placeholder):
-        """The stream's scratch pointers of `which` (made once), or placeholders where it has none."""
-        make, count = self.makers[which]
-        if make is None:
-            return [placeholder] * count
-        if (which, stream) not in self.scratch:
-            self.scratch[which, stream] = make()
-        return [t.data_ptr() for t in self.scratch[which, stream]]
 
     def run(self, x: torch.Tensor, shape=None):
         """(the output, flat or in `shape`, None), as the reductions' recipes return."""
@@ -565,9 +559,15 @@ class _AccurateRecipe:
         flags = torch.empty(self.n_out, dtype=torch.int8, device=x.device)
         stream = self.get_stream(x.device.index)
         named = {"x": [x.data_ptr()], "out": [out.data_ptr()], "flags": [flags.data_ptr()]}
+        held = []   # the scratch tensors, until the launches are queued
+        for name, (scratch, count) in self.scratch.items():
+            if scratch is None:   # placeholders, never touched
+                named[name] = [flags.data_ptr()] * count
+            else:
+                tensors, named[name] = scratch.get(stream)
+                held.append(tensors)
         for bound, order in self.steps:
-            bound(stream, [pointer for name in order for pointer in
-                           (named[name] if name in named else self._scratch(name, stream, flags.data_ptr()))])
+            bound(stream, [pointer for name in order for pointer in named[name]])
         return out, None
 
 
@@ -694,13 +694,14 @@ class _AtomicRecipe:
         self.merge, self.finish = _BoundLaunch(*merge), _BoundLaunch(*finish)
         self.rows, self.with_index = rows, with_index
         self.get_stream = driver.active.get_current_stream
-        self.keys = {self.get_stream(keys.get_device()): keys}
+        self.keys = StreamScratch(lambda device: _empty_keys(rows, device))
+        stream = self.get_stream(keys.get_device())
+        if not stream_is_capturing(stream):   # the first call's keys, reset by its finish kernel
+            self.keys.kept[stream] = keys
 
     def run(self, x: torch.Tensor):
         stream = self.get_stream(x.get_device())
-        keys = self.keys.get(stream)
-        if keys is None:
-            keys = self.keys[stream] = _empty_keys(self.rows, x.device)
+        keys = self.keys.get(stream, x.device)
         values = torch.empty(self.rows, dtype=x.dtype, device=x.device)
         index = torch.empty(self.rows, dtype=torch.int64, device=x.device) if self.with_index else None
         source, key_ptr = x.data_ptr(), keys.data_ptr()
@@ -1278,11 +1279,14 @@ class _Recipe:
         self.get_stream = driver.active.get_current_stream
         # The partial states of the passes before the last, one set per CUDA stream, allocated by the
         # first replay on that stream and reused: a call writes and reads them in stream order, before
-        # the next call on that stream starts, so reuse is safe there (not across streams, hence the key).
-        # Each torch.empty costs microseconds of host time, which a split call of a few MB feels.
-        self.partials = {}
-        self.recompute_scratch = {}   # a chunked recompute's scratch, per stream likewise (addresses)
-        self.recompute_tensors = {}   # ... and the tensors behind those addresses, kept alive here
+        # the next call on that stream starts, so reuse is safe there (not across streams, hence the key;
+        # nor in a CUDA graph, which gets its own: stream_scratch.py). Each torch.empty costs
+        # microseconds of host time, which a split call of a few MB feels. Each holds (tensors, their
+        # addresses).
+        self.partials = StreamScratch(self._make_partials)
+        # a chunked recompute's scratch, per stream likewise
+        self.recompute_scratch = None if recompute is None or recompute[1] is None else StreamScratch(
+            lambda make=recompute[1]: with_addresses(make()))
         if len(self.launches) == 1 and recompute is None and not self.fused_merge:
             self.run = self._run_one_pass
             # The one pass's pointers from (source, out, mean): run's _pass_pointers, worked out once
@@ -1307,11 +1311,7 @@ class _Recipe:
         tensor this call holds (x, the outputs) or the recipe keeps (the per-stream scratch)."""
         out, mean = self.workspace.outputs(x, shape)
         stream = self.get_stream(x.get_device())
-        scratch = self.partials.get(stream)
-        if scratch is None:   # a fused merge's scratch: its counters start at 0 and are left at 0
-            groups = ([self.workspace.fused_merge_scratch(out, mean, self.parts[0])] if self.fused_merge else
-                      [self.workspace.destination(out, mean, False, parts) for parts in self.parts[:-1]])
-            scratch = self.partials[stream] = (groups, [tuple(t.data_ptr() for t in g) for g in groups])
+        scratch = self.partials.get(stream, out, mean)   # held until the launches are queued
         partials = scratch[1]
         source = x.data_ptr()
         out_ptr = out.data_ptr()
@@ -1328,14 +1328,18 @@ class _Recipe:
             launch, make_scratch, n_scratch = self.recompute
             scratch = (mean_ptr,) * n_scratch   # placeholders: rows of one chunk need no scratch
             if make_scratch is not None:   # counters zero on entry, left zero by the kernel: reused
-                scratch = self.recompute_scratch.get(stream)
-                if scratch is None:
-                    tensors = make_scratch()
-                    self.recompute_scratch[stream] = scratch = tuple(t.data_ptr() for t in tensors)
-                    self.recompute_tensors[stream] = tensors
+                tensors, scratch = self.recompute_scratch.get(stream)   # tensors held until launched
             launch(stream, [source, out_ptr, mean_ptr, *scratch])
             return out, None
         return out, mean
+
+    def _make_partials(self, out, mean):
+        """A stream's partial states (on the outputs' device): a fused merge's scratch (its counters start
+        at 0 and are left at 0), or the destinations of the passes before the last -- (the tensor
+        groups, their addresses)."""
+        groups = ([self.workspace.fused_merge_scratch(out, mean, self.parts[0])] if self.fused_merge else
+                  [self.workspace.destination(out, mean, False, parts) for parts in self.parts[:-1]])
+        return groups, [tuple(t.data_ptr() for t in g) for g in groups]
 
 
 def wire_to_row_kernel(t: torch.Tensor) -> torch.Tensor:

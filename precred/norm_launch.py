@@ -32,6 +32,7 @@ from .schedules.norm_rows import norm_backward_kernel, norm_forward_kernel
 from .schedules.norm_stream import (norm_apply_kernel, norm_backward_columns_kernel,
                                     norm_backward_row_terms_kernel)
 from .signature_cache import keep
+from .stream_scratch import stream_is_capturing
 
 _STATISTICS_MODE = VAR_MODES["fp64"]   # long rows: Welford in fp64 (no overflow, ~2^-50 relative)
 
@@ -95,9 +96,12 @@ def _stream_scratch(device: torch.device, stream, nbytes: int):
     holds it). The stream's shared buffer (_STREAM_SCRATCH), made or grown on the first need of that
     size -- while `stream` is current, so torch's caching allocator ties the buffer to it and hands a
     replaced one only to later work there -- or, past RECIPE_SCRATCH_MAX_BYTES, a buffer for this call
-    alone. The caller holds the tensor until its launches are queued: another thread may replace the
-    stream's buffer in between, and the freed block must not go to other work queued before them."""
-    if nbytes > RECIPE_SCRATCH_MAX_BYTES:
+    alone; under a CUDA graph capture, a buffer for this call too (stream_scratch.py: the graph's own,
+    from its memory pool -- the stream's would be shared with other graphs and eager calls, and freed
+    under the graph when a larger need replaces it). The caller holds the tensor until its launches
+    are queued: another thread may replace the stream's buffer in between, and the freed block must
+    not go to other work queued before them."""
+    if nbytes > RECIPE_SCRATCH_MAX_BYTES or stream_is_capturing(stream):
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
         return buffer.data_ptr(), buffer
     key = (device.index, stream)

@@ -517,8 +517,9 @@ def test_accurate_logsumexp_on_gpu_sized_columns(device, shape, parts, monkeypat
         rows_within_bound(x[:, :sample].contiguous(), 0, got.cpu()[:sample].double().tolist(), "accurate",
                           plan.recompute_depth, name)
         # the replayed recipe's work list: length, counter and claims back to zero after each call
-        lists = [tensors[0] for recipe in launch._RECIPES.values() if isinstance(recipe, launch._AccurateRecipe)
-                 for (which, _), tensors in recipe.scratch.items() if which == "work"]
+        lists = [tensors[0] for recipe in launch._RECIPES.values()
+                 if isinstance(recipe, launch._AccurateRecipe) and "work" in recipe.scratch
+                 for tensors, _ in recipe.scratch["work"][0].kept.values()]
         assert lists, "no launch recipe kept a work list"
         assert all(work[:2 + (work.numel() - 2) // 2].count_nonzero() == 0 for work in lists), name
 

@@ -72,3 +72,31 @@ def test_norm_replays_share_one_scratch_buffer_per_stream(monkeypatch):
     alone = norm_launch._stream_scratch(cpu, 7, 5000)[1]
     assert alone.numel() >= 5000 and norm_launch._stream_scratch(cpu, 7, 10)[1] is grown
     assert len(norm_launch._STREAM_SCRATCH) == 2
+
+
+def test_scratch_under_a_graph_capture_is_the_calls_own(monkeypatch):
+    """precred.stream_scratch (CUDA only in use; its bookkeeping runs on any device, the capture query
+    stubbed): a stream's scratch is made once and reused, but a call while the stream is being captured
+    gets scratch of its own, kept nowhere -- in StreamScratch and in the norms' shared buffer -- and
+    the default stream (0, where no capture can run) never asks."""
+    from precred import norm_launch, stream_scratch
+
+    capturing, asked = [False], []
+    monkeypatch.setattr(stream_scratch, "_current_stream_capturing", lambda: asked.append(1) or capturing[0])
+    made = []
+    scratch = stream_scratch.StreamScratch(lambda n: made.append(torch.zeros(n)) or made[-1])
+    kept = scratch.get(7, 3)
+    assert scratch.get(7, 3) is kept and len(made) == 1 and len(asked) == 2
+    capturing[0] = True
+    captured = [scratch.get(7, 3), scratch.get(9, 3)]
+    assert len(made) == 3 and all(t is not kept for t in captured) and captured[0] is not captured[1]
+    assert scratch.kept == {7: kept}                   # nothing of the captures kept
+    asked.clear()
+    assert scratch.get(0, 3) is not None and not asked and scratch.get(0, 3) is scratch.kept[0]
+    monkeypatch.setattr(norm_launch, "_STREAM_SCRATCH", {})
+    cpu = torch.device("cpu")
+    first = norm_launch._stream_scratch(cpu, 7, 1000)[1]
+    assert norm_launch._stream_scratch(cpu, 7, 1000)[1] is not first and not norm_launch._STREAM_SCRATCH
+    capturing[0] = False
+    shared = norm_launch._stream_scratch(cpu, 7, 1000)[1]
+    assert norm_launch._stream_scratch(cpu, 7, 10)[1] is shared and len(norm_launch._STREAM_SCRATCH) == 1

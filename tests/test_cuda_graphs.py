@@ -1,0 +1,227 @@
+"""CUDA graphs (GPU only): every op captured by torch.cuda.graph and replayed on new data gives eager's
+bits, on the plans that keep scratch between calls (split passes' partials and arrival counters, the
+exact and certified modes' recomputes, the accurate logsumexp's parts, the norms' stream buffer); two
+graphs of one signature replayed side by side on two streams keep apart; and a graph captured on a
+stream that eager calls also use survives what those calls do to the stream's scratch afterwards.
+
+Capture follows torch's recipe (torch.cuda.graph): warm-up calls on a side stream first -- they compile
+the kernels and leave the launch recipes, so the captured call is a replay -- then the capture."""
+import functools
+
+import pytest
+import torch
+
+import precred
+from conftest import same_bits
+
+pytestmark = pytest.mark.gpu
+
+
+def _exact_cancelling(shape, dtype, device, seed):
+    """Rows of huge values that cancel in pairs beside ordinary ones: the exact mode's filter cannot
+    certify their sums, so its recompute runs (in chunks, for long rows) on every call."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape, generator=g, device=device)
+    x[..., 0:64:2] = 1e30 * (1 + seed)
+    x[..., 1:64:2] = -1e30 * (1 + seed)
+    return x.to(dtype)
+
+
+def _randn(shape, dtype, device, seed, scale=1.0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return (scale * torch.randn(shape, generator=g, device=device)).to(dtype)
+
+
+def _logprobs(shape, dim, dtype, device, seed):
+    """log_softmax of randn along dim: every logsumexp near 0, where the fp64 mode's fp32 filter
+    certifies nothing and the fp64 recompute takes every output."""
+    return torch.log_softmax(_randn(shape, torch.float32, device, seed), dim).to(dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _norm_parameters(n, device, requires_grad=False):
+    """(weight, bias) of n elements, made once: no random numbers drawn inside a capture."""
+    g = torch.Generator(device=device).manual_seed(99)
+    return (torch.randn(n, generator=g, device=device).mul_(0.1).add_(1).requires_grad_(requires_grad),
+            torch.randn(n, generator=g, device=device).mul_(0.1).requires_grad_(requires_grad))
+
+
+def _layer_norm_and_gradients(x, w, b):
+    """layer_norm forward and backward in one captured region (autograd.grad inside the capture)."""
+    x = x.detach().requires_grad_(True)
+    y = precred.layer_norm(x, (x.shape[-1],), w, b)
+    dx, dw, db = torch.autograd.grad(y, (x, w, b), torch.ones_like(y))
+    return y.detach(), dx, dw, db
+
+
+# name: (input maker (device, seed) -> x, the op on x -> a tensor or a tuple of tensors)
+CASES = {
+    **{f"sum/{mode}/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float32, d, s),
+                                     lambda x, mode=mode: precred.sum(x, -1, mode=mode))
+       for mode in precred.MODES},
+    "sum/fast/bf16/4096x1024/d0": (lambda d, s: _randn((4096, 1024), torch.bfloat16, d, s),
+                                   lambda x: precred.sum(x, 0, mode="fast")),
+    "sum/kahan/2^22": (lambda d, s: _randn((1 << 22,), torch.float32, d, s), lambda x: precred.sum(x)),
+    "sum/exact/cancelling/16x262144/d-1": (lambda d, s: _exact_cancelling((16, 262144), torch.float32, d, s),
+                                           lambda x: precred.sum(x, -1, mode="exact")),
+    "sum/exact/cancelling/4096x512/d-1": (lambda d, s: _exact_cancelling((4096, 512), torch.float32, d, s),
+                                          lambda x: precred.sum(x, -1, mode="exact")),
+    "mean/exact/cancelling/512x4096/d0": (lambda d, s: _exact_cancelling((4096, 512), torch.float32, d, s).T,
+                                          lambda x: precred.mean(x, 0, mode="exact")),
+    "var_mean/4096x4096/d-1": (lambda d, s: _randn((4096, 4096), torch.float32, d, s),
+                               lambda x: precred.var_mean(x, -1)),
+    "var_mean/fp64/bf16/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.bfloat16, d, s),
+                                         lambda x: precred.var_mean(x, -1, mode="fp64")),
+    "std/2048x2048/d0": (lambda d, s: _randn((2048, 2048), torch.float32, d, s), lambda x: precred.std(x, 0)),
+    "logsumexp/accurate/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float32, d, s, 8.0),
+                                         lambda x: precred.logsumexp(x, -1)),
+    "logsumexp/accurate/2048x4096/d0": (lambda d, s: _randn((2048, 4096), torch.float32, d, s, 8.0),
+                                        lambda x: precred.logsumexp(x, 0)),
+    "logsumexp/fp64/bf16/logprobs/16x262144/d-1": (
+        lambda d, s: _logprobs((16, 262144), -1, torch.bfloat16, d, s),
+        lambda x: precred.logsumexp(x, -1, mode="fp64")),
+    "logsumexp/fp64/bf16/logprobs/4096x2048/d0": (
+        lambda d, s: _logprobs((4096, 2048), 0, torch.bfloat16, d, s),
+        lambda x: precred.logsumexp(x, 0, mode="fp64")),
+    "softmax/64x65536": (lambda d, s: _randn((64, 65536), torch.float32, d, s, 4.0),
+                         lambda x: precred.softmax(x, -1)),
+    "softmax/bf16/4096x1024/d0": (lambda d, s: _randn((4096, 1024), torch.bfloat16, d, s, 4.0),
+                                  lambda x: precred.softmax(x, 0)),
+    "log_softmax/accurate/16x262144": (lambda d, s: _randn((16, 262144), torch.float32, d, s, 4.0),
+                                       lambda x: precred.log_softmax(x, -1, mode="accurate")),
+    "max/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float32, d, s), lambda x: tuple(precred.max(x, -1))),
+    "argmin/bf16/4096x1024/d0": (lambda d, s: _randn((4096, 1024), torch.bfloat16, d, s),
+                                 lambda x: precred.argmin(x, 0)),
+    "amax/2^22": (lambda d, s: _randn((1 << 22,), torch.float32, d, s), lambda x: precred.amax(x)),
+    "prod/256x4096/d-1": (lambda d, s: 1 + 0.01 * _randn((256, 4096), torch.float32, d, s),
+                          lambda x: precred.prod(x, -1)),
+    "layer_norm/4096x1024": (lambda d, s: _randn((4096, 1024), torch.float32, d, s, 3.0),
+                             lambda x: precred.layer_norm(x, (1024,), *_norm_parameters(1024, x.device))),
+    "layer_norm/bf16/64x65536": (lambda d, s: _randn((64, 65536), torch.bfloat16, d, s, 3.0),
+                                 lambda x: precred.layer_norm(x, (65536,))),
+    "rms_norm/8x262144": (lambda d, s: _randn((8, 262144), torch.float32, d, s),
+                          lambda x: precred.rms_norm(x, (262144,), _norm_parameters(262144, x.device)[0])),
+    "layer_norm_backward/2048x4096": (lambda d, s: _randn((2048, 4096), torch.float32, d, s, 3.0),
+                                      lambda x: _layer_norm_and_gradients(x, *_norm_parameters(4096, x.device, True))),
+    "layer_norm_backward/32x65536": (lambda d, s: _randn((32, 65536), torch.float32, d, s, 3.0),
+                                     lambda x: _layer_norm_and_gradients(x, *_norm_parameters(65536, x.device, True))),
+}
+
+
+def _as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _capture(f, static_x, stream=None, warmups=2):
+    """(graph, its static outputs): f warmed up on a side stream (or `stream`), then captured there."""
+    side = stream or torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            f(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        outputs = _as_tuple(f(static_x))
+    return graph, outputs
+
+
+def _same_bits(got, want):
+    return same_bits(got.reshape(-1), want.reshape(-1)) and got.shape == want.shape   # 0-d too
+
+
+def _assert_replay_is_eager(name, outputs, eager):
+    for got, want in zip(outputs, _as_tuple(eager), strict=True):
+        assert _same_bits(got, want), name
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_captured_calls_replay_eagers_bits(device, name):
+    """Each case captured once, then replayed on three new inputs: bitwise eager's result on each (the
+    scratch's counters left at zero by every replay, the recomputes taking their new rows)."""
+    make, f = CASES[name]
+    static_x = make(device, 0)
+    graph, outputs = _capture(f, static_x)
+    for seed in (1, 2, 3):
+        x = make(device, seed)
+        static_x.copy_(x)
+        graph.replay()
+        _assert_replay_is_eager(name, outputs, f(x))
+
+
+SIDE_BY_SIDE = ["sum/fast/16x262144/d-1", "sum/exact/cancelling/16x262144/d-1",
+                "logsumexp/accurate/16x262144/d-1", "logsumexp/fp64/bf16/logprobs/16x262144/d-1",
+                "layer_norm/bf16/64x65536", "layer_norm_backward/32x65536"]
+
+
+@pytest.mark.parametrize("name", SIDE_BY_SIDE)
+def test_two_graphs_of_one_signature_replay_side_by_side(device, name):
+    """Two graphs of the same call, captured one after the other (torch's capture stream both times),
+    replayed together on two streams, over and over on different data: each replay gives eager's bits
+    -- the graphs share no scratch, whose arrival counters and partial sums would otherwise mix."""
+    make, f = CASES[name]
+    first_x, second_x = make(device, 0), make(device, 1)
+    graphs = [_capture(f, first_x), _capture(f, second_x)]
+    inputs = [make(device, seed) for seed in range(2, 6)]
+    wants = [_as_tuple(f(x)) for x in inputs]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for round_ in range(24):
+        a, b = round_ % len(inputs), (round_ + 1) % len(inputs)
+        first_x.copy_(inputs[a])
+        second_x.copy_(inputs[b])
+        for stream, (graph, _) in zip(streams, graphs):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                graph.replay()
+        for stream in streams:
+            torch.cuda.current_stream().wait_stream(stream)
+        for (_, outputs), index in zip(graphs, (a, b)):
+            for got, want in zip(outputs, wants[index], strict=True):
+                assert _same_bits(got, want), (name, round_)
+
+
+def test_graph_survives_later_eager_calls_on_its_capture_stream(device):
+    """A graph captured on a stream that eager calls use before and after (torch.cuda.graph(stream=s)):
+    later eager calls there that need more scratch (longer rows: the norms' stream buffer grows, the
+    old one freed) must not free the memory the graph's replays write -- tensors allocated on that
+    stream afterwards (where torch's allocator hands out what the stream freed) keep their values
+    through the replays."""
+    stream = torch.cuda.Stream()
+    small = _randn((4096, 1024), torch.float32, device, 0)
+    graph, (y,) = _capture(lambda x: precred.layer_norm(x, (1024,)), small, stream=stream)
+    with torch.cuda.stream(stream):   # more stream scratch than the graph's call took, and more again
+        for rows in (8192, 32768, 65536):
+            x = _randn((rows, 1024), torch.float32, device, rows)
+            for _ in range(2):   # the second call replays its recipe, on the stream's buffer
+                precred.layer_norm(x, (1024,))
+        kept = [torch.full((n,), 7.0, device=device) for n in (2 ** 10, 2 ** 12, 2 ** 14, 2 ** 16, 2 ** 20)]
+    torch.cuda.current_stream().wait_stream(stream)
+    for seed in (1, 2):
+        x = _randn((4096, 1024), torch.float32, device, seed)
+        small.copy_(x)
+        graph.replay()
+        assert _same_bits(y, precred.layer_norm(x, (1024,)))
+    torch.cuda.synchronize()
+    assert all(bool((t == 7.0).all()) for t in kept)
+
+
+def test_reduce_overhead_compile_replays_eagers_bits(device):
+    """torch.compile(mode="reduce-overhead") -- inductor with CUDA graphs (cudagraph trees) -- of a
+    block that calls precred's custom ops: each call on new data gives eager's bits."""
+    w, b = _norm_parameters(1024, device)
+
+    def block(x):
+        h = precred.layer_norm(x, (1024,), w, b)
+        return precred.logsumexp(h, -1), precred.var_mean(h, -1), precred.sum(h, 0, mode="exact")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
+    for seed in range(4):
+        x = _randn((512, 1024), torch.float32, device, seed, 2.0)
+        got = compiled(x)
+        got = (got[0], *got[1], got[2])
+        want = block(x)
+        want = (want[0], *want[1], want[2])
+        for g, w_ in zip(got, want, strict=True):
+            assert _same_bits(g.clone(), w_), seed
+    torch._dynamo.reset()
