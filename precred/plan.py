@@ -2324,7 +2324,7 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # EXP_RECOMPUTE_COLUMN_MIN_CHUNK instead -- a chunk one tile, so that an uncertified column costs one
 # round of loads on each of its programs. The chunks' states are merged by the last to arrive.
 # Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 16
-# bf16 columns are a 32-byte sector): a group with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified
+# bf16 columns are a 32-byte sector; columns shorter than 1024 in wider groups: column_group): a group with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified
 # columns is redone whole in [columns, EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are
 # sectors, not an element each; tiles of 32 rows -- 64 since the one pass below --, the fp64
 # exponentials of 4-8 elements a thread, keep the kernel near 128 registers where a group's chunk as
@@ -2377,6 +2377,26 @@ EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
 EXP_RECOMPUTE_COLUMN_GROUP = 16
 EXP_RECOMPUTE_COLUMN_GROUP_TILE = 64
 EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
+# Short columns (column_group): a lane for each EXP_RECOMPUTE_COLUMN_CHAIN elements of a column, and
+# groups of as many columns as make EXP_RECOMPUTE_COLUMN_SHORT_TILE elements a tile -- [512 columns, 1
+# lane] for 16 rows, [128, 4] for 64, [32, 16] for 256; columns of 1024 and more keep [16, 64] as
+# before. The groups of 16 had a short column's few elements spread over lanes (a lane tree of 16
+# fp64 sums a group of 256 elements) and left dense short columns slower than torch. H100, 2026-12-07,
+# bench/probe_accurate_columns.py --dtype bfloat16 --dim 0 --shapes 16x262144,32x131072,64x65536,
+# 128x65536,256x32768,512x16384,1024x65536, GB/s, dense (log-probabilities: every column recomputed),
+# the groups of 16 before -> this rule: 118 -> 363 (0.77x -> 2.39x torch), 136 -> 289, 151 -> 239, 242
+# -> 325, 279 -> 296, 284 -> 297, 476 -> 477; ordinary data within the runs' spread (public 493 / 419 /
+# 377 / 681 / 576 / 572 / 1677 -> 494 / 423 / 383 / 693 / 579 / 609 / 1679). Tiles of 1024: 322 / 245 /
+# 190 / 325 / 314 / 333; a lane for each 8 elements: 288 / 236 / 220 / 294 / 293 / 284. Before it
+# (same probe, same day) [16, 64] -> groups of 32 columns (quarter 8): dense 16x262144 / 64x65536 /
+# 1024x65536 / 8192^2 / 65536x1024 118 / 151 / 477 / 453 / 388 -> 132 / 165 / 500 / 516 / 415 (two runs
+# alike), ordinary within 1-2%; of 64 and 128 columns slower (113 / 103 / 302 / 299 / 285 and 78 / 42 /
+# 139 / 135 / 123); [128, 1] / [512, 1] / [128, 4] / [256, 2] for every length: 231 / 160 / 241 / 239 /
+# 181, 359 / 148 / 341 / 321 / 147, 196 / 241 / 489 / 458 / 288, 282 / 203 / 542 / 512 / 318 -- short
+# columns want few lanes, long ones many (not taken: groups of 32 for long columns, +5-14% on dense
+# data alone, left for a run on both GPUs).
+EXP_RECOMPUTE_COLUMN_CHAIN = 16
+EXP_RECOMPUTE_COLUMN_SHORT_TILE = 512
 EXP_RECOMPUTE_MAX_CHUNKS = 256
 # One pass against the filter's maximum: the filters leave each uncertified output's row maximum in
 # the output (exact: an input value, in the input's format), so the recompute reads its rows once,
@@ -2462,11 +2482,22 @@ def plan_exp_recompute(n_out: int, red: int, *, sm_count: int, strided: bool) ->
     (EXP_RECOMPUTE_*) or, `strided`, along a strided one (EXP_RECOMPUTE_COLUMN_*), each with its groups
     of adjacent rows."""
     if strided:
+        group, group_tile, group_min = column_group(red)
         return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_COLUMN_MIN_CHUNK, EXP_RECOMPUTE_COLUMN_TILE,
-                                   EXP_RECOMPUTE_COLUMN_GROUP, EXP_RECOMPUTE_COLUMN_GROUP_TILE,
-                                   EXP_RECOMPUTE_COLUMN_GROUP_MIN)
+                                   group, group_tile, group_min)
     return _plan_exp_recompute(n_out, red, sm_count, EXP_RECOMPUTE_MIN_CHUNK, EXP_RECOMPUTE_TILE, EXP_RECOMPUTE_GROUP,
                                EXP_RECOMPUTE_GROUP_TILE, EXP_RECOMPUTE_GROUP_MIN)
+
+
+def column_group(red: int) -> tuple:
+    """(columns, lanes, minimum) of the recompute's groups of strided rows (columns) of length red: a
+    column's lanes are one per EXP_RECOMPUTE_COLUMN_CHAIN of its elements, at most
+    EXP_RECOMPUTE_COLUMN_GROUP_TILE, and a group holds as many columns as make
+    EXP_RECOMPUTE_COLUMN_SHORT_TILE elements a tile, at least EXP_RECOMPUTE_COLUMN_GROUP; a quarter of
+    them uncertified takes the group whole (EXP_RECOMPUTE_COLUMN_GROUP_MIN of EXP_RECOMPUTE_COLUMN_GROUP)."""
+    lanes = min(EXP_RECOMPUTE_COLUMN_GROUP_TILE, max(1, _pow2_at_least(red) // EXP_RECOMPUTE_COLUMN_CHAIN))
+    columns = max(EXP_RECOMPUTE_COLUMN_GROUP, EXP_RECOMPUTE_COLUMN_SHORT_TILE // lanes)
+    return columns, lanes, max(1, columns * EXP_RECOMPUTE_COLUMN_GROUP_MIN // EXP_RECOMPUTE_COLUMN_GROUP)
 
 
 @lru_cache(maxsize=4096)

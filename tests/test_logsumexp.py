@@ -30,7 +30,7 @@ from precred.strategies.stable_exp import exp_of_exact_gap, exp_two_part
 from validation.oracle import format_info, round_to, ulp, ulp_error
 from validation.stable_exp import reference_logsumexp
 
-from conftest import DEVICE as _DEVICE, assert_training_step_compiles_to_eagers_bits
+from conftest import DEVICE as _DEVICE, assert_training_step_compiles_to_eagers_bits, same_bits
 
 EXP_MODES = list(precred.EXP_MODES)
 # The modes whose passes a given plan runs differently: `accurate` with a plan runs the fp64 mode's
@@ -637,6 +637,27 @@ def test_recompute_groups_across_kept_dims(dtype, device, filter_flags):
     x[2, 17, 0] = math.inf
     assert plan_exp_recompute(21, 1100, sm_count=1, strided=True).group == 16
     assert_within_bound(x, 1, "fp64", device)
+    assert seen, "the recompute ran"
+
+
+@pytest.mark.parametrize("red", [1, 3, 16, 40, 256])
+def test_recompute_groups_of_short_columns(red, device, filter_flags):
+    """Short columns go in wide groups of few lanes (plan.column_group: [512 columns, 1 lane] for 16
+    rows, [128, 4] for 40 -> 64, [32, 16] for 256): every output of 600 bf16 columns recomputed (whole
+    groups, the last one past the outputs), within the fp64 mode's bound, on ordinary values and on
+    torch's specials (+inf, NaN, a column of -inf); the same bits twice."""
+    seen, settings = filter_flags
+    settings["clear"] = True
+    group, lanes, _ = plan_module.column_group(red)
+    assert group * lanes == max(512, 16 * lanes) and lanes == min(64, max(1, (1 << (red - 1).bit_length()) // 16))
+    rng = np.random.default_rng([26, red])
+    x = torch.from_numpy(rng.standard_normal((red, 600)) * 3).to(torch.bfloat16)
+    x[red // 2, 7] = math.inf
+    x[red - 1, 300] = math.nan
+    x[:, 599] = -math.inf
+    assert_within_bound(x, 0, "fp64", device)
+    first = precred.logsumexp(x.to(device), 0, mode="fp64")
+    assert same_bits(first, precred.logsumexp(x.to(device), 0, mode="fp64"))
     assert seen, "the recompute ran"
 
 
