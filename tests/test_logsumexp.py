@@ -656,8 +656,8 @@ def test_recompute_groups_of_short_columns(red, device, filter_flags):
     x[red - 1, 300] = math.nan
     x[:, 599] = -math.inf
     assert_within_bound(x, 0, "fp64", device)
-    first = precred.logsumexp(x.to(device), 0, mode="fp64")
-    assert same_bits(first, precred.logsumexp(x.to(device), 0, mode="fp64"))
+    first = _filtered(x, device, 0)[0]   # not the public call: its replay would skip the spy's clearing
+    assert same_bits(first, _filtered(x, device, 0)[0])
     assert seen, "the recompute ran"
 
 
