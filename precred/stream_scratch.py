@@ -51,7 +51,7 @@ class StreamScratch:
 
     def get(self, stream: int, *args):
         """The stream's scratch -- make(*args) on its first call, or on every call under capture."""
-        if stream_is_capturing(stream):
+        if stream and _current_stream_capturing():   # stream_is_capturing, inlined: a replay's host time
             return self.make(*args)
         held = self.kept.get(stream)
         if held is None:
