@@ -113,7 +113,8 @@ def _as_tuple(result):
 
 
 def _capture(f, static_x, stream=None, warmups=2):
-    """(graph, its static outputs): f warmed up on a side stream (or `stream`), then captured there."""
+    """(graph, its static outputs): f warmed up on a new side stream, or on `stream`, then captured on
+    `stream`, or on torch's own capture stream where none is given (torch.cuda.graph's default)."""
     side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
