@@ -9,7 +9,8 @@ column kernel, merge, recompute, its merge), the first stage alone (launch.accur
 with recompute=False: what the recompute's launches cost when nothing is left to them), the fp64 mode,
 and the public call on data whose every 997th column the bound cannot keep (the sparse recompute) and
 on data none of whose columns it keeps (log-probabilities: the dense recompute).
-Each result is checked to repeat bitwise. Each --variant (precred.plan constants) runs the table again.
+Each result is checked to repeat bitwise and against torch's on an fp64 copy (worst error in ulps of
+max(|y|, 1); beyond 1 is printed WRONG). Each --variant (precred.plan constants) runs the table again.
 """
 import argparse
 import sys
@@ -25,6 +26,19 @@ from precred.layout import reduction_view  # noqa: E402
 
 def _gbps(x, ms):
     return x.numel() * x.element_size() / ms / 1e6
+
+
+def _worst_error(got: torch.Tensor, x: torch.Tensor, dim: int) -> float:
+    """The worst error of a logsumexp of x over dim against torch's on an fp64 copy, in ulps of the
+    output's format of max(|y|, 1) (exp_suite.py's measure: log-probabilities' results near 0 read as
+    absolute errors). Every mode probed here (`accurate`, `fp64`) is within 1: more is a wrong result."""
+    ref = torch.logsumexp(x.double(), dim)
+    finite = ref.isfinite()
+    if not torch.allclose(got.double()[~finite], ref[~finite], rtol=0, atol=0, equal_nan=True):   # inf, NaN
+        return float("inf")
+    eps = torch.finfo(got.dtype).eps
+    err = (got.double() - ref).abs()[finite] / (eps * ref.abs()[finite].clamp_min(1.0))
+    return err.max().item() if err.numel() else 0.0
 
 
 def main():
@@ -66,18 +80,25 @@ def _table(args):
             "scattered": lambda: precred.logsumexp(scattered, args.dim),
             "dense": lambda: precred.logsumexp(dense, args.dim),
         }
-        ms = {}
+        inputs = {"scattered": scattered, "dense": dense}
+        ms, errors = {}, {}
         for name, fn in calls.items():
             if fn is None:
                 continue
             first, second = fn(), fn()
             if not torch.equal(first, second):
                 print(f"  {name}: NOT bitwise repeatable")
+            if name != "torch":
+                errors[name] = _worst_error(first, inputs.get(name, x), args.dim)
             ms[name] = median_ms(fn)
         cells = [f"{_gbps(x, ms['torch']):7.0f}"]
         for name in names:
             cells.append(f"{_gbps(x, ms[name]):7.0f} {ms['torch'] / ms[name]:4.2f}x" if name in ms else f"{'-':>13}")
         print(f"{text + ' d' + str(args.dim):>18} " + " ".join(cells), flush=True)
+        wrong = [name for name, e in errors.items() if not e <= 1.0]   # NaN counts as wrong
+        print(f"{'':>18} worst error (ulps of max(|y|, 1)): "
+              + ", ".join(f"{name} {e:.2g}" for name, e in errors.items())
+              + (f" -- WRONG: {', '.join(wrong)}" if wrong else ""), flush=True)
         if p is not None:
             print(f"{'':>18} plan: {p}; public {ms['public'] * 1e3:.1f} us, stage 1 {ms['stage 1'] * 1e3:.1f} us")
 

@@ -12,6 +12,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "docs"))
 
 import gpu_suite  # noqa: E402
+import probe_accurate_columns  # noqa: E402
 import refresh  # noqa: E402
 import refresh_all  # noqa: E402
 
@@ -109,3 +110,22 @@ def test_refresh_all_refuses_no_suite_or_an_unknown_one(suites, tmp_path, capsys
         refresh_all.main(["--out", str(tmp_path), "--suites", suites])
     assert ("nosuch" if suites else "no suite given") in capsys.readouterr().err
     assert not (tmp_path / "refresh.json").exists()
+
+
+def test_probe_flags_a_wrong_logsumexp_and_takes_torchs_specials():
+    """bench/probe_accurate_columns.py's check of a result against torch's on an fp64 copy: in ulps of
+    max(|y|, 1) of the output's format; a value one step off in a column of log-probabilities reads as
+    many, a non-finite result must be torch's (NaN where torch's is NaN)."""
+    import torch
+
+    x = torch.log_softmax(torch.randn(16, 40, generator=torch.Generator().manual_seed(3)), 0).to(torch.bfloat16)
+    x[:, 5] = float("-inf")
+    x[2, 7], x[3, 9] = float("nan"), float("inf")
+    right = torch.logsumexp(x.double(), 0).to(torch.bfloat16)
+    assert probe_accurate_columns._worst_error(right, x, 0) <= 0.5
+    off = right.clone()
+    off[0] += 2.0 ** -6    # near 0: a step of 2 ulps of 1 in bf16 (eps 2^-7)
+    assert probe_accurate_columns._worst_error(off, x, 0) > 1
+    off = right.clone()
+    off[7] = 0.0           # torch's NaN answered by a number
+    assert probe_accurate_columns._worst_error(off, x, 0) == float("inf")
