@@ -7,9 +7,11 @@ scratch before the next one starts, and the counters a call leaves at zero are z
 
 A call captured into a CUDA graph (torch.cuda.graph, torch.compile's "reduce-overhead") breaks that
 rule: the graph bakes the scratch's addresses in and its replays may run on any stream, beside eager
-calls or other graphs of the same call, long after the capture -- two graphs that shared a stream's
-scratch gave wrong layer_norm gradients when replayed side by side (H100, tests/test_cuda_graphs.py),
-and scratch that a later eager call replaced would be freed under a graph still writing it. So a
+calls or other graphs of the same call, long after the capture. Before this module (H100,
+tests/test_cuda_graphs.py), two graphs that shared a stream's scratch gave wrong exact sums and
+layer_norm gradients when replayed side by side, and the norms' buffer that a later eager call on the
+capture stream replaced was freed under a graph still writing it (tensors allocated there next were
+overwritten by its replays). So a
 captured call takes scratch of its own, made for it and kept by nobody: torch allocates it from the
 graph's private memory pool, which holds it for the graph's replays (torch's rule for whatever a
 capture allocates). Zeroed scratch is zeroed by a memset the graph replays too.
