@@ -121,9 +121,12 @@ def equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """torch.equal of the bit patterns for floating tensors (-0.0 and 0.0 differ, NaN equals the same
-    NaN), of the values otherwise (indices)."""
-    return torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
-                       b.view(torch.uint8) if b.is_floating_point() else b)
+    NaN), of the values otherwise (indices); the same shape either way, 0-d tensors included (whose
+    bits are viewed flat: a 0-d tensor has no last dim to view as bytes)."""
+    def bits(t):
+        return t.reshape(-1).view(torch.uint8) if t.is_floating_point() else t
+
+    return a.shape == b.shape and torch.equal(bits(a), bits(b))
 
 
 def assert_training_step_compiles_to_eagers_bits(f, x: torch.Tensor) -> None:
