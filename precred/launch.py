@@ -33,7 +33,7 @@ from .schedules.row_loop import row_loop_kernel
 from .schedules.single_read import single_read_kernel, single_read_logsumexp_kernel
 from .schedules.split_tail import split_tail_finish_kernel, split_tail_kernel
 from .signature_cache import keep
-from .stream_scratch import StreamScratch, stream_is_capturing, with_addresses
+from .stream_scratch import StreamScratch, with_addresses
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
@@ -695,9 +695,7 @@ class _AtomicRecipe:
         self.rows, self.with_index = rows, with_index
         self.get_stream = driver.active.get_current_stream
         self.keys = StreamScratch(lambda device: _empty_keys(rows, device))
-        stream = self.get_stream(keys.get_device())
-        if not stream_is_capturing(stream):   # the first call's keys, reset by its finish kernel
-            self.keys.kept[stream] = keys
+        self.keys.keep(self.get_stream(keys.get_device()), keys)   # the first call's, reset by its finish
 
     def run(self, x: torch.Tensor):
         stream = self.get_stream(x.get_device())

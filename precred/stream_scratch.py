@@ -11,10 +11,10 @@ calls or other graphs of the same call, long after the capture. Before this modu
 tests/test_cuda_graphs.py), two graphs that shared a stream's scratch gave wrong exact sums and
 layer_norm gradients when replayed side by side, and the norms' buffer that a later eager call on the
 capture stream replaced was freed under a graph still writing it (tensors allocated there next were
-overwritten by its replays). So a
-captured call takes scratch of its own, made for it and kept by nobody: torch allocates it from the
-graph's private memory pool, which holds it for the graph's replays (torch's rule for whatever a
-capture allocates). Zeroed scratch is zeroed by a memset the graph replays too.
+overwritten by its replays). So a captured call takes scratch of its own, made for it and kept by
+nobody: torch allocates it from the graph's private memory pool, which holds it for the graph's
+replays (torch's rule for whatever a capture allocates). Zeroed scratch is zeroed by a memset the
+graph replays too.
 
 Capture cannot run on the default stream (raw handle 0), where eager calls cost nothing more; on other
 streams each call asks torch (cudaStreamIsCapturing: ~0.3 us of host time on an H100's host).
@@ -50,6 +50,12 @@ class StreamScratch:
     def __init__(self, make):
         self.make = make
         self.kept = {}   # stream -> make()'s result
+
+    def keep(self, stream: int, held) -> None:
+        """Hand `held` (scratch a first call made itself) to the stream's later calls -- unless that call
+        is being captured: then it is the graph's."""
+        if not stream_is_capturing(stream):
+            self.kept[stream] = held
 
     def get(self, stream: int, *args):
         """The stream's scratch -- make(*args) on its first call, or on every call under capture."""

@@ -91,6 +91,8 @@ def test_scratch_under_a_graph_capture_is_the_calls_own(monkeypatch):
     captured = [scratch.get(7, 3), scratch.get(9, 3)]
     assert len(made) == 3 and all(t is not kept for t in captured) and captured[0] is not captured[1]
     assert scratch.kept == {7: kept}                   # nothing of the captures kept
+    scratch.keep(9, captured[1])                       # a first call's own scratch, made under capture
+    assert 9 not in scratch.kept
     asked.clear()
     assert scratch.get(0, 3) is not None and not asked and scratch.get(0, 3) is scratch.kept[0]
     monkeypatch.setattr(norm_launch, "_STREAM_SCRATCH", {})
@@ -98,5 +100,7 @@ def test_scratch_under_a_graph_capture_is_the_calls_own(monkeypatch):
     first = norm_launch._stream_scratch(cpu, 7, 1000)[1]
     assert norm_launch._stream_scratch(cpu, 7, 1000)[1] is not first and not norm_launch._STREAM_SCRATCH
     capturing[0] = False
+    scratch.keep(9, captured[1])
+    assert scratch.get(9, 3) is captured[1]
     shared = norm_launch._stream_scratch(cpu, 7, 1000)[1]
     assert norm_launch._stream_scratch(cpu, 7, 10)[1] is shared and len(norm_launch._STREAM_SCRATCH) == 1
