@@ -54,6 +54,36 @@ def _layer_norm_and_gradients(x, w, b):
     return y.detach(), dx, dw, db
 
 
+def _with_gradients(op, parameters=()):
+    """x -> (op's output, then the gradients of x and of `parameters` for the upstream gradient cos(output)):
+    forward and backward in one captured region; the upstream gradient varies along the reduced dim, so
+    softmax's backward (whose gradient of a constant upstream is zero) computes something."""
+    def f(x):
+        x = x.detach().requires_grad_(True)
+        y = op(x)
+        upstream = torch.cos(y.detach().float()).to(y.dtype)
+        return (y.detach(), *torch.autograd.grad(y, (x, *parameters), upstream))
+    return f
+
+
+@functools.lru_cache(maxsize=None)
+def _module(kind, n, dtype, device):
+    """A precred.nn module of n features in dtype, its parameters moved off their defaults, made once."""
+    module = kind(n, device=device, dtype=dtype)
+    g = torch.Generator(device=device).manual_seed(7)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g, device=device).to(dtype))
+    return module
+
+
+def _module_with_gradients(kind, n, dtype):
+    def f(x):
+        module = _module(kind, n, dtype, x.device)
+        return _with_gradients(module, tuple(module.parameters()))(x)
+    return f
+
+
 # name: (input maker (device, seed) -> x, the op on x -> a tensor or a tuple of tensors)
 CASES = {
     **{f"sum/{mode}/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float32, d, s),
@@ -105,6 +135,36 @@ CASES = {
                                       lambda x: _layer_norm_and_gradients(x, *_norm_parameters(4096, x.device, True))),
     "layer_norm_backward/32x65536": (lambda d, s: _randn((32, 65536), torch.float32, d, s, 3.0),
                                      lambda x: _layer_norm_and_gradients(x, *_norm_parameters(65536, x.device, True))),
+    # fp16 inputs (the cases above are fp32 and bf16)
+    "sum/kahan/fp16/4096x1024/d-1": (lambda d, s: _randn((4096, 1024), torch.float16, d, s),
+                                     lambda x: precred.sum(x, -1)),
+    "logsumexp/accurate/fp16/2048x4096/d-1": (lambda d, s: _randn((2048, 4096), torch.float16, d, s, 4.0),
+                                              lambda x: precred.logsumexp(x, -1)),
+    "var_mean/fp16/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float16, d, s),
+                                    lambda x: precred.var_mean(x, -1)),
+    # backward passes captured with their forward
+    "softmax_backward/bf16/64x65536": (lambda d, s: _randn((64, 65536), torch.bfloat16, d, s, 4.0),
+                                       _with_gradients(lambda x: precred.softmax(x, -1))),
+    "log_softmax_backward/accurate/16x262144": (
+        lambda d, s: _randn((16, 262144), torch.float32, d, s, 4.0),
+        _with_gradients(lambda x: precred.log_softmax(x, -1, mode="accurate"))),
+    "logsumexp_backward/2048x4096/d0": (lambda d, s: _randn((2048, 4096), torch.float32, d, s, 8.0),
+                                        _with_gradients(lambda x: precred.logsumexp(x, 0))),
+    "var_backward/fp16/4096x4096/d-1": (lambda d, s: _randn((4096, 4096), torch.float16, d, s),
+                                        _with_gradients(lambda x: precred.var(x, -1))),
+    "amax_backward/16x262144/d-1": (lambda d, s: _randn((16, 262144), torch.float32, d, s),
+                                    _with_gradients(lambda x: precred.amax(x, -1))),
+    "prod_backward/256x4096/d-1": (lambda d, s: 1 + 0.01 * _randn((256, 4096), torch.float32, d, s),
+                                   _with_gradients(lambda x: precred.prod(x, -1))),
+    "rms_norm_backward/8x262144": (
+        lambda d, s: _randn((8, 262144), torch.float32, d, s),
+        lambda x: _with_gradients(lambda x: precred.rms_norm(x, (262144,), _norm_parameters(262144, x.device, True)[0]),
+                                  (_norm_parameters(262144, x.device, True)[0],))(x)),
+    # torch.nn modules' replacements, forward and backward
+    "nn.LayerNorm/fp16/4096x1024": (lambda d, s: _randn((4096, 1024), torch.float16, d, s, 3.0),
+                                    _module_with_gradients(precred.nn.LayerNorm, 1024, torch.float16)),
+    "nn.RMSNorm/bf16/2048x4096": (lambda d, s: _randn((2048, 4096), torch.bfloat16, d, s, 3.0),
+                                  _module_with_gradients(precred.nn.RMSNorm, 4096, torch.bfloat16)),
 }
 
 
@@ -222,3 +282,34 @@ def test_reduce_overhead_compile_replays_eagers_bits(device):
         for g, w_ in zip(got, want, strict=True):
             assert same_bits(g.clone(), w_), seed
     torch._dynamo.reset()
+
+
+def _forget_every_signature():
+    """Empty the caches kept by call signature (launch recipes, eager replays, checked norm arguments),
+    so each op's next call takes the full path: checks, planning, Triton's argument binding."""
+    from precred import eager, launch, norm_launch
+    from precred.ops import normalization
+    for cache in (launch._RECIPES, norm_launch._RECIPES, eager._CALLS, normalization._CHECKED):
+        cache.clear()
+
+
+COLD = ["sum/exact/cancelling/4096x512/d-1", "var_mean/fp64/bf16/16x262144/d-1", "logsumexp/accurate/2048x4096/d0",
+        "logsumexp/fp64/bf16/logprobs/16x262144/d-1", "softmax/bf16/4096x1024/d0", "max/16x262144/d-1",
+        "layer_norm_backward/2048x4096", "nn.RMSNorm/bf16/2048x4096"]
+
+
+@pytest.mark.parametrize("name", COLD)
+def test_capture_without_warm_up(device, name):
+    """A signature's first call made under capture, without torch's warm-up: it takes the full path
+    (the signature caches emptied first) inside the capture -- no host synchronisation, no allocation
+    outside the graph's pool -- and the graph replays eager's bits; eager calls after it, which replay
+    the recipe the captured call kept, too."""
+    make, f = CASES[name]
+    static_x = make(device, 0)
+    _forget_every_signature()
+    graph, outputs = _capture(f, static_x, warmups=0)
+    for seed in (1, 2):
+        x = make(device, seed)
+        static_x.copy_(x)
+        graph.replay()
+        _assert_replay_is_eager(name, outputs, f(x))
