@@ -313,3 +313,27 @@ def test_capture_without_warm_up(device, name):
         static_x.copy_(x)
         graph.replay()
         _assert_replay_is_eager(name, outputs, f(x))
+
+
+@pytest.mark.parametrize("kind", [precred.nn.LayerNorm, precred.nn.RMSNorm], ids=lambda k: k.__name__)
+def test_reduce_overhead_compile_of_a_training_step(device, kind):
+    """A training step compiled with mode="reduce-overhead": cudagraph trees capture the forward and the
+    backward (precred::norm_backward among its kernels) and replay them. Loss = the exact sum of
+    norm(x) * c, whose steps round as eager's (one product each; the exact sum correctly rounded), so
+    each step's loss and gradients -- x's and the module's parameters' -- are eager's bits."""
+    module = _module(kind, 1024, torch.float32, device)
+    c = torch.linspace(-1, 1, 1024, device=device)
+
+    def step(x):
+        loss = precred.sum(module(x) * c, mode="exact")
+        return (loss, *torch.autograd.grad(loss, (x, *module.parameters())))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead")
+    for seed in range(4):
+        x = _randn((512, 1024), torch.float32, device, seed, 2.0).requires_grad_(True)
+        got = [t.clone() for t in compiled(x)]
+        want = step(x)
+        for g, w in zip(got, want, strict=True):
+            assert same_bits(g, w), seed
+    torch._dynamo.reset()
