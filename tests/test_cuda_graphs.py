@@ -324,16 +324,19 @@ def test_reduce_overhead_compile_of_a_training_step(device, kind):
     module = _module(kind, 1024, torch.float32, device)
     c = torch.linspace(-1, 1, 1024, device=device)
 
-    def step(x):
-        loss = precred.sum(module(x) * c, mode="exact")
-        return (loss, *torch.autograd.grad(loss, (x, *module.parameters())))
+    def loss_of(x):
+        return precred.sum(module(x) * c, mode="exact")
+
+    def step(loss_fn, x):
+        x = x.detach().requires_grad_(True)
+        loss = loss_fn(x)
+        return [t.clone() for t in (loss.detach(), *torch.autograd.grad(loss, (x, *module.parameters())))]
 
     torch._dynamo.reset()
-    compiled = torch.compile(step, mode="reduce-overhead")
+    compiled = torch.compile(loss_of, mode="reduce-overhead", fullgraph=True)
     for seed in range(4):
-        x = _randn((512, 1024), torch.float32, device, seed, 2.0).requires_grad_(True)
-        got = [t.clone() for t in compiled(x)]
-        want = step(x)
-        for g, w in zip(got, want, strict=True):
+        x = _randn((512, 1024), torch.float32, device, seed, 2.0)
+        got = step(compiled, x)
+        for g, w in zip(got, step(loss_of, x), strict=True):
             assert same_bits(g, w), seed
     torch._dynamo.reset()
