@@ -10,6 +10,7 @@ import functools
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 import precred
 from conftest import same_bits
@@ -272,6 +273,7 @@ def test_reduce_overhead_compile_replays_eagers_bits(device):
         return precred.logsumexp(h, -1), precred.var_mean(h, -1), precred.sum(h, 0, mode="exact")
 
     torch._dynamo.reset()
+    counters.clear()
     compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
     for seed in range(4):
         x = _randn((512, 1024), torch.float32, device, seed, 2.0)
@@ -281,6 +283,7 @@ def test_reduce_overhead_compile_replays_eagers_bits(device):
         want = (want[0], *want[1], want[2])
         for g, w_ in zip(got, want, strict=True):
             assert same_bits(g.clone(), w_), seed
+    assert counters["inductor"]["cudagraph_skips"] == 0, "inductor ran without CUDA graphs"
     torch._dynamo.reset()
 
 
@@ -291,6 +294,16 @@ def _forget_every_signature():
     from precred.ops import normalization
     for cache in (launch._RECIPES, norm_launch._RECIPES, eager._CALLS, normalization._CHECKED):
         cache.clear()
+
+
+def _parameters_made_before_capture(device):
+    """The cases' weights and biases made now, as a caller makes them before capturing: they draw random
+    numbers, and torch makes no generator inside a capture ("Cannot construct a new CUDAGeneratorImpl
+    during CUDA graph capture"). The cases find them in the caches."""
+    for n, requires_grad in ((1024, False), (262144, False), (4096, True), (65536, True), (262144, True)):
+        _norm_parameters(n, device, requires_grad)
+    _module(precred.nn.LayerNorm, 1024, torch.float16, device)
+    _module(precred.nn.RMSNorm, 4096, torch.bfloat16, device)
 
 
 COLD = ["sum/exact/cancelling/4096x512/d-1", "var_mean/fp64/bf16/16x262144/d-1", "logsumexp/accurate/2048x4096/d0",
@@ -306,6 +319,7 @@ def test_capture_without_warm_up(device, name):
     the recipe the captured call kept, too."""
     make, f = CASES[name]
     static_x = make(device, 0)
+    _parameters_made_before_capture(static_x.device)
     _forget_every_signature()
     graph, outputs = _capture(f, static_x, warmups=0)
     for seed in (1, 2):
@@ -333,10 +347,12 @@ def test_reduce_overhead_compile_of_a_training_step(device, kind):
         return [t.clone() for t in (loss.detach(), *torch.autograd.grad(loss, (x, *module.parameters())))]
 
     torch._dynamo.reset()
+    counters.clear()
     compiled = torch.compile(loss_of, mode="reduce-overhead", fullgraph=True)
     for seed in range(4):
         x = _randn((512, 1024), torch.float32, device, seed, 2.0)
         got = step(compiled, x)
         for g, w in zip(got, step(loss_of, x), strict=True):
             assert same_bits(g, w), seed
+    assert counters["inductor"]["cudagraph_skips"] == 0, "inductor ran without CUDA graphs"
     torch._dynamo.reset()
