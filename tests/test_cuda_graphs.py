@@ -47,14 +47,6 @@ def _norm_parameters(n, device, requires_grad=False):
             torch.randn(n, generator=g, device=device).mul_(0.1).requires_grad_(requires_grad))
 
 
-def _layer_norm_and_gradients(x, w, b):
-    """layer_norm forward and backward in one captured region (autograd.grad inside the capture)."""
-    x = x.detach().requires_grad_(True)
-    y = precred.layer_norm(x, (x.shape[-1],), w, b)
-    dx, dw, db = torch.autograd.grad(y, (x, w, b), torch.ones_like(y))
-    return y.detach(), dx, dw, db
-
-
 def _with_gradients(op, parameters=()):
     """x -> (op's output, then the gradients of x and of `parameters` for the upstream gradient cos(output)):
     forward and backward in one captured region; the upstream gradient varies along the reduced dim, so
@@ -64,6 +56,16 @@ def _with_gradients(op, parameters=()):
         y = op(x)
         upstream = torch.cos(y.detach().float()).to(y.dtype)
         return (y.detach(), *torch.autograd.grad(y, (x, *parameters), upstream))
+    return f
+
+
+def _norm_with_gradients(norm, n):
+    """x -> precred.layer_norm or rms_norm (`norm`) over the last n elements with _norm_parameters' weight
+    (and bias, layer_norm's), and the gradients of x and of those parameters (_with_gradients)."""
+    def f(x):
+        w, b = _norm_parameters(n, x.device, True)
+        parameters = (w,) if norm is precred.rms_norm else (w, b)
+        return _with_gradients(lambda x: norm(x, (n,), *parameters), parameters)(x)
     return f
 
 
@@ -133,9 +135,9 @@ CASES = {
     "rms_norm/8x262144": (lambda d, s: _randn((8, 262144), torch.float32, d, s),
                           lambda x: precred.rms_norm(x, (262144,), _norm_parameters(262144, x.device)[0])),
     "layer_norm_backward/2048x4096": (lambda d, s: _randn((2048, 4096), torch.float32, d, s, 3.0),
-                                      lambda x: _layer_norm_and_gradients(x, *_norm_parameters(4096, x.device, True))),
+                                      _norm_with_gradients(precred.layer_norm, 4096)),
     "layer_norm_backward/32x65536": (lambda d, s: _randn((32, 65536), torch.float32, d, s, 3.0),
-                                     lambda x: _layer_norm_and_gradients(x, *_norm_parameters(65536, x.device, True))),
+                                     _norm_with_gradients(precred.layer_norm, 65536)),
     # fp16 inputs (the cases above are fp32 and bf16)
     "sum/kahan/fp16/4096x1024/d-1": (lambda d, s: _randn((4096, 1024), torch.float16, d, s),
                                      lambda x: precred.sum(x, -1)),
@@ -159,8 +161,7 @@ CASES = {
                                    _with_gradients(lambda x: precred.prod(x, -1))),
     "rms_norm_backward/8x262144": (
         lambda d, s: _randn((8, 262144), torch.float32, d, s),
-        lambda x: _with_gradients(lambda x: precred.rms_norm(x, (262144,), _norm_parameters(262144, x.device, True)[0]),
-                                  (_norm_parameters(262144, x.device, True)[0],))(x)),
+        _norm_with_gradients(precred.rms_norm, 262144)),
     # torch.nn modules' replacements, forward and backward
     "nn.LayerNorm/fp16/4096x1024": (lambda d, s: _randn((4096, 1024), torch.float16, d, s, 3.0),
                                     _module_with_gradients(precred.nn.LayerNorm, 1024, torch.float16)),
