@@ -2323,8 +2323,9 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # axis (dim 0 of a matrix: an element a sector) take EXP_RECOMPUTE_COLUMN_TILE and
 # EXP_RECOMPUTE_COLUMN_MIN_CHUNK instead -- a chunk one tile, so that an uncertified column costs one
 # round of loads on each of its programs. The chunks' states are merged by the last to arrive.
-# Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 16
-# bf16 columns are a 32-byte sector; columns shorter than 1024 in wider groups: column_group): a group
+# Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 32
+# bf16 columns are two 32-byte sectors -- 16 until 2026-12-07, below; columns shorter than 1024 in
+# groups of their own width: column_group): a group
 # with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified columns is redone whole in [columns,
 # EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are sectors, not an element each; tiles of 32
 # rows -- 64 since the one pass below --, the fp64 exponentials of 4-8 elements a thread, keep the
@@ -2374,14 +2375,15 @@ EXP_RECOMPUTE_GROUP_TILE = 256
 EXP_RECOMPUTE_GROUP_MIN = 2
 EXP_RECOMPUTE_COLUMN_TILE = 512
 EXP_RECOMPUTE_COLUMN_MIN_CHUNK = 512
-EXP_RECOMPUTE_COLUMN_GROUP = 16
+EXP_RECOMPUTE_COLUMN_GROUP = 32
 EXP_RECOMPUTE_COLUMN_GROUP_TILE = 64
-EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
+EXP_RECOMPUTE_COLUMN_GROUP_MIN = 8
 # Short columns (column_group): a lane for each EXP_RECOMPUTE_COLUMN_CHAIN elements of a column, and
 # groups of as many columns as make EXP_RECOMPUTE_COLUMN_SHORT_TILE elements a tile -- [512 columns, 1
-# lane] for 16 rows, [128, 4] for 64, [32, 16] for 256; columns of 1024 and more keep [16, 64] as
-# before. The groups of 16 had a short column's few elements spread over lanes (a lane tree of 16
-# fp64 sums a group of 256 elements) and left dense short columns slower than torch. H100, 2026-12-07,
+# lane] for 16 rows, [128, 4] for 64, [32, 16] for 256; longer columns took [16, 32] / [16, 64] as
+# before (now [32, 32] / [32, 64], below). The groups of 16 had a short column's few elements spread
+# over lanes (a lane tree of 16 fp64 sums a group of 256 elements) and left dense short columns slower
+# than torch. H100, 2026-12-07,
 # bench/probe_accurate_columns.py --dtype bfloat16 --dim 0 --shapes 16x262144,32x131072,64x65536,
 # 128x65536,256x32768,512x16384,1024x65536, GB/s, dense (log-probabilities: every column recomputed),
 # the groups of 16 before -> this rule: 118 -> 363 (0.77x -> 2.39x torch), 136 -> 289, 151 -> 239, 242
@@ -2393,8 +2395,12 @@ EXP_RECOMPUTE_COLUMN_GROUP_MIN = 4
 # alike), ordinary within 1-2%; of 64 and 128 columns slower (113 / 103 / 302 / 299 / 285 and 78 / 42 /
 # 139 / 135 / 123); [128, 1] / [512, 1] / [128, 4] / [256, 2] for every length: 231 / 160 / 241 / 239 /
 # 181, 359 / 148 / 341 / 321 / 147, 196 / 241 / 489 / 458 / 288, 282 / 203 / 542 / 512 / 318 -- short
-# columns want few lanes, long ones many (not taken: groups of 32 for long columns, +5-14% on dense
-# data alone, left for a run on both GPUs).
+# columns want few lanes, long ones many. Groups of 32 columns (a quarter, 8, uncertified takes one
+# whole) for columns longer than 256 -- [32, 32] / [32, 64] tiles where [16, 32] / [16, 64] were --
+# since a second H100 run (2026-12-07, probe_accurate_columns.py --dtype bfloat16 --dim 0, groups of 16
+# -> 32 in one call, GB/s): dense 1024x65536 481 -> 503, 8192^2 457 -> 519, 65536x1024 388 -> 418,
+# 262144x256 420 -> 435 (+4-14%, as the first run's +5-14%); ordinary data 1673 / 1730 / 1720 / 1924 ->
+# 1663 / 1731 / 1686 / 1904, within the runs' spread. Not yet measured on an H200.
 EXP_RECOMPUTE_COLUMN_CHAIN = 16
 EXP_RECOMPUTE_COLUMN_SHORT_TILE = 512
 EXP_RECOMPUTE_MAX_CHUNKS = 256

@@ -594,14 +594,15 @@ def test_recompute_alone_on_every_row(dtype, planner, chunks, device, filter_fla
 def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
     """The recompute takes adjacent outputs in groups (plan.ExpRecomputePlan): a group with at least
     group_min uncertified rows is redone whole -- only those written -- and one with fewer row by row.
-    24 rows of 1100, as columns over dim 0 (groups of 16: 0-15 and 16-23, the second's other half past
-    the outputs; at least 4 uncertified for a whole group) and as contiguous rows over dim 1 (groups of
-    4, at least 2): rows 0-15 and 20 uncertified, then the odd rows below 16 and 17, 18, 23 -- whole
-    groups and lone rows either way. Every output within the fp64 mode's bound, the kept ones the
-    filter's own bits, and a second call the same bits (the chunks' counters left at zero)."""
+    24 rows of 1100, as columns over dim 0 (one group of 32, its last 8 past the outputs; at least 8
+    uncertified for the whole group) and as contiguous rows over dim 1 (groups of 4, at least 2): rows
+    0-15 and 20 uncertified (whole groups either way), the odd rows below 16 and 17, 18, 23 (over dim
+    1 whole groups and a lone row), then rows 3, 9, 17, 23 (lone rows either way). Every output within
+    the fp64 mode's bound, the kept ones the filter's own bits, and a second call the same bits (the
+    chunks' counters left at zero)."""
     seen, settings = filter_flags
     rp = plan_exp_recompute(24, 1100, sm_count=1, strided=dim == 0)
-    assert (rp.group, rp.chunks, rp.group_min) == ((16, 3, 4) if dim == 0 else (4, 1, 2)), rp
+    assert (rp.group, rp.chunks, rp.group_min) == ((32, 3, 8) if dim == 0 else (4, 1, 2)), rp
     rng = np.random.default_rng([24, dtype.itemsize])
     x = torch.from_numpy(rng.standard_normal((1100, 24)) * 3).to(dtype)
     x[7, 2] = math.inf
@@ -613,7 +614,7 @@ def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
         return _filtered(x, device, dim)[0].view(torch.int16)   # bits
 
     kept = certified_mode(x)
-    for cleared in ([*range(16), 20], [*range(1, 16, 2), 17, 18, 23]):
+    for cleared in ([*range(16), 20], [*range(1, 16, 2), 17, 18, 23], [3, 9, 17, 23]):
         settings["clear"] = torch.zeros(24, dtype=torch.bool)
         settings["clear"][cleared] = True
         got = certified_mode(x)
@@ -626,7 +627,7 @@ def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_recompute_groups_across_kept_dims(dtype, device, filter_flags):
     """A group is adjacent outputs, not adjacent columns: over the middle dim of a (3, 1100, 7) tensor
-    (21 outputs, strided rows; groups of 16) a group spans outputs of different leading indices, each
+    (21 outputs, strided rows; one group of 32) a group spans outputs of different leading indices, each
     row at its own address (outer * stride_outer + inner * stride_inner). Every output recomputed,
     each within the fp64 mode's bound."""
     seen, settings = filter_flags
@@ -635,7 +636,7 @@ def test_recompute_groups_across_kept_dims(dtype, device, filter_flags):
     x = torch.from_numpy(rng.standard_normal((3, 1100, 7)) * 3).to(dtype)
     x[1, :, 4] = -math.inf
     x[2, 17, 0] = math.inf
-    assert plan_exp_recompute(21, 1100, sm_count=1, strided=True).group == 16
+    assert plan_exp_recompute(21, 1100, sm_count=1, strided=True).group == 32
     assert_within_bound(x, 1, "fp64", device)
     assert seen, "the recompute ran"
 
@@ -649,7 +650,7 @@ def test_recompute_groups_of_short_columns(red, device, filter_flags):
     seen, settings = filter_flags
     settings["clear"] = True
     group, lanes, _ = plan_module.column_group(red)
-    assert group * lanes == max(512, 16 * lanes) and lanes == min(64, max(1, (1 << (red - 1).bit_length()) // 16))
+    assert group * lanes == max(512, plan_module.EXP_RECOMPUTE_COLUMN_GROUP * lanes) and lanes == min(64, max(1, (1 << (red - 1).bit_length()) // 16))
     rng = np.random.default_rng([26, red])
     x = torch.from_numpy(rng.standard_normal((red, 600)) * 3).to(torch.bfloat16)
     x[red // 2, 7] = math.inf
