@@ -2400,7 +2400,10 @@ EXP_RECOMPUTE_COLUMN_GROUP_MIN = 8
 # since a second H100 run (2026-12-07, probe_accurate_columns.py --dtype bfloat16 --dim 0, groups of 16
 # -> 32 in one call, GB/s): dense 1024x65536 481 -> 503, 8192^2 457 -> 519, 65536x1024 388 -> 418,
 # 262144x256 420 -> 435 (+4-14%, as the first run's +5-14%); ordinary data 1673 / 1730 / 1720 / 1924 ->
-# 1663 / 1731 / 1686 / 1904, within the runs' spread. Not yet measured on an H200.
+# 1663 / 1731 / 1686 / 1904, within the runs' spread. A third run with this rule (groups of 16 -> 32,
+# one call): dense 512x16384 307 -> 330, 1024x65536 475 -> 501, 8192^2 455 -> 517, 65536x1024 386 ->
+# 415, 262144x256 419 -> 434; ordinary 588 / 1669 / 1746 / 1693 / 1890 -> 583 / 1712 / 1732 / 1688 /
+# 1950. Not yet measured on an H200.
 EXP_RECOMPUTE_COLUMN_CHAIN = 16
 EXP_RECOMPUTE_COLUMN_SHORT_TILE = 512
 EXP_RECOMPUTE_MAX_CHUNKS = 256
