@@ -2324,8 +2324,8 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # EXP_RECOMPUTE_COLUMN_MIN_CHUNK instead -- a chunk one tile, so that an uncertified column costs one
 # round of loads on each of its programs. The chunks' states are merged by the last to arrive.
 # Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 32
-# bf16 columns are two 32-byte sectors -- 16 until 2026-12-07, below; columns shorter than 1024 in
-# groups of their own width: column_group): a group
+# bf16 columns are two 32-byte sectors -- 16 until 2026-12-07, below; columns of at most 128 in wider
+# groups: column_group): a group
 # with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified columns is redone whole in [columns,
 # EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are sectors, not an element each; tiles of 32
 # rows -- 64 since the one pass below --, the fp64 exponentials of 4-8 elements a thread, keep the

@@ -597,7 +597,8 @@ def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
     24 rows of 1100, as columns over dim 0 (one group of 32, its last 8 past the outputs; at least 8
     uncertified for the whole group) and as contiguous rows over dim 1 (groups of 4, at least 2): rows
     0-15 and 20 uncertified (whole groups either way), the odd rows below 16 and 17, 18, 23 (over dim
-    1 whole groups and a lone row), then rows 3, 9, 17, 23 (lone rows either way). Every output within
+    0 the whole group, 11 of its 24; over dim 1 whole groups and a lone row), then rows 3, 9, 17, 23
+    (lone rows either way). Every output within
     the fp64 mode's bound, the kept ones the filter's own bits, and a second call the same bits (the
     chunks' counters left at zero)."""
     seen, settings = filter_flags
@@ -650,7 +651,8 @@ def test_recompute_groups_of_short_columns(red, device, filter_flags):
     seen, settings = filter_flags
     settings["clear"] = True
     group, lanes, _ = plan_module.column_group(red)
-    assert group * lanes == max(512, plan_module.EXP_RECOMPUTE_COLUMN_GROUP * lanes) and lanes == min(64, max(1, (1 << (red - 1).bit_length()) // 16))
+    assert lanes == min(64, max(1, (1 << (red - 1).bit_length()) // 16))
+    assert group * lanes == max(512, plan_module.EXP_RECOMPUTE_COLUMN_GROUP * lanes)
     rng = np.random.default_rng([26, red])
     x = torch.from_numpy(rng.standard_normal((red, 600)) * 3).to(torch.bfloat16)
     x[red // 2, 7] = math.inf
