@@ -2325,16 +2325,16 @@ def plan_recompute(n_out: int, red: int, *, sm_count: int, min_chunk: int | None
 # round of loads on each of its programs. The chunks' states are merged by the last to arrive.
 # Strided rows also go in groups of EXP_RECOMPUTE_COLUMN_GROUP adjacent ones (columns of dim 0: 32
 # bf16 columns are two 32-byte sectors -- 16 until 2026-12-07, below; columns of at most 128 in wider
-# groups: column_group): a group
-# with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified columns is redone whole in [columns,
-# EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are sectors, not an element each; tiles of 32
-# rows -- 64 since the one pass below --, the fp64 exponentials of 4-8 elements a thread, keep the
-# kernel near 128 registers where a group's chunk as one tile took ~250), the others one at a time as
-# above. H200, 2026-12-04, bench/probe_accurate_columns.py --dtype bfloat16 --dim 0, GB/s, one
-# column at a time -> groups: dense 8192^2 91 -> 370, 65536x1024 97 -> 221, 1024x65536 112 -> 367,
-# 16x262144 18 -> 109, 262144x256 41 -> 222, 64x65536 47 -> 164 (torch 160-375: 0.65-1.0x); ordinary (randn)
-# within 1-2% (2106 / 2101 / 2018 / 555 -> 2095 / 2050 / 2026 / 550; bench/profile_kernels.py, the
-# recompute launch with groups -> without: 16x262144 10.0 / 9.7 us, 8192^2 13.4 / 13.1). Measured and
+# groups: column_group): a group with at least EXP_RECOMPUTE_COLUMN_GROUP_MIN uncertified columns is
+# redone whole in [columns, EXP_RECOMPUTE_COLUMN_GROUP_TILE] tiles (a tile's rows are sectors, not an
+# element each; tiles of 32 rows -- 64 since the one pass below --, the fp64 exponentials of 4-8
+# elements a thread, keep the kernel near 128 registers where a group's chunk as one tile took ~250),
+# the others one at a time as above. H200, 2026-12-04, bench/probe_accurate_columns.py --dtype
+# bfloat16 --dim 0, GB/s, one column at a time -> groups: dense 8192^2 91 -> 370, 65536x1024 97 -> 221,
+# 1024x65536 112 -> 367, 16x262144 18 -> 109, 262144x256 41 -> 222, 64x65536 47 -> 164 (torch 160-375:
+# 0.65-1.0x); ordinary (randn) within 1-2% (2106 / 2101 / 2018 / 555 -> 2095 / 2050 / 2026 / 550;
+# bench/profile_kernels.py, the recompute launch with groups -> without: 16x262144 10.0 / 9.7 us,
+# 8192^2 13.4 / 13.1). Measured and
 # not kept: every group with an uncertified column redone whole, no lone path (randn 8192^2 2106 ->
 # 1729-1916 in tiles of 32-64 rows: a scattered column then costs its group's 8-16 rounds of loads, twice),
 # a group's chunk as one tile of 256 or 512 rows (dense 173-209, randn 1708-1888 on 8192^2: 250

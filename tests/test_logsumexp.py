@@ -598,9 +598,8 @@ def test_recompute_groups_and_lone_rows(dtype, dim, device, filter_flags):
     uncertified for the whole group) and as contiguous rows over dim 1 (groups of 4, at least 2): rows
     0-15 and 20 uncertified (whole groups either way), the odd rows below 16 and 17, 18, 23 (over dim
     0 the whole group, 11 of its 24; over dim 1 whole groups and a lone row), then rows 3, 9, 17, 23
-    (lone rows either way). Every output within
-    the fp64 mode's bound, the kept ones the filter's own bits, and a second call the same bits (the
-    chunks' counters left at zero)."""
+    (lone rows either way). Every output within the fp64 mode's bound, the kept ones the filter's own
+    bits, and a second call the same bits (the chunks' counters left at zero)."""
     seen, settings = filter_flags
     rp = plan_exp_recompute(24, 1100, sm_count=1, strided=dim == 0)
     assert (rp.group, rp.chunks, rp.group_min) == ((32, 3, 8) if dim == 0 else (4, 1, 2)), rp
