@@ -6,6 +6,7 @@ stream that eager calls also use survives what those calls do to the stream's sc
 
 Capture follows torch's recipe (torch.cuda.graph): warm-up calls on a side stream first -- they compile
 the kernels and leave the launch recipes, so the captured call is a replay -- then the capture."""
+import contextlib
 import functools
 
 import pytest
@@ -264,6 +265,20 @@ def test_graph_survives_later_eager_calls_on_its_capture_stream(device):
     assert all(bool((t == 7.0).all()) for t in kept)
 
 
+@contextlib.contextmanager
+def _reduce_overhead(fn):
+    """fn compiled with torch.compile(mode="reduce-overhead", fullgraph=True) on a fresh dynamo; on leaving
+    without error, asserts inductor ran every graph with CUDA graphs (no cudagraph skip); dynamo is reset
+    on the way out either way, so no compiled graph outlives its test."""
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        yield torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+        assert counters["inductor"]["cudagraph_skips"] == 0, "inductor ran without CUDA graphs"
+    finally:
+        torch._dynamo.reset()
+
+
 def test_reduce_overhead_compile_replays_eagers_bits(device):
     """torch.compile(mode="reduce-overhead") -- inductor with CUDA graphs (cudagraph trees) -- of a
     block that calls precred's custom ops: each call on new data gives eager's bits."""
@@ -273,19 +288,15 @@ def test_reduce_overhead_compile_replays_eagers_bits(device):
         h = precred.layer_norm(x, (1024,), w, b)
         return precred.logsumexp(h, -1), precred.var_mean(h, -1), precred.sum(h, 0, mode="exact")
 
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
-    for seed in range(4):
-        x = _randn((512, 1024), torch.float32, device, seed, 2.0)
-        got = compiled(x)
-        got = (got[0], *got[1], got[2])
-        want = block(x)
-        want = (want[0], *want[1], want[2])
-        for g, w_ in zip(got, want, strict=True):
-            assert same_bits(g.clone(), w_), seed
-    assert counters["inductor"]["cudagraph_skips"] == 0, "inductor ran without CUDA graphs"
-    torch._dynamo.reset()
+    with _reduce_overhead(block) as compiled:
+        for seed in range(4):
+            x = _randn((512, 1024), torch.float32, device, seed, 2.0)
+            got = compiled(x)
+            got = (got[0], *got[1], got[2])
+            want = block(x)
+            want = (want[0], *want[1], want[2])
+            for g, w_ in zip(got, want, strict=True):
+                assert same_bits(g.clone(), w_), seed
 
 
 def _forget_every_signature():
@@ -347,13 +358,9 @@ def test_reduce_overhead_compile_of_a_training_step(device, kind):
         loss = loss_fn(x)
         return [t.clone() for t in (loss.detach(), *torch.autograd.grad(loss, (x, *module.parameters())))]
 
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = torch.compile(loss_of, mode="reduce-overhead", fullgraph=True)
-    for seed in range(4):
-        x = _randn((512, 1024), torch.float32, device, seed, 2.0)
-        got = step(compiled, x)
-        for g, w in zip(got, step(loss_of, x), strict=True):
-            assert same_bits(g, w), seed
-    assert counters["inductor"]["cudagraph_skips"] == 0, "inductor ran without CUDA graphs"
-    torch._dynamo.reset()
+    with _reduce_overhead(loss_of) as compiled:
+        for seed in range(4):
+            x = _randn((512, 1024), torch.float32, device, seed, 2.0)
+            got = step(compiled, x)
+            for g, w in zip(got, step(loss_of, x), strict=True):
+                assert same_bits(g, w), seed
