@@ -895,7 +895,7 @@ def test_accurate_rows_specials_when_streamed(split, device, monkeypatch):
     got = precred.logsumexp(x.to(device), 1).cpu()
     # the specials are torch's answers; the finite rows (5, 6 and the plain ones) within the accurate
     # mode's bound against mpmath: 2 ulp, or the fp64 path's bound at the plan's depth where larger
-    depth = plan_module.accurate_rows_fp64_depth(7, 700, sm_count=launch.device_sm_count(torch.device(device)))
+    depth = plan_module.accurate_rows_fp64_depth(*x.shape, sm_count=launch.device_sm_count(torch.device(device)))
     rows_within_bound(x, 1, got.double().tolist(), "accurate", depth, "specials")
     assert got[0] == NEG_INF and got[1] == math.inf and got[2] == math.inf and math.isnan(got[3]) and math.isnan(got[4])
 
