@@ -696,6 +696,17 @@ OUTER_16BIT_ACC_TILE_STRATEGIES = frozenset({0, 3, 4, 5, 8, 9, 10})
 # 1982; 4 at tiles of 1024: 1839 against 1843), 3 or 4 stages (2319 / 2373; 131072x384 1977 / 2170), merging
 # passes of 2 or 8 columns (2344 / 1680; fp32 131072x384 3097 at 2). Four warps wide and more (65536x1024):
 # unchanged.
+# Rechecked for the exact filter after fast's later gains (issue 7's miss, exact / fast 0.88-0.90 on
+# 262144x256 bf16 over dim 0): H100, 2026-12-07, bench/sweep_outer.py --op sum --modes fast,exact --dim 0
+# --dtypes bfloat16 --repeat 2, GB/s fast / exact, 262144x256 then 131072x384: these constants 2224-2225 /
+# 1965-1996, 2028-2030 / 1813; tiles of 16 KiB 2151-2154 / 1910-1950, 1955-1956 / 1731-1732; of 64 KiB
+# 2226-2229 / 1844-1862, 2016-2026 / 1689-1721; 6 programs per SM 2199-2203 / 1940-1941, 1981-1987 /
+# 1690-1702; 12 2173-2178 / 1896-1908, 1991-1992 / 1713-1725: none better. Where the exact call's time
+# goes (ncu, same case, one call's kernels; fast / fp64 / exact): the first pass (1024 programs of one warp,
+# one wave) 46.5 / 47.7 / 49.4 us at 88 / 85 / 83% of DRAM (104 / 226 / 136 registers), the merging pass
+# (64 programs over 4-column blocks of the 1024 parts' states: 4, 8, 16 bytes a state) 5.9 / 6.1 / 8.1 us,
+# exact's recompute launch with every flag set 3.2 us (its 256 programs read their flags and leave);
+# do_bench 60.1 / 63.0 / 68.2 us. The miss is those three shares together, none of them alone.
 NARROW_OUTER_MIN_INNER = 256
 NARROW_OUTER_TILE_BYTES = 32768
 NARROW_OUTER_PROGRAMS_PER_SM = 8
