@@ -636,6 +636,16 @@ EXACT_OUTER_MIN_INNER = 512
 # 1-3%; merging passes on 4 columns (EXACT_STATE_PASS_MIN_COLUMNS) moved within the runs' spread.
 EXACT_OUTER_TILE_MOMENTS = (2,)
 EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
+# Each tile's tree in those tile moments summed by the plain fp64 tree, its share of the bound taken from
+# the tile's largest magnitude (strategies/exact.py, "A tile's tree bounded by its largest magnitude";
+# schedules/outer.py exact_tile_part): one fp64 addition an element instead of two, an fp32 maximum
+# more (sm_90, bench/kernel_resources.py, 262144x256 bf16 over dim 0, the first pass: 896 instructions
+# either way, fp64 adds 128 -> 80 and conversions 80 -> 88 a loop body, 136 -> 128 registers). Written
+# after the ncu breakdown in NARROW_OUTER_MIN_INNER's note (exact's first pass 49.4 us where fp64's, one
+# fp64 addition an element, took 47.7); not yet measured on a GPU, so off: bench/sweep_outer.py --op sum
+# --modes fast,exact --dim 0 --variant "bound:EXACT_TILE_MAGNITUDE_BOUND=True" decides it (262144x256
+# and the wide 16-bit shapes, 8192^2 over dim 0). The CPU suite's exact and sum tests pass with it on.
+EXACT_TILE_MAGNITUDE_BOUND = False
 # Wide strided axes of 16-bit input (four warps of 16-byte vectors wide and more, a reduced axis of at
 # least OUTER_REGISTERS_MIN_RED): first passes of the strategies in OUTER_16BIT_ACC_TILE_STRATEGIES hold
 # OUTER_16BIT_ACC_TILE_BYTES[accumulator bytes] of accumulators per tile instead of ACC_TILE_BYTES: 8192

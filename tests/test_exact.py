@@ -20,6 +20,7 @@ from precred import launch
 from precred.launch import plan_for, reduce_sum
 from precred.modes import get_mode
 from precred.strategies import bound_up_to_fp32
+from precred.strategies.exact import tile_tree_bound
 from validation import generators as gen
 from validation.oracle import reference_mean, reference_sum
 
@@ -311,13 +312,17 @@ def test_split_parts_whose_bound_leaves_fp32_are_recomputed(device, stage_flags)
     assert not bool(seen[-1].any()), "a bound of inf certifies nothing"
 
 
+@pytest.mark.parametrize("tile_bound", [False, True], ids=["tile-tree", "tile-bound"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("columns", [264, 1024], ids=["narrow", "wide"])
-def test_strided_axes_in_the_registers_layout(device, columns, dtype):
+def test_strided_axes_in_the_registers_layout(device, monkeypatch, columns, dtype, tile_bound):
     """Strided axes whose tiles' lanes merge in registers (schedules/outer.py exact_tile_part), split
     into parts here: columns fewer than four warps of 16-byte vectors take that layout from one warp
     (plan.NARROW_OUTER_MIN_INNER); wider 16-bit ones on four warps and plan.EXACT_OUTER_TILE's tile
-    (plan.EXACT_OUTER_TILE_MOMENTS). Still the correctly rounded sums and means."""
+    (plan.EXACT_OUTER_TILE_MOMENTS) -- each tile's tree merged by exact_combine, or summed plainly with
+    its bound from the tile's largest magnitude (plan.EXACT_TILE_MAGNITUDE_BOUND). Still the correctly
+    rounded sums and means."""
+    monkeypatch.setattr(precred.plan, "EXACT_TILE_MAGNITUDE_BOUND", tile_bound)
     narrow = columns < 1024
     if not narrow and dtype == torch.float32:
         pytest.skip("fp32's wide strided axes keep the lane chains (plan.EXACT_OUTER_TILE_MOMENTS)")
@@ -335,6 +340,47 @@ def test_strided_axes_in_the_registers_layout(device, columns, dtype):
         assert first.block_kept == 1024 and first.num_warps == 4 and first.lanes >= 4, plan
     assert_correctly_rounded(x, (0,), device=device, planner=dict(split_min_bytes=0))
     assert_correctly_rounded(x, (0,), mean=True, device=device, planner=dict(split_min_bytes=0))
+
+
+@pytest.mark.parametrize("lanes", [2, 4, 8, 16, 32, 64])
+def test_tile_tree_bound_covers_the_tree(lanes):
+    """strategies/exact.py: the plain fp64 tree over a tile's lanes forms partial sums s_k whose |s_k| add
+    up to at most fl(M * tile_tree_bound(lanes)), M the largest |x| -- checked exactly (math.fsum of the
+    fp64 partial sums the tree rounded) on tiles built to fill the bound: equal magnitudes (every
+    partial sum as large as the level allows), rounding at every level, and signs that cancel."""
+    rng = np.random.default_rng(lanes)
+    c = tile_tree_bound(lanes)
+    top = float(torch.finfo(torch.float32).max)
+    tiles = [np.full(lanes, 1.0 - 2.0 ** -24), np.full(lanes, top), np.full(lanes, 2.0 ** -149),
+             np.array([1.0 - 2.0 ** -24, 2.0 ** -24 * 0.75] * (lanes // 2))]
+    for _ in range(200):
+        exponents = rng.integers(-149, 127, lanes) if rng.random() < 0.5 else rng.integers(-3, 3, lanes)
+        signs = rng.choice([-1.0, 1.0], lanes) if rng.random() < 0.5 else np.ones(lanes)
+        tiles.append(signs * np.ldexp(rng.uniform(1, 2, lanes), exponents))
+    for tile in tiles:
+        level = tile.astype(np.float32).astype(np.float64)   # the kernel's inputs: fp32 values
+        largest = float(np.max(np.abs(level)))
+        terms = []
+        while level.size > 1:
+            level = level[0::2] + level[1::2]   # fp64 additions, one tree level
+            terms.extend(np.abs(level).tolist())
+        assert math.fsum(terms) <= largest * c, (lanes, tile)
+    assert tile_tree_bound(1) == 0.0   # one lane: no tree (the kernel's bound off, t_tile = 0 either way)
+    for bad in (12, 128):
+        with pytest.raises(ValueError, match="lanes"):
+            tile_tree_bound(bad)
+
+
+def test_tile_bound_certifies_ordinary_columns(device, stage_flags, monkeypatch):
+    """With each tile's bound from its largest magnitude (plan.EXACT_TILE_MAGNITUDE_BOUND), the looser
+    bound still certifies every column of N(0, 1) data over a narrow strided axis (split into parts)."""
+    seen, _ = stage_flags
+    monkeypatch.setattr(precred.plan, "EXACT_TILE_MAGNITUDE_BOUND", True)
+    x = torch.randn(512, 264, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    _, plan = plan_for(x.to(device), (0,), EXACT, x.dtype, split_min_bytes=0)
+    assert plan.passes[0].parts > 1 and plan.passes[0].num_warps == 1, plan
+    assert_correctly_rounded(x, (0,), device=device, planner=dict(split_min_bytes=0))
+    assert bool(seen[-1].all()), "an ordinary column left uncertified"
 
 
 def test_specials_follow_torch(device):

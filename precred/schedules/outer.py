@@ -58,6 +58,8 @@ def outer_kernel(
     LOOP_STAGES: tl.constexpr,    # tl.range's num_stages (precred.plan._loop_stages); 1: a plain loop
     TILE_MOMENTS: tl.constexpr = False,   # Welford / the stable exponential sum over the input, lanes in
                                           # registers: welford_tile_part / stable_exp_tile_part
+    EXACT_TILE_BOUND: tl.constexpr = 0.0,   # > 0: exact_tile_part bounds each tile's tree by this factor
+                                            # times its largest magnitude (strategies/exact.py)
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch, this many columns recomputed side by
@@ -115,7 +117,7 @@ def outer_kernel(
             shift_tile = 0.0
         if TILE_MOMENTS and STRATEGY == 7:
             col_hi, col_lo, col_cnt = exact_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end, BLOCK_R,
-                                                      BLOCK_I, LOOP_STAGES)
+                                                      BLOCK_I, LOOP_STAGES, EXACT_TILE_BOUND)
         elif TILE_MOMENTS and (STRATEGY == 3 or STRATEGY == 10):
             col_hi, col_lo, col_cnt = stable_exp_tile_part(hi_ptrs, step, lanes, col_mask, part_start, part_end,
                                                            ACC_DTYPE, BLOCK_R, BLOCK_I, LOOP_STAGES)
@@ -224,22 +226,32 @@ def welford_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, shift_t
 
 @triton.jit
 def exact_tile_part(ptrs, step, lanes, col_mask, part_start, part_end, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
-                    LOOP_STAGES: tl.constexpr):
+                    LOOP_STAGES: tl.constexpr, TREE_BOUND: tl.constexpr):
     """chained_part for the exact filter over the input when each thread holds all BLOCK_R lanes of its
     columns (TILE_MOMENTS): each tile's lanes are merged first, in registers, by the tree of exact_combine
     (every element a state (x, 0, its key); the leaf merges add |s| to t = 0), and the columns keep one
     state each, merged with every tile's -- the same fp64 additions as the lanes' chains (2 an element),
-    on a BLOCK_R-th of their state registers. The filter's order is free (strategies/exact.py: t bounds
-    the error of whichever order the additions took). Masked elements load as 0: no term, no magnitude."""
+    on a BLOCK_R-th of their state registers. TREE_BOUND > 0 (strategies/exact.py tile_tree_bound): the
+    tile's lanes are summed by the plain fp64 tree (1 addition an element) and its t is TREE_BOUND times
+    the tile's largest magnitude. The filter's order is free (strategies/exact.py: t bounds the error of
+    whichever order the additions took). Masked elements load as 0: no term, no magnitude."""
     s = tl.zeros([BLOCK_I], tl.float64)
     t = tl.zeros([BLOCK_I], tl.float64)
     m = tl.full([BLOCK_I], NO_MAGNITUDE, tl.uint32)
     for start in tl.range(part_start, part_end, BLOCK_R, num_stages=LOOP_STAGES):
         mask = ((start + lanes) < part_end)[:, None] & col_mask[None, :]
         x32 = to_accumulator(tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first"), tl.float32)
-        tile_s, tile_t, tile_m = tree_reduce_first_axis(x32.to(tl.float64), tl.zeros([BLOCK_R, BLOCK_I], tl.float64),
-                                                        magnitude_key(x32), BLOCK_R, BLOCK_I, 7)
-        s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
+        if TREE_BOUND > 0:
+            x64 = x32.to(tl.float64)
+            tile_s, _, _ = tree_reduce_first_axis(x64, x64, x64, BLOCK_R, BLOCK_I, _PLAIN)
+            # The largest |x| (a NaN input may be passed over: s is NaN then, the output special anyway).
+            largest = tl.max(tl.abs(x32), axis=0)
+            s, t, m = exact_combine(s, t, m, tile_s, largest.to(tl.float64) * TREE_BOUND,
+                                    tl.min(magnitude_key(x32), axis=0))
+        else:
+            tile_s, tile_t, tile_m = tree_reduce_first_axis(x32.to(tl.float64), tl.zeros([BLOCK_R, BLOCK_I], tl.float64),
+                                                            magnitude_key(x32), BLOCK_R, BLOCK_I, 7)
+            s, t, m = exact_combine(s, t, m, tile_s, tile_t, tile_m)
         ptrs += step
     return s, t, m
 

@@ -46,12 +46,34 @@ becomes inf, whose row the filter does not certify (the superaccumulator recompu
 
 s is finite whenever every input is (no fp32 sum reaches fp64's range), so a non-finite s means an
 inf or NaN input: torch's answer (inf, or NaN for inf + -inf or a NaN) is s itself, certified.
+
+A tile's tree bounded by its largest magnitude (plan.EXACT_TILE_MAGNITUDE_BOUND; schedules/outer.py
+exact_tile_part): T needs only an upper bound on each group of its terms. A balanced tree over n = 2^L
+inputs of largest magnitude M forms, at each of its L levels, n / 2^j partial sums of 2^j inputs,
+each at most 2^j M (1 + u64)^j in magnitude: the level's terms add up to at most n M (1 + u64)^j, the
+tree's to L n M (1 + u64)^L. So the tile's lanes may be summed by the plain fp64 tree and its |s_k|
+replaced by tile_tree_bound(n) * M (M the fp32 maximum of |x|, exact): one fp64 addition an element
+instead of two, and a looser T (N(0, 1) data, tiles of 8 lanes: 4.3x on the tiles' terms, 2.9x
+with a part's column chain of 32 tiles) -- still far inside half an ulp there, but fewer ties known
+exactly (E < q / 2). The product's own rounding (2^-53) and (1 + u64)^L <= 1 + 2^-50 (L <=
+6) are inside the factor's 2^-40. An inf input makes M and t inf, a NaN one may be passed over by the
+maximum: s is inf or NaN then, special either way. (A maximum that flushed subnormals would still be
+safe: a tile of subnormals alone adds them exactly in fp64, and any normal |x| is M itself.)
 """
 import triton
 import triton.language as tl
 
 
 NO_MAGNITUDE = tl.constexpr(0xFFFFFFFF)   # m before any input (above a zero's key, 0xFFFFFFFE)
+
+
+def tile_tree_bound(lanes: int) -> float:
+    """The factor c of a tile tree's bound c * M (module docstring): L * n * (1 + 2^-40) for n = 2^L
+    lanes, exact in fp64 (L * n < 2^13); 0 for one lane (no addition, nothing to bound)."""
+    levels = lanes.bit_length() - 1
+    if lanes != 1 << levels or not 0 <= levels <= 6:
+        raise ValueError(f"tile_tree_bound: lanes must be a power of two from 1 to 64, got {lanes}")
+    return levels * lanes * (1 + 2.0 ** -40)
 
 
 @triton.jit
