@@ -36,7 +36,7 @@ from .signature_cache import keep
 from .stream_scratch import StreamScratch, with_addresses
 from .strategies import (CERTIFIED_EXP, COMPENSATED, EXACT, EXTREMA, PLAIN, PRODUCT, STABLE_EXP, VALUE_EXTREMA,
                          WELFORD)
-from .strategies.exact import tile_tree_bound
+from .strategies.exact import TILE_TREE_MAX_LANES, tile_tree_bound
 from .strategies.superaccumulator import INPUT_FORMATS, LIMBS
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -1242,9 +1242,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
             (strategy == WELFORD and planning.WELFORD_OUTER_TILE_MOMENTS)
             or (strategy == EXACT and (src[0].element_size() in planning.EXACT_OUTER_TILE_MOMENTS or narrow))
             or (strategy in (STABLE_EXP, CERTIFIED_EXP) and planning.STABLE_EXP_VECTORS[workspace.acc_dtype.itemsize]))
-        # plan.EXACT_TILE_MAGNITUDE_BOUND's note; tiles of at most 64 lanes (tile_tree_bound's range: the
-        # planner's are 8), larger ones keep exact_combine's tree
-        bound = tile_moments and strategy == EXACT and planning.EXACT_TILE_MAGNITUDE_BOUND and p.lanes <= 64
+        # plan.EXACT_TILE_MAGNITUDE_BOUND's note; tiles within tile_tree_bound's range (the planner's have 8
+        # lanes), larger ones keep exact_combine's tree
+        bound = (tile_moments and strategy == EXACT and planning.EXACT_TILE_MAGNITUDE_BOUND
+                 and p.lanes <= TILE_TREE_MAX_LANES)
         consts.update(TILE_MOMENTS=tile_moments, EXACT_TILE_BOUND=tile_tree_bound(p.lanes) if bound else 0.0)
     man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
     consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),

@@ -67,12 +67,16 @@ import triton.language as tl
 NO_MAGNITUDE = tl.constexpr(0xFFFFFFFF)   # m before any input (above a zero's key, 0xFFFFFFFE)
 
 
+TILE_TREE_MAX_LANES = 64   # L <= 6: (1 + u64)^L <= 1 + 2^-50, and L * n < 2^13 (tile_tree_bound)
+
+
 def tile_tree_bound(lanes: int) -> float:
     """The factor c of a tile tree's bound c * M (module docstring): L * n * (1 + 2^-40) for n = 2^L
     lanes, exact in fp64 (L * n < 2^13); 0 for one lane (no addition, nothing to bound)."""
     levels = lanes.bit_length() - 1
-    if lanes != 1 << levels or not 0 <= levels <= 6:
-        raise ValueError(f"tile_tree_bound: lanes must be a power of two from 1 to 64, got {lanes}")
+    if lanes != 1 << levels or not 1 <= lanes <= TILE_TREE_MAX_LANES:
+        raise ValueError(f"tile_tree_bound: lanes must be a power of two from 1 to {TILE_TREE_MAX_LANES}, "
+                         f"got {lanes}")
     return levels * lanes * (1 + 2.0 ** -40)
 
 
