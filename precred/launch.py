@@ -1078,7 +1078,8 @@ def _launch_recompute(view, source, out, flags, output, dependent):
     scratch its row chunks need -- None for rows of one chunk --, how many scratch pointers the kernel
     takes)."""
     n_out = view.outer * view.inner
-    rp = plan_recompute(n_out, view.red, sm_count=device_sm_count(out.device), min_chunk=planning.RECOMPUTE_MIN_CHUNK)
+    min_chunk = planning.RECOMPUTE_MIN_CHUNK if view.stride_red == 1 else planning.RECOMPUTE_COLUMN_MIN_CHUNK
+    rp = plan_recompute(n_out, view.red, sm_count=device_sm_count(out.device), min_chunk=min_chunk)
     man_bits, exp_bits, lsb_exp = INPUT_FORMATS[view.source.dtype]
     device = out.device
 

@@ -2128,6 +2128,9 @@ def plan_norm_backward(rows: int, n: int, *, element_size: int, accumulator_size
 RECOMPUTE_OUTPUTS = 1024
 RECOMPUTE_TILE = 256
 RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no zeroed scratch, one launch
+# Rows along a strided axis (dim 0 of a matrix: an element a sector, each tile of a chunk one round of
+# load latency) are cut from RECOMPUTE_COLUMN_MIN_CHUNK elements on (measurement pending).
+RECOMPUTE_COLUMN_MIN_CHUNK = RECOMPUTE_MIN_CHUNK
 # Programs per SM of the recompute launches: what stays resident at their register counts (~190 for
 # recompute_kernel: 2 programs of 4 warps per SM; exp_recompute_kernel at most 128, its cap
 # EXP_RECOMPUTE_MAX_REGISTERS: 4). The launch takes

@@ -157,8 +157,9 @@ def test_filter_knows_exact_ties_and_leaves_lost_bits_to_the_superaccumulator(de
 def test_superaccumulator_alone_on_every_row(device, dtype, chunked, stage_flags, monkeypatch):
     seen, settings = stage_flags
     settings["clear"] = True
-    if chunked:   # rows split into chunks of 256 elements, merged by integer atomics
+    if chunked:   # rows and strided columns split into chunks of 256 elements, merged by integer atomics
         monkeypatch.setattr(precred.plan, "RECOMPUTE_MIN_CHUNK", 256)
+        monkeypatch.setattr(precred.plan, "RECOMPUTE_COLUMN_MIN_CHUNK", 256)
     rng = np.random.default_rng(9)
     for family in ("normal", "wide_range", "subnormals", "cond:1e8"):
         x = torch.stack([_family(family, 1000, rng, dtype) for _ in range(2)])
