@@ -1050,7 +1050,8 @@ def reduce(x: torch.Tensor, dims: tuple, mode: Mode, out_dtype: torch.dtype, out
                                      merge_counter=plan.fused_merge and plan.passes[1].tile_counter,
                                      launch_dependents=dependent_recompute if last else dependent_passes,
                                      dependent=dependent_passes and index > 0,
-                                     recompute_format=INPUT_FORMATS[view.source.dtype] if one_launch else None,
+                                     input_format=INPUT_FORMATS[view.source.dtype] if mode.strategy == EXACT else None,
+                                     one_launch=one_launch,
                                      exp_finish_lanes=planning.exp_finish_lanes(p) if exp_finish else 0))
         # The next pass reads the states just written: [rows, parts] for inner, [parts, outputs] for outer.
         src = dst
@@ -1177,14 +1178,15 @@ class _Workspace:
 
 def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divisor, src_is_state,
                  dst_is_state, merge=None, merge_lanes=0, merge_counter=False, launch_dependents=False,
-                 dependent=False, recompute_format=None, exp_finish_lanes=0):
+                 dependent=False, input_format=None, one_launch=False, exp_finish_lanes=0):
     """Launch one pass; returns (compiled kernel or None under the interpreter, grid, trailing args).
     merge: an inner pass's fused merge scratch (Workspace.fused_merge_scratch) with the merging
     pass's lanes and tile_counter, or None. launch_dependents: the next launch is a programmatic
     dependent of this pass (its programs trigger it at their start); dependent: this pass is one (it
-    waits for the previous pass's writes before reading them). recompute_format: the exact filter's
-    input format (superaccumulator.INPUT_FORMATS) when the pass recomputes its uncertified outputs itself
-    (plan.exact_in_one_launch), else None. exp_finish_lanes: > 0 where logsumexp's fp32 filter finishes
+    waits for the previous pass's writes before reading them). input_format: the exact filter's input
+    format (superaccumulator.INPUT_FORMATS: its grid, for exact_finish; the superaccumulator's, where
+    one_launch -- the pass recomputes its uncertified outputs itself, plan.exact_in_one_launch), else
+    None. exp_finish_lanes: > 0 where logsumexp's fp32 filter finishes
     its uncertified outputs itself (plan.certified_exp_in_one_launch; an inner pass), its fp64 lanes."""
     stride_outer, stride_red, stride_inner = strides
     shift_ptr, shift_scalars = shift[0], list(shift[1:])
@@ -1248,9 +1250,10 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         bound = (tile_moments and strategy == EXACT and planning.EXACT_TILE_MAGNITUDE_BOUND
                  and p.lanes <= TILE_TREE_MAX_LANES)
         consts.update(TILE_MOMENTS=tile_moments, EXACT_TILE_BOUND=tile_tree_bound(p.lanes) if bound else 0.0)
-    man_bits, exp_bits, lsb_exp = (0, 0, 0) if recompute_format is None else recompute_format
-    consts.update(RECOMPUTE_TILE=0 if recompute_format is None else planning.one_launch_recompute_tile(p),
-                  MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
+    # (every constexpr named: a replay passes them all; other strategies take fp32's, the kernels' default)
+    man_bits, exp_bits, lsb_exp = INPUT_FORMATS[torch.float32] if input_format is None else input_format
+    consts.update(MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
+    consts.update(RECOMPUTE_TILE=planning.one_launch_recompute_tile(p) if one_launch else 0)
     if p.schedule == "outer":
         consts.update(RECOMPUTE_ROWS=planning.EXACT_ONE_LAUNCH_COLUMN_ROWS)
     scalars += shift_scalars

@@ -152,6 +152,37 @@ def test_filter_knows_exact_ties_and_leaves_lost_bits_to_the_superaccumulator(de
     assert bool(seen[-1].all()), "rows of zeros are certified by the filter"
 
 
+@pytest.mark.parametrize("planner", ["default", "split+chains"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sixteen_bit_ties_are_known_on_their_own_grid(device, dtype, planner, stage_flags):
+    """A 16-bit input is a multiple of its own format's ulp of the row's smallest magnitude m -- 2^16
+    (bf16) or 2^13 (fp16) times fp32's --, and so is every partial sum: the filter's bound need only be
+    below half of that to know the sum exactly (strategies/exact.py, "Exactly known"). Rows: 1, 2^-24
+    (m) and 500 N(0, 1) values with their negations, shuffled: the exact sum 1 + 2^-24 is fp32's tie
+    between 1 and 1 + 2^-23 (ties to even: 1), and the bound (2^-53 times the partial sums' magnitudes,
+    ~2^-40) is below half of bf16's 2^-31 and fp16's 2^-24 but not of fp32's 2^-47. So the 16-bit rows are
+    the filter's -- over dim 1 and dim 0, in one pass and split (the grid reaches the merging pass) --,
+    and the same values given as fp32 go to the superaccumulator (an interval around a tie certifies
+    nothing), the same answer either way."""
+    seen, _ = stage_flags
+    rng = np.random.default_rng(12)
+    rows = []
+    for _ in range(3):
+        noise = torch.from_numpy(rng.standard_normal(500)).to(dtype).double()
+        row = torch.cat([torch.tensor([1.0, 2.0 ** -24], dtype=torch.float64), noise, -noise])
+        rows.append(row[torch.from_numpy(rng.permutation(row.numel()))])
+    x = torch.stack(rows).to(dtype)
+    assert torch.equal(x.double(), torch.stack(rows)), "every value is exact in the 16-bit format"
+    settings = PLANNERS[planner]
+    for data, dims in ((x, (1,)), (x.t().contiguous(), (0,))):
+        got, want = _exact(data, dims, out_dtype=torch.float32, device=device, planner=settings)
+        assert got.tolist() == [1.0] * 3 and torch.equal(_bits(got), _bits(want)), got.tolist()
+        assert bool(seen[-1].all()), f"{dtype} dims={dims}: an exactly known tie on the 16-bit grid is the filter's"
+        got, want = _exact(data.float(), dims, device=device, planner=settings)
+        assert got.tolist() == [1.0] * 3 and torch.equal(_bits(got), _bits(want)), got.tolist()
+        assert not bool(seen[-1].any()), f"fp32 dims={dims}: its grid at 2^-24 is too fine to know the tie"
+
+
 @pytest.mark.parametrize("chunked", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_superaccumulator_alone_on_every_row(device, dtype, chunked, stage_flags, monkeypatch):

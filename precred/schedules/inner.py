@@ -466,7 +466,8 @@ def inner_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr = False,  # let the next launch (a later pass, a recompute) start early (PDL)
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch (recompute.certify_or_recompute),
-    MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
+    # the exact filter's input format (superaccumulator.INPUT_FORMATS; fp32's: its grid is every format's floor)
+    MAN_BITS: tl.constexpr = 23, EXP_BITS: tl.constexpr = 8, LSB_EXP: tl.constexpr = -149,
     INTERLEAVED: tl.constexpr = False,  # the parts interleave their tiles (plan.Pass.interleaved)
     WORD_LOADS: tl.constexpr = False,   # the exact filter's 16-bit rows read as int32 words (exact_word_part)
     HALVES_MIN_LANES: tl.constexpr = 0,   # > 0: the plain sums' lanes by tree.tree_sum_halves from this many
@@ -504,7 +505,8 @@ def inner_kernel(
                                  EXP_FINISH_LANES, BLOCK_M)
     elif MERGE_LANES == 0:
         write_result(row_hi, row_lo, row_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, state_index, row_mask,
-                     divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+                     divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN, MAN_BITS,
+                     LSB_EXP)
     else:
         write_result(row_hi, row_lo, row_cnt, part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, state_index, row_mask,
                      divisor, shift, STRATEGY, True, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
@@ -518,4 +520,5 @@ def inner_kernel(
                 merge_start + n_parts, 1, shift_tile, STRATEGY, ACC_DTYPE, True, USES_LO, BLOCK_M, MERGE_LANES, 1,
                 MERGE_TILE_COUNTER, STATE_TREE_VEC, TREE_THREADS, False, False, HALVES_MIN_LANES=HALVES_MIN_LANES)
             write_result(merged_hi, merged_lo, merged_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, rows, rows,
-                         row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+                         row_mask, divisor, shift, STRATEGY, False, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN,
+                         MAN_BITS, LSB_EXP)

@@ -64,7 +64,8 @@ def outer_kernel(
     WAIT_FOR_PREVIOUS: tl.constexpr = False,  # a programmatic dependent of the previous pass: wait for its writes
     RECOMPUTE_TILE: tl.constexpr = 0,   # > 0: the exact mode in one launch, this many columns recomputed side by
     RECOMPUTE_ROWS: tl.constexpr = 0,   # side, this many rows a step (recompute.certify_or_recompute_columns)
-    MAN_BITS: tl.constexpr = 0, EXP_BITS: tl.constexpr = 0, LSB_EXP: tl.constexpr = 0,   # the input format
+    # the exact filter's input format (superaccumulator.INPUT_FORMATS; fp32's: its grid is every format's floor)
+    MAN_BITS: tl.constexpr = 23, EXP_BITS: tl.constexpr = 8, LSB_EXP: tl.constexpr = -149,
 ):
     programmatic_launch_points(LAUNCH_DEPENDENTS, WAIT_FOR_PREVIOUS)
     pid = tl.program_id(0)
@@ -137,7 +138,8 @@ def outer_kernel(
                                      EXP_BITS, LSB_EXP, BLOCK_I, RECOMPUTE_TILE, RECOMPUTE_ROWS)
     else:
         write_result(col_hi, col_lo, col_cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index,
-                     col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+                     col_mask, divisor, shift, STRATEGY, DST_IS_STATE, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN,
+                     MAN_BITS, LSB_EXP)
 
 
 @triton.jit

@@ -90,7 +90,7 @@ def certify_or_recompute(s, t, m, out_index, mask, src_ptr, out_ptr, inner_size,
     are written. On ordinary data the loop below never runs, but its registers count in the kernel's
     (sm_90, 64 x 4096 fp32: 63 -> 108 a thread), which is why only small inputs take this path
     (precred.plan.exact_in_one_launch)."""
-    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty)
+    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty, MAN_BITS, LSB_EXP)
     tl.store(out_ptr + out_index, round_to_output(value, out_ptr.dtype.element_ty), mask=mask & certified)
     pending = mask & (certified == 0)
     row_start = tl.full((), 0, tl.int64)   # int64 offsets along the row
@@ -140,7 +140,7 @@ def certify_or_recompute_columns(s, t, m, out_index, col_mask, first_col, src_ba
     step -- the same limbs as recompute_kernel's, so the same bits. Column groups with nothing to
     recompute are skipped; on ordinary data none is entered. Column i's elements start at
     src_base + i * stride_inner, its output is out_base + i."""
-    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty)
+    value, certified = exact_finish(s, t, m, divisor, DIVIDE, out_ptr.dtype.element_ty, MAN_BITS, LSB_EXP)
     tl.store(out_ptr + out_index, round_to_output(value, out_ptr.dtype.element_ty), mask=col_mask & certified)
     pending = (col_mask & (certified == 0)).to(tl.int32)
     if tl.max(pending, axis=0) > 0:

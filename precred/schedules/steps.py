@@ -238,14 +238,15 @@ def load_shift(shift_ptr, out_index, mask, shift_inner, shift_stride_outer, shif
 @triton.jit
 def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index, mask, divisor,
                  shift, STRATEGY: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr,
-                 USES_LO: tl.constexpr, TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr):
+                 USES_LO: tl.constexpr, TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
+                 MAN_BITS: tl.constexpr = 23, LSB_EXP: tl.constexpr = -149):
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
     input dtype), or finished and rounded into the output at out_index. Welford's finished output is
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
     the stable exponential sum's is m + log(s) (or, WRITE_MEAN, log(s) in dst_hi and m in dst_lo); the
     extremum's is its value (exact in any output dtype that holds the input) and, WRITE_MEAN, its index
     in dst_lo (int64); the exact filter's and logsumexp's fp32 filter's is the value and, in dst_lo, an
-    int8 flag: certified or not."""
+    int8 flag: certified or not (MAN_BITS, LSB_EXP: the exact filter's input format, exact_finish's)."""
     if DST_IS_STATE:
         if STRATEGY == 8 or STRATEGY == 9:   # the value the key stands for (keyed again on load)
             hi = key_value(hi)
@@ -259,7 +260,7 @@ def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, st
             tl.store(dst_cnt_ptr + state_index, cnt, mask=mask)
     elif STRATEGY == 7:
         # The exact mode's filter: the rounded value and, in dst_lo (int8), whether it is certified.
-        value, certified = exact_finish(hi, lo, cnt, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty)
+        value, certified = exact_finish(hi, lo, cnt, divisor, DIVIDE, dst_hi_ptr.dtype.element_ty, MAN_BITS, LSB_EXP)
         tl.store(dst_hi_ptr + out_index, round_to_output(value, dst_hi_ptr.dtype.element_ty), mask=mask)
         tl.store(dst_lo_ptr + out_index, certified.to(tl.int8), mask=mask)
     elif STRATEGY == 8 or STRATEGY == 9:

@@ -19,12 +19,18 @@ merge -- the tree, or on the GPU Triton's reduction: the L lanes a thread holds 
 then a level per halving across threads and warps --, the passes' merges, masked lanes included), so
 T <= t * (1 + gamma_(n+L+100)) <= t * (1 + 2^-14) for n <= 2^37, and E = 2^-53 * (1 + 2^-14) * t bounds |V - s|.
 
-Exactly known. Every input is an fp32 value (bf16 and fp16 ones too), hence a multiple of its fp32
-ulp, which is a multiple of q = the fp32 ulp of m: every partial sum is a multiple of q, and an fp64
-addition of multiples of q can only round when its result reaches 2^53 q -- which puts at least u64 *
-2^53 q = q into E. So E < q / 2 means that no addition rounded: s == V, and the filter rounds V once,
-ties included. (Ties are common: the exact sum of fp32 values has few bits when the row's magnitudes
-are close -- 1 row in ~4000 of 1024 normal values lands on an fp32 midpoint, far more in bf16.)
+Exactly known. Every input is a multiple of its own ulp in its input format, which is a multiple of q
+= that format's ulp of m (the ulp of a format grows with the magnitude, and a subnormal's is the
+format's smallest, 2^LSB_EXP: so for |x| >= m, ulp(x) >= ulp(m), both powers of two): every partial
+sum is a multiple of q, and an fp64 addition of multiples of q can only round when its result reaches
+2^53 q -- which puts at least u64 * 2^53 q = q into E. So E < q / 2 means that no addition rounded: s
+== V, and the filter rounds V once, ties included. (Ties are common: the exact sum of fp32 values has
+few bits when the row's magnitudes are close -- 1 row in ~4000 of 1024 normal values lands on an fp32
+midpoint, far more in bf16: a column of 8192 N(0, 1) bf16 values sums to a multiple of ~2^-20, an
+fp32 midpoint one time in ~8 near 100. q is bf16's ulp of m there, 2^16 times fp32's, which keeps
+such a column exactly known even where its m is small; with fp32's ulp of m, the q before 2026-12-08,
+a column whose m fell to ~2^-20 was not, and if its sum sat on a midpoint it went to the
+superaccumulator, the price of a lone uncertified column: docs/exact.md.)
 
 Certified. Otherwise the result is certified when both ends of [s - E, s + E], widened for the fp64
 roundings of the check itself, round to the same value of the output format: rounding is monotonic,
@@ -151,17 +157,21 @@ def round_to_output_format(v, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr):
+def exact_finish(s, t, m, n, DIVIDE: tl.constexpr, OUT_DTYPE: tl.constexpr, MAN_BITS: tl.constexpr,
+                 LSB_EXP: tl.constexpr):
     """(value, certified): the sum (or, DIVIDE, the mean: sum / n) rounded to the output format as an
     fp64 value, and whether the filter proves it correctly rounded. m: the magnitude key (uint32);
-    n: the element count (fp64)."""
+    n: the element count (fp64); MAN_BITS, LSB_EXP: the input format's stored mantissa bits and
+    log2 of its smallest subnormal (superaccumulator.INPUT_FORMATS)."""
     # Constants: 2^-53 (1 + 2^-14), 1 + 2^-48, 2^-49, 2^-50.
     bound = t * 1.110290787260937e-16
-    # q = the fp32 ulp of m: 2^(e - 150) for its biased exponent field e (1 for subnormals), the top 8
-    # bits of m + 2 (|x|'s bits shifted left by one). No nonzero input: m + 2 wraps to 0 or 1, q =
-    # 2^-149, and t == 0 proves s == V == 0 anyway.
+    # q = the input format's ulp of m (module docstring, "Exactly known"): 2^max(e - 127 - MAN_BITS,
+    # LSB_EXP) for the biased fp32 exponent field e of m, the top 8 bits of m + 2 (|x|'s fp32 bits
+    # shifted left by one; e = 0 for an fp32 subnormal falls to LSB_EXP in every format). fp32 input:
+    # 2^(max(e, 1) - 150), its fp32 ulp. No nonzero input: m + 2 wraps to 0 or 1, q = 2^LSB_EXP, and
+    # t == 0 proves s == V == 0 anyway.
     biased_exponent = ((m + 2) >> 24).to(tl.int32)
-    q = power_of_two(tl.maximum(biased_exponent, 1) - 150)
+    q = power_of_two(tl.maximum(biased_exponent - (127 + MAN_BITS), LSB_EXP))
     exactly_known = bound < 0.5 * q   # then s == V (module docstring)
     bound = tl.where(exactly_known, 0.0, bound)
     # An inf or NaN input: s (or s / n) is torch's answer.
