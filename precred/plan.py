@@ -642,9 +642,17 @@ EXACT_OUTER_16BIT_PROGRAMS_PER_SM = 2
 # more (sm_90, bench/kernel_resources.py, 262144x256 bf16 over dim 0, the first pass: 896 instructions
 # either way, fp64 adds 128 -> 80 and conversions 80 -> 88 a loop body, 136 -> 128 registers). Written
 # after the ncu breakdown in NARROW_OUTER_MIN_INNER's note (exact's first pass 49.4 us where fp64's, one
-# fp64 addition an element, took 47.7); not yet measured on a GPU, so off: bench/sweep_outer.py --op sum
-# --modes fast,exact --dim 0 --variant "bound:EXACT_TILE_MAGNITUDE_BOUND=True" decides it (262144x256
-# and the wide 16-bit shapes, 8192^2 over dim 0). The CPU suite's exact and sum tests pass with it on.
+# fp64 addition an element, took 47.7). Measured and not taken: H100, 2026-12-08, bench/sweep_outer.py
+# --op sum --modes fast,exact --dim 0 --dtypes bfloat16,float32 --repeat 2 --variant
+# "bound:EXACT_TILE_MAGNITUDE_BOUND=True", exact GB/s default / bound, two rounds: bf16 262144x256
+# 1973, 1966 / 1965, 1965; 131072x384 1823, 1823 / 1820, 1784; 65536x1024 2049, 2046 / 2054, 2045;
+# fp32 262144x256 2491, 2496 / 2483, 2492; 8192^2 2534, 2525 / 2562, 2524 (fast alike either way):
+# within the runs' spread, the instructions saved are not the time. Beside it on 262144x256 bf16
+# (exact GB/s, two rounds; default 1962, 1974): merging passes of 1 column 1913, 1919 and of 2 1972,
+# 1965 (NARROW_STATE_PASS_MIN_COLUMNS), RECOMPUTE_PROGRAMS_PER_SM=1 1968, 1967, the recompute without
+# PDL 1941, 1928, exact's merges with wide lanes (WIDE_LANES_STATE_STRATEGIES={7, 10}) 1948, 1936, with
+# the bound too 1949, 1942: none better. The CPU suite's exact and sum tests pass with it on; the
+# CUDA test_exact and test_sum_accuracy with it on: 165 passed, 4 skipped.
 EXACT_TILE_MAGNITUDE_BOUND = False
 # Wide strided axes of 16-bit input (four warps of 16-byte vectors wide and more, a reduced axis of at
 # least OUTER_REGISTERS_MIN_RED): first passes of the strategies in OUTER_16BIT_ACC_TILE_STRATEGIES hold
