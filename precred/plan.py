@@ -2137,7 +2137,17 @@ RECOMPUTE_OUTPUTS = 1024
 RECOMPUTE_TILE = 256
 RECOMPUTE_MIN_CHUNK = 16 * RECOMPUTE_TILE   # shorter rows are never split: no zeroed scratch, one launch
 # Rows along a strided axis (dim 0 of a matrix: an element a sector, each tile of a chunk one round of
-# load latency) are cut from RECOMPUTE_COLUMN_MIN_CHUNK elements on (measurement pending).
+# load latency) are cut from RECOMPUTE_COLUMN_MIN_CHUNK elements on. Equal to RECOMPUTE_MIN_CHUNK until
+# measured: a lone uncertified column costs ~32-36 us on an H100 (docs/exact.md, one cancelling column
+# of 8192^2 over dim 0: exact / fast 0.60 bf16, 0.75 fp32), in two chunks of 16 tiles each; chunks of
+# one tile (256, as logsumexp's EXP_RECOMPUTE_COLUMN_MIN_CHUNK) would make it one round of loads on 32
+# programs, at the price of 32 chunks' limb atomics per column where every column is uncertified.
+# To decide: bench/exact_fallback.py --only "\(8192, 8192\) 0|\(65536, 1024\) 0" --set
+# RECOMPUTE_COLUMN_MIN_CHUNK=256 against 4096, same machine. (H100, 2026-12-08, bench/sweep_outer.py's
+# own N(0, 1) bf16 8192^2 over dim 0 -- torch.randn on the GPU -- ran exact at 1360-1382 GB/s in four
+# rounds against fast's 2241-2243, where exact_fallback's CPU-drawn data gives ~2050: most likely one
+# uncertified column, a tie whose m was too small for fp32's grid; strategies/exact.py now takes the
+# input format's grid, which makes such bf16 ties exactly known. Not confirmed on a GPU yet.)
 RECOMPUTE_COLUMN_MIN_CHUNK = RECOMPUTE_MIN_CHUNK
 # Programs per SM of the recompute launches: what stays resident at their register counts (~190 for
 # recompute_kernel: 2 programs of 4 warps per SM; exp_recompute_kernel at most 128, its cap
