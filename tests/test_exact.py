@@ -204,6 +204,31 @@ def test_superaccumulator_alone_on_every_row(device, dtype, chunked, stage_flags
     assert (rp.chunks > 1) == chunked, rp
 
 
+def test_strided_columns_take_their_own_chunk_floor(device, stage_flags, monkeypatch):
+    """The recompute cuts rows along a strided axis from plan.RECOMPUTE_COLUMN_MIN_CHUNK elements on,
+    contiguous rows from RECOMPUTE_MIN_CHUNK: with the first at 256 and the second at its default, a
+    1000-element column is chunked (limb sums merged by atomics), the same values as a row are not --
+    and both are correctly rounded with every output recomputed."""
+    seen, settings = stage_flags
+    settings["clear"] = True
+    monkeypatch.setattr(precred.plan, "RECOMPUTE_COLUMN_MIN_CHUNK", 256)
+    assert precred.plan.RECOMPUTE_MIN_CHUNK >= 1000
+    chunks = []
+    original = launch.plan_recompute
+
+    def spy(n_out, red, **kwargs):
+        rp = original(n_out, red, **kwargs)
+        chunks.append(rp.chunks)
+        return rp
+
+    monkeypatch.setattr(launch, "plan_recompute", spy)
+    x = torch.stack([gen.normal(1000, np.random.default_rng(r), torch.float32) for r in range(2)])
+    assert_correctly_rounded(x, (1,), device=device)
+    assert chunks[-1] == 1, chunks
+    assert_correctly_rounded(x.t().contiguous(), (0,), device=device)
+    assert chunks[-1] > 1, chunks
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_launch_recomputes_its_own_uncertified_outputs(device, dtype, stage_flags, monkeypatch):
     """Below plan.EXACT_ONE_LAUNCH_MAX_BYTES a one-pass inner filter recomputes the rows it cannot
