@@ -127,7 +127,7 @@ def test_filter_certifies_well_conditioned_rows_and_leaves_the_rest(device, stag
 def test_filter_knows_exact_ties_and_leaves_lost_bits_to_the_superaccumulator(device, stage_flags):
     seen, _ = stage_flags
     # 256 + 1 = 257 lies halfway between the bf16 neighbours 256 and 258: ties to even give 256; 259 -> 260.
-    # Every input is a multiple of 2^-23 (the fp32 ulp of 1) and the error bound is far below half of
+    # Every input is a multiple of 2^-7 (bf16's ulp of 1, the smallest |x|) and the error bound is far below half of
     # it: no fp64 addition rounded, the filter knows the tie exactly and rounds it to even itself.
     x = torch.tensor([[256.0, 1.0], [258.0, 1.0], [-256.0, -1.0]], dtype=torch.bfloat16)
     got, want = _exact(x, (1,), device=device)
