@@ -1252,8 +1252,8 @@ def _launch_pass(p, src, dst, shift, strides, workspace, strategy, output, divis
         consts.update(TILE_MOMENTS=tile_moments, EXACT_TILE_BOUND=tile_tree_bound(p.lanes) if bound else 0.0)
     # (every constexpr named: a replay passes them all; other strategies take fp32's, the kernels' default)
     man_bits, exp_bits, lsb_exp = INPUT_FORMATS[torch.float32] if input_format is None else input_format
-    consts.update(MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp)
-    consts.update(RECOMPUTE_TILE=planning.one_launch_recompute_tile(p) if one_launch else 0)
+    consts.update(MAN_BITS=man_bits, EXP_BITS=exp_bits, LSB_EXP=lsb_exp,
+                  RECOMPUTE_TILE=planning.one_launch_recompute_tile(p) if one_launch else 0)
     if p.schedule == "outer":
         consts.update(RECOMPUTE_ROWS=planning.EXACT_ONE_LAUNCH_COLUMN_ROWS)
     scalars += shift_scalars

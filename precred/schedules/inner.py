@@ -509,7 +509,7 @@ def inner_kernel(
                      LSB_EXP)
     else:
         write_result(row_hi, row_lo, row_cnt, part_hi_ptr, part_lo_ptr, part_cnt_ptr, rows, state_index, row_mask,
-                     divisor, shift, STRATEGY, True, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN)
+                     divisor, shift, STRATEGY, True, DIVIDE, USES_LO, TAKE_SQRT, WRITE_MEAN, MAN_BITS, LSB_EXP)
         tl.debug_barrier()   # every thread's states stored before the arrival is published
         counter = arrivals_ptr + tl.program_id(0) // n_parts
         if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == n_parts - 1:

@@ -239,7 +239,7 @@ def load_shift(shift_ptr, out_index, mask, shift_inner, shift_stride_outer, shif
 def write_result(hi, lo, cnt, dst_hi_ptr, dst_lo_ptr, dst_cnt_ptr, out_index, state_index, mask, divisor,
                  shift, STRATEGY: tl.constexpr, DST_IS_STATE: tl.constexpr, DIVIDE: tl.constexpr,
                  USES_LO: tl.constexpr, TAKE_SQRT: tl.constexpr, WRITE_MEAN: tl.constexpr,
-                 MAN_BITS: tl.constexpr = 23, LSB_EXP: tl.constexpr = -149):
+                 MAN_BITS: tl.constexpr, LSB_EXP: tl.constexpr):
     """Store merged states: as partial states at state_index (accumulator dtype, never rounded to the
     input dtype), or finished and rounded into the output at out_index. Welford's finished output is
     the variance (or standard deviation, TAKE_SQRT) in dst_hi and, when WRITE_MEAN, the mean in dst_lo;
